@@ -1,0 +1,370 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// Options configure a Cache. The zero value is ready to use.
+type Options struct {
+	// SyncTimeout bounds how long WaitForSync waits for an informer's first list.
+	// Defaults to 2 minutes.
+	SyncTimeout time.Duration
+
+	// ResyncPeriod is how often informers replay their contents as updates. Defaults to 10 hours,
+	// as controller-runtime; a negative value turns resyncs off.
+	ResyncPeriod time.Duration
+
+	// Mapper maps kinds to resources. Defaults to a discovery-backed mapper that refreshes when
+	// asked about a kind it does not know.
+	Mapper meta.RESTMapper
+
+	// Logger defaults to logr.Discard().
+	Logger logr.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.SyncTimeout == 0 {
+		o.SyncTimeout = 2 * time.Minute
+	}
+	if o.ResyncPeriod == 0 {
+		o.ResyncPeriod = 10 * time.Hour
+	}
+	if o.ResyncPeriod < 0 {
+		o.ResyncPeriod = 0
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return o
+}
+
+// Key names a shared informer: a kind, and whether it holds only metadata.
+type Key struct {
+	schema.GroupVersionKind
+	// MetadataOnly informers hold *metav1.PartialObjectMetadata: cheaper for kinds a controller
+	// only maps to owners (Owns) or keys (Watches).
+	MetadataOnly bool
+}
+
+func (k Key) String() string {
+	if k.MetadataOnly {
+		return k.GroupVersionKind.String() + " (metadata only)"
+	}
+	return k.GroupVersionKind.String()
+}
+
+// Cache holds the host's shared informers. It is a manager Runnable: informers acquired before
+// Start run from Start on; informers acquired later start at once.
+type Cache struct {
+	opts     Options
+	host     string
+	mapper   meta.RESTMapper
+	dynamic  dynamic.Interface
+	metadata metadata.Interface
+
+	mu        sync.Mutex
+	ctx       context.Context // the Start context; nil until Start
+	informers map[Key]*entry
+}
+
+type entry struct {
+	key        Key
+	mapping    *meta.RESTMapping
+	informer   toolscache.SharedIndexInformer
+	refs       int
+	cancel     context.CancelFunc // nil until the informer runs
+	done       chan struct{}      // closed when the informer has stopped
+	hasStarted bool
+}
+
+// New returns a Cache that reads from the API server cfg points at. It does not contact the
+// server: the first Acquire does.
+func New(cfg *rest.Config, opts Options) (*Cache, error) {
+	opts = opts.withDefaults()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cache: dynamic client for %s: %w", cfg.Host, err)
+	}
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cache: metadata client for %s: %w", cfg.Host, err)
+	}
+	mapper := opts.Mapper
+	if mapper == nil {
+		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("cache: discovery client for %s: %w", cfg.Host, err)
+		}
+		mapper = newRefreshingMapper(dc)
+	}
+	return &Cache{
+		opts:      opts,
+		host:      cfg.Host,
+		mapper:    mapper,
+		dynamic:   dyn,
+		metadata:  md,
+		informers: make(map[Key]*entry),
+	}, nil
+}
+
+// RESTMapper returns the mapper the cache resolves kinds with.
+func (c *Cache) RESTMapper() meta.RESTMapper { return c.mapper }
+
+// Start runs the informers acquired so far and any acquired later, until ctx is done; then it
+// stops them all and returns once none is running.
+func (c *Cache) Start(ctx context.Context) error {
+	c.mu.Lock()
+	if c.ctx != nil {
+		c.mu.Unlock()
+		return errors.New("cache: already started")
+	}
+	c.ctx = ctx
+	for _, e := range c.informers {
+		c.runLocked(e)
+	}
+	c.mu.Unlock()
+
+	<-ctx.Done()
+
+	c.mu.Lock()
+	var dones []chan struct{}
+	for _, e := range c.informers {
+		if e.done != nil {
+			dones = append(dones, e.done)
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range dones {
+		<-d
+	}
+	return nil
+}
+
+// WaitForCacheSync waits until every informer acquired so far has synced; false if ctx ends
+// first. The manager calls it before it starts controllers.
+func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
+	c.mu.Lock()
+	synced := make([]toolscache.InformerSynced, 0, len(c.informers))
+	for _, e := range c.informers {
+		synced = append(synced, e.informer.HasSynced)
+	}
+	c.mu.Unlock()
+	return toolscache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// Acquire returns a handle on the shared informer for key, creating it on first use (and
+// starting it if the cache runs). Every Acquire must be paired with one Release.
+func (c *Cache) Acquire(key Key) (*Informer, error) {
+	mapping, err := c.mapping(key.GroupVersionKind)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.informers[key]
+	if !ok {
+		e = &entry{key: key, mapping: mapping, informer: c.newInformer(key, mapping)}
+		c.informers[key] = e
+		if c.ctx != nil {
+			c.runLocked(e)
+		}
+		c.opts.Logger.V(1).Info("informer created", "gvk", key.String(), "resource", mapping.Resource.String())
+	}
+	e.refs++
+	return &Informer{cache: c, entry: e}, nil
+}
+
+// Active reports whether a shared informer for key exists (acquired and not yet released by its
+// last user).
+func (c *Cache) Active(key Key) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.informers[key]
+	return ok
+}
+
+// mapping resolves gvk to a resource, with an error that says what to check.
+func (c *Cache) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case err == nil:
+		return m, nil
+	case meta.IsNoMatchError(err):
+		return nil, fmt.Errorf("cache: no resource serves %s on %s: is its CRD installed and established? (%w)", gvk, c.host, err)
+	default:
+		return nil, fmt.Errorf("cache: looking up %s on the API server at %s: %w: check that the API server is reachable and the kubeconfig is right", gvk, c.host, err)
+	}
+}
+
+func (c *Cache) newInformer(key Key, m *meta.RESTMapping) toolscache.SharedIndexInformer {
+	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
+	var inf toolscache.SharedIndexInformer
+	if key.MetadataOnly {
+		inf = metadatainformer.NewFilteredMetadataInformer(c.metadata, m.Resource, metav1.NamespaceAll, c.opts.ResyncPeriod, indexers, nil).Informer()
+	} else {
+		inf = dynamicinformer.NewFilteredDynamicInformer(c.dynamic, m.Resource, metav1.NamespaceAll, c.opts.ResyncPeriod, indexers, nil).Informer()
+	}
+	// SetTransform only fails on a started informer; this one is new.
+	_ = inf.SetTransform(stripManagedFields)
+	return inf
+}
+
+// stripManagedFields drops metadata.managedFields: reconcilers never need it and it is often the
+// larger part of an object.
+func stripManagedFields(obj any) (any, error) {
+	if o, ok := obj.(metav1.Object); ok {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// runLocked starts e under the cache's context. c.mu must be held and c.ctx set.
+func (c *Cache) runLocked(e *entry) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	e.cancel, e.done, e.hasStarted = cancel, make(chan struct{}), true
+	go func() {
+		defer close(e.done)
+		e.informer.RunWithContext(ctx)
+	}()
+}
+
+// release drops one reference to e; the last one stops and forgets the informer and waits until
+// it has stopped.
+func (c *Cache) release(e *entry) {
+	c.mu.Lock()
+	e.refs--
+	if e.refs > 0 {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.informers, e.key)
+	cancel, done := e.cancel, e.done
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	c.opts.Logger.V(1).Info("informer stopped: no users left", "gvk", e.key.String())
+}
+
+// Informer is one user's handle on a shared informer.
+type Informer struct {
+	cache    *Cache
+	entry    *entry
+	released sync.Once
+}
+
+// Key returns the informer's key.
+func (i *Informer) Key() Key { return i.entry.key }
+
+// Mapping returns the resource the informer lists and watches.
+func (i *Informer) Mapping() *meta.RESTMapping { return i.entry.mapping }
+
+// AddEventHandler registers h; events for objects already listed are delivered as adds.
+func (i *Informer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	reg, err := i.entry.informer.AddEventHandler(h)
+	if err != nil {
+		return nil, fmt.Errorf("cache: adding a handler to the %s informer: %w", i.entry.key, err)
+	}
+	return reg, nil
+}
+
+// RemoveEventHandler unregisters a handler added with AddEventHandler.
+func (i *Informer) RemoveEventHandler(reg toolscache.ResourceEventHandlerRegistration) error {
+	return i.entry.informer.RemoveEventHandler(reg)
+}
+
+// WaitForSync waits until the informer (and, if given, the handler registrations) have seen
+// the first full list, for at most the cache's SyncTimeout.
+func (i *Informer) WaitForSync(ctx context.Context, regs ...toolscache.ResourceEventHandlerRegistration) error {
+	ctx, cancel := context.WithTimeout(ctx, i.cache.opts.SyncTimeout)
+	defer cancel()
+	synced := []toolscache.InformerSynced{i.entry.informer.HasSynced}
+	for _, r := range regs {
+		synced = append(synced, r.HasSynced)
+	}
+	if toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("cache: timed out after %s waiting for the %s informer (%s on %s) to sync: is the resource served and listable with these credentials?",
+			i.cache.opts.SyncTimeout, i.entry.key, i.entry.mapping.Resource, i.cache.host)
+	}
+	return fmt.Errorf("cache: stopped waiting for the %s informer to sync: %w", i.entry.key, context.Cause(ctx))
+}
+
+// HasSynced reports whether the informer has seen its first full list.
+func (i *Informer) HasSynced() bool { return i.entry.informer.HasSynced() }
+
+// Get returns a copy of the object with this namespace and name from the informer's store.
+func (i *Informer) Get(namespace, name string) (runtime.Object, error) {
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	obj, exists, err := i.entry.informer.GetIndexer().GetByKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, apierrors.NewNotFound(i.entry.mapping.Resource.GroupResource(), name)
+	}
+	return obj.(runtime.Object).DeepCopyObject(), nil
+}
+
+// List returns copies of the objects in namespace ("" for all) that match sel (nil for all).
+func (i *Informer) List(namespace string, sel labels.Selector) ([]runtime.Object, error) {
+	idx := i.entry.informer.GetIndexer()
+	var items []any
+	if namespace == "" {
+		items = idx.List()
+	} else {
+		var err error
+		if items, err = idx.ByIndex(toolscache.NamespaceIndex, namespace); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]runtime.Object, 0, len(items))
+	for _, it := range items {
+		if sel != nil && !sel.Empty() {
+			m, err := meta.Accessor(it)
+			if err != nil || !sel.Matches(labels.Set(m.GetLabels())) {
+				continue
+			}
+		}
+		out = append(out, it.(runtime.Object).DeepCopyObject())
+	}
+	return out, nil
+}
+
+// Release gives the handle back; the last release stops the shared informer. Release is
+// idempotent.
+func (i *Informer) Release() {
+	i.released.Do(func() { i.cache.release(i.entry) })
+}
+
+// assert the object types the informers hold satisfy what handlers expect.
+var (
+	_ metav1.Object = (*unstructured.Unstructured)(nil)
+	_ metav1.Object = (*metav1.PartialObjectMetadata)(nil)
+)

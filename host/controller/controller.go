@@ -1,0 +1,258 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/source"
+)
+
+// Options configure a Controller. The zero value is ready to use.
+type Options struct {
+	// MaxConcurrentReconciles is the number of workers. Defaults to 1.
+	MaxConcurrentReconciles int
+
+	// RateLimiter paces retries. Defaults to a fresh DefaultRateLimiter on each Start.
+	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
+
+	// ReconcileTimeout bounds one Reconcile call: its context is cancelled after this long and a
+	// call that overran counts as an error. Defaults to 0, no timeout.
+	ReconcileTimeout time.Duration
+
+	// CacheSyncTimeout bounds how long Start waits for the sources' first lists.
+	// Defaults to 2 minutes.
+	CacheSyncTimeout time.Duration
+
+	// NeedLeaderElection says whether the manager runs the controller only on the leader.
+	// Defaults to true.
+	NeedLeaderElection *bool
+
+	// Clock drives the queue's delays and the default rate limiter. Defaults to the real clock.
+	Clock clock.WithTicker
+
+	// Logger defaults to logr.Discard().
+	Logger logr.Logger
+
+	// Observe, if set, is called after each Reconcile with its outcome. It runs on the worker:
+	// keep it cheap.
+	Observe func(req reconcile.Request, res reconcile.Result, err error, took time.Duration)
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxConcurrentReconciles <= 0 {
+		o.MaxConcurrentReconciles = 1
+	}
+	if o.CacheSyncTimeout <= 0 {
+		o.CacheSyncTimeout = 2 * time.Minute
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.NeedLeaderElection == nil {
+		t := true
+		o.NeedLeaderElection = &t
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return o
+}
+
+// Controller feeds Requests from its sources through a rate-limited queue to a Reconciler. It
+// is a manager Runnable; it can be stopped (its Start context cancelled) and started again,
+// each run with a fresh queue.
+type Controller struct {
+	name string
+	do   reconcile.Reconciler
+	opts Options
+
+	mu      sync.Mutex
+	sources []source.Source
+	run     *run // nil while not running
+}
+
+// run is the state of one Start.
+type run struct {
+	ctx   context.Context
+	queue handler.Queue
+}
+
+// New returns a controller named name (names appear in logs and metrics; keep them unique).
+func New(name string, r reconcile.Reconciler, opts Options) (*Controller, error) {
+	if name == "" {
+		return nil, errors.New("controller: a name is required")
+	}
+	if r == nil {
+		return nil, fmt.Errorf("controller %q: a reconciler is required", name)
+	}
+	opts = opts.withDefaults()
+	opts.Logger = opts.Logger.WithValues("controller", name)
+	return &Controller{name: name, do: r, opts: opts}, nil
+}
+
+// Name returns the controller's name.
+func (c *Controller) Name() string { return c.name }
+
+// NeedLeaderElection tells the manager which group the controller belongs to.
+func (c *Controller) NeedLeaderElection() bool { return *c.opts.NeedLeaderElection }
+
+// Watch adds a source. Before Start it is started with the controller; on a running
+// controller it starts at once.
+func (c *Controller) Watch(src source.Source) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.run != nil {
+		if err := src.Start(c.run.ctx, c.run.queue); err != nil {
+			return fmt.Errorf("controller %q: starting %s: %w", c.name, src, err)
+		}
+	}
+	c.sources = append(c.sources, src)
+	return nil
+}
+
+// Start runs the controller until ctx is done: it starts the sources, waits for their first
+// lists, then runs the workers. On return no worker or source of this run is left running.
+func (c *Controller) Start(ctx context.Context) error {
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter(), workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{
+		Name:  c.name,
+		Clock: c.opts.Clock,
+	})
+	defer queue.ShutDown()
+
+	c.mu.Lock()
+	if c.run != nil {
+		c.mu.Unlock()
+		return fmt.Errorf("controller %q: already running", c.name)
+	}
+	c.run = &run{ctx: ctx, queue: queue}
+	sources := append([]source.Source(nil), c.sources...)
+	var err error
+	for _, src := range sources {
+		if err = src.Start(ctx, queue); err != nil {
+			err = fmt.Errorf("controller %q: starting %s: %w", c.name, src, err)
+			break
+		}
+	}
+	c.mu.Unlock()
+	defer c.stopSources()
+	if err != nil {
+		return err
+	}
+
+	syncCtx, cancel := context.WithTimeout(ctx, c.opts.CacheSyncTimeout)
+	defer cancel()
+	for _, src := range sources {
+		if err := src.WaitForSync(syncCtx); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped while syncing: not an error
+			}
+			return fmt.Errorf("controller %q: waiting for %s to sync (timeout %s): %w", c.name, src, c.opts.CacheSyncTimeout, err)
+		}
+	}
+
+	c.opts.Logger.Info("starting workers", "workers", c.opts.MaxConcurrentReconciles)
+	var wg sync.WaitGroup
+	for range c.opts.MaxConcurrentReconciles {
+		wg.Go(func() {
+			for c.processNextWorkItem(ctx, queue) {
+			}
+		})
+	}
+	<-ctx.Done()
+	c.opts.Logger.Info("stopping workers; in-flight reconciles finish first")
+	queue.ShutDown()
+	wg.Wait()
+	return nil
+}
+
+// stopSources stops every source and ends the run.
+func (c *Controller) stopSources() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, src := range c.sources {
+		if err := src.Stop(); err != nil {
+			c.opts.Logger.Error(err, "stopping source", "source", src.String())
+		}
+	}
+	c.run = nil
+}
+
+func (c *Controller) rateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	if c.opts.RateLimiter != nil {
+		return c.opts.RateLimiter
+	}
+	return DefaultRateLimiter(c.opts.Clock)
+}
+
+// processNextWorkItem handles one Request. It returns false only when the queue has shut down:
+// a failed reconcile never ends the worker loop (no restart delay between retries).
+func (c *Controller) processNextWorkItem(ctx context.Context, q handler.Queue) bool {
+	req, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(req)
+	c.reconcileHandler(ctx, q, req)
+	return true
+}
+
+// reconcileHandler calls the reconciler and applies the outcome to the queue.
+func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req reconcile.Request) {
+	log := c.opts.Logger.WithValues("namespace", req.Namespace, "name", req.Name)
+	start := c.opts.Clock.Now()
+	res, err := c.reconcile(logr.NewContext(ctx, log), req)
+	if c.opts.Observe != nil {
+		c.opts.Observe(req, res, err, c.opts.Clock.Since(start))
+	}
+	switch {
+	case err != nil && reconcile.IsTerminal(err):
+		q.Forget(req)
+		log.Error(err, "reconciler error: terminal, not retried")
+	case err != nil:
+		q.AddRateLimited(req)
+		log.Error(err, "reconciler error", "retries", q.NumRequeues(req))
+	case res.RequeueAfter > 0:
+		q.Forget(req)
+		q.AddAfter(req, res.RequeueAfter)
+	case res.Requeue:
+		q.AddRateLimited(req)
+	default:
+		q.Forget(req)
+	}
+}
+
+// reconcile calls the reconciler with the per-reconcile timeout, turning a panic or an overrun
+// into an error. An in-flight reconcile is not cancelled when the controller stops: it
+// finishes, within the manager's graceful-shutdown timeout.
+func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+	ctx = context.WithoutCancel(ctx)
+	if c.opts.ReconcileTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.opts.ReconcileTimeout)
+		defer cancel()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = reconcile.Result{}, fmt.Errorf("panic in reconciler: %v [recovered]\n%s", r, debug.Stack())
+		}
+	}()
+	res, err = c.do.Reconcile(ctx, req)
+	if c.opts.ReconcileTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return reconcile.Result{}, fmt.Errorf("reconcile timed out after %s: %w", c.opts.ReconcileTimeout, errors.Join(context.DeadlineExceeded, err))
+	}
+	return res, err
+}
+
+func newQueue(rl workqueue.TypedRateLimiter[reconcile.Request], clk clock.WithTicker) handler.Queue {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Clock: clk})
+}

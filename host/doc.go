@@ -1,0 +1,13 @@
+// Package host is the Go side of wasmrec: the manager, controllers, informer caches and work
+// queues that run reconcilers, whether written in Go or loaded as WebAssembly plugins.
+//
+// Subpackages, one job each:
+//
+//   - reconcile: the Reconciler seam, Request, Result and terminal errors.
+//   - manager: runnable groups started in order and stopped in reverse.
+//   - controller: a rate-limited queue, workers and the Result semantics.
+//   - cache: shared dynamic informers keyed by GVK, refcounted and removable.
+//   - source, handler, predicate, event: how informer events become queued requests.
+//   - crd: installing CustomResourceDefinitions from YAML and waiting until they are served.
+//   - controlplane: a local kube-apiserver and etcd for development and tests.
+package host

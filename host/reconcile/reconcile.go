@@ -1,0 +1,69 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Request names the object to reconcile. It carries no object: a reconciler reads the current
+// state from the cache, so two events for one key collapse into one Request in the queue.
+type Request struct {
+	types.NamespacedName
+}
+
+// Result tells the controller whether and when to come back to a Request.
+//
+// The controller applies it as follows (an error beside a Result wins and the Result is ignored):
+//
+//	error           -> AddRateLimited (the per-key backoff grows)
+//	terminal error  -> logged and counted, Forget, no retry
+//	RequeueAfter>0  -> Forget, AddAfter(RequeueAfter)
+//	Requeue         -> AddRateLimited
+//	zero Result     -> Forget
+type Result struct {
+	// Requeue asks for the Request to be queued again through the rate limiter.
+	Requeue bool
+
+	// RequeueAfter asks for the Request to be queued again after this long. It wins over Requeue.
+	RequeueAfter time.Duration
+}
+
+// IsZero reports whether r asks for nothing.
+func (r Result) IsZero() bool { return r == Result{} }
+
+// Reconciler makes the object named by a Request match its desired state.
+type Reconciler interface {
+	Reconcile(ctx context.Context, req Request) (Result, error)
+}
+
+// Func adapts a function to a Reconciler.
+type Func func(context.Context, Request) (Result, error)
+
+// Reconcile calls f.
+func (f Func) Reconcile(ctx context.Context, req Request) (Result, error) { return f(ctx, req) }
+
+var _ Reconciler = Func(nil)
+
+// TerminalError wraps err so the controller logs and counts it but does not retry the Request:
+// retrying cannot help (the object is invalid, say) until the object itself changes.
+// TerminalError(nil) returns nil.
+func TerminalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err: err}
+}
+
+// IsTerminal reports whether err, or an error it wraps, was made by TerminalError.
+func IsTerminal(err error) bool {
+	var te *terminalError
+	return errors.As(err, &te)
+}
+
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return "terminal error: " + e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }

@@ -1,0 +1,218 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/event"
+	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/predicate"
+)
+
+// Source delivers events to a controller's queue. A source can be started again after Stop,
+// which is what lets a controller stop and start again.
+type Source interface {
+	// Start registers the source; events reach q from then until Stop. ctx is handed to the
+	// handler and predicates with each event.
+	Start(ctx context.Context, q handler.Queue) error
+	// WaitForSync waits until every object that existed at Start has been delivered.
+	WaitForSync(ctx context.Context) error
+	// Stop unregisters the source and lets go of what it holds. It returns once no more events
+	// will be delivered.
+	Stop() error
+	fmt.Stringer
+}
+
+// Kind watches key through c's shared informers.
+func Kind(c *cache.Cache, key cache.Key, h handler.EventHandler, preds ...predicate.Predicate) Source {
+	return &kind{cache: c, key: key, h: h, preds: preds}
+}
+
+type kind struct {
+	cache *cache.Cache
+	key   cache.Key
+	h     handler.EventHandler
+	preds []predicate.Predicate
+
+	mu  sync.Mutex
+	inf *cache.Informer
+	reg *registration
+}
+
+func (k *kind) String() string { return "kind source: " + k.key.String() }
+
+func (k *kind) Start(ctx context.Context, q handler.Queue) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.inf != nil {
+		return fmt.Errorf("%s: already started", k)
+	}
+	inf, err := k.cache.Acquire(k.key)
+	if err != nil {
+		return err
+	}
+	reg, err := register(ctx, inf, q, k.h, k.preds)
+	if err != nil {
+		inf.Release()
+		return err
+	}
+	k.inf, k.reg = inf, reg
+	return nil
+}
+
+func (k *kind) WaitForSync(ctx context.Context) error {
+	k.mu.Lock()
+	inf, reg := k.inf, k.reg
+	k.mu.Unlock()
+	if inf == nil {
+		return fmt.Errorf("%s: not started", k)
+	}
+	return inf.WaitForSync(ctx, reg.reg)
+}
+
+func (k *kind) Stop() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.inf == nil {
+		return nil
+	}
+	err := k.inf.RemoveEventHandler(k.reg.reg)
+	k.inf.Release()
+	k.inf, k.reg = nil, nil
+	return err
+}
+
+// Informer watches an informer the caller owns and runs; Stop only unregisters.
+func Informer(inf toolscache.SharedIndexInformer, h handler.EventHandler, preds ...predicate.Predicate) Source {
+	return &informerSource{inf: inf, h: h, preds: preds}
+}
+
+type informerSource struct {
+	inf   toolscache.SharedIndexInformer
+	h     handler.EventHandler
+	preds []predicate.Predicate
+
+	mu  sync.Mutex
+	reg *registration
+}
+
+func (s *informerSource) String() string { return "informer source" }
+
+func (s *informerSource) Start(ctx context.Context, q handler.Queue) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reg != nil {
+		return errors.New("informer source: already started")
+	}
+	reg, err := register(ctx, s.inf, q, s.h, s.preds)
+	if err != nil {
+		return err
+	}
+	s.reg = reg
+	return nil
+}
+
+func (s *informerSource) WaitForSync(ctx context.Context) error {
+	s.mu.Lock()
+	reg := s.reg
+	s.mu.Unlock()
+	if reg == nil {
+		return errors.New("informer source: not started")
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.inf.HasSynced, reg.reg.HasSynced) {
+		return fmt.Errorf("informer source: stopped waiting for sync: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+func (s *informerSource) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reg == nil {
+		return nil
+	}
+	err := s.inf.RemoveEventHandler(s.reg.reg)
+	s.reg = nil
+	return err
+}
+
+// informer is what register needs of an informer or a cache handle.
+type informer interface {
+	AddEventHandler(toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error)
+}
+
+// registration adapts informer callbacks to predicates and a handler.
+type registration struct {
+	ctx   context.Context
+	q     handler.Queue
+	h     handler.EventHandler
+	preds []predicate.Predicate
+	reg   toolscache.ResourceEventHandlerRegistration
+}
+
+func register(ctx context.Context, inf informer, q handler.Queue, h handler.EventHandler, preds []predicate.Predicate) (*registration, error) {
+	r := &registration{ctx: ctx, q: q, h: h, preds: preds}
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    r.onAdd,
+		UpdateFunc: r.onUpdate,
+		DeleteFunc: r.onDelete,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.reg = reg
+	return r, nil
+}
+
+func (r *registration) onAdd(obj any) {
+	o, ok := obj.(event.Object)
+	if !ok {
+		return
+	}
+	e := event.CreateEvent{Object: o}
+	for _, p := range r.preds {
+		if !p.Create(e) {
+			return
+		}
+	}
+	r.h.Create(r.ctx, e, r.q)
+}
+
+func (r *registration) onUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(event.Object)
+	n, ok2 := newObj.(event.Object)
+	if !ok1 || !ok2 {
+		return
+	}
+	e := event.UpdateEvent{ObjectOld: o, ObjectNew: n}
+	for _, p := range r.preds {
+		if !p.Update(e) {
+			return
+		}
+	}
+	r.h.Update(r.ctx, e, r.q)
+}
+
+func (r *registration) onDelete(obj any) {
+	e := event.DeleteEvent{}
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		e.DeleteStateUnknown = true
+		obj = tomb.Obj
+	}
+	o, ok := obj.(event.Object)
+	if !ok {
+		return
+	}
+	e.Object = o
+	for _, p := range r.preds {
+		if !p.Delete(e) {
+			return
+		}
+	}
+	r.h.Delete(r.ctx, e, r.q)
+}
