@@ -27,7 +27,6 @@ import (
 	"github.com/wasmrec/wasmrec/host/source"
 )
 
-
 // Objects of a custom resource are reconciled, with the reconciler reading them from the cache;
 // a spec change is reconciled again.
 func TestCustomResourcesAreReconciled(t *testing.T) {
