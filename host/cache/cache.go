@@ -224,8 +224,12 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping) toolscache.SharedIndex
 	} else {
 		inf = dynamicinformer.NewFilteredDynamicInformer(c.dynamic, m.Resource, metav1.NamespaceAll, c.opts.ResyncPeriod, indexers, nil).Informer()
 	}
-	// SetTransform only fails on a started informer; this one is new.
+	// Both setters only fail on a started informer; this one is new.
 	_ = inf.SetTransform(stripManagedFields)
+	log := c.opts.Logger.WithValues("gvk", key.String(), "resource", m.Resource.String())
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+		log.Error(err, "list/watch failed; the informer retries with backoff")
+	})
 	return inf
 }
 

@@ -134,7 +134,9 @@ func WaitEstablished(ctx context.Context, cs apiextensionsclient.Interface, name
 		for _, name := range pending {
 			crd, err := client.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
-				if ctx.Err() == nil { // keep the last real reason, not the poll's own deadline
+				// A condition seen earlier says more than a failed poll (often the poll's own
+				// deadline or client rate limit running out).
+				if _, known := why[name]; !known {
 					why[name] = err.Error()
 				}
 				still = append(still, name)

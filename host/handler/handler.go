@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -109,38 +108,31 @@ type ownerHandler struct {
 func (h *ownerHandler) requests(_ context.Context, o event.Object) []reconcile.Request {
 	var reqs []reconcile.Request
 	for _, ref := range o.GetOwnerReferences() {
-		if !h.matches(ref) {
+		if h.onlyController && (ref.Controller == nil || !*ref.Controller) {
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err != nil || ref.Kind != h.owner.Kind || gv.Group != h.owner.Group {
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{
-			Namespace: h.ownerNamespace(o),
+			Namespace: h.ownerNamespace(o, gv.Version),
 			Name:      ref.Name,
 		}})
 	}
 	return reqs
 }
 
-func (h *ownerHandler) matches(ref metav1.OwnerReference) bool {
-	if h.onlyController && (ref.Controller == nil || !*ref.Controller) {
-		return false
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil {
-		return false
-	}
-	return ref.Kind == h.owner.Kind && gv.Group == h.owner.Group
-}
-
 // ownerNamespace is where an owner of o lives. A cluster-scoped object can only have
 // cluster-scoped owners; a namespaced one has owners in its namespace unless the owner kind is
 // cluster-scoped. If the mapper cannot tell (the owner's CRD is gone), the object's namespace is
 // the best guess: owner references across namespaces are not allowed.
-func (h *ownerHandler) ownerNamespace(o event.Object) string {
+func (h *ownerHandler) ownerNamespace(o event.Object, version string) string {
 	ns := o.GetNamespace()
 	if ns == "" || h.mapper == nil {
 		return ns
 	}
-	m, err := h.mapper.RESTMapping(h.owner)
+	m, err := h.mapper.RESTMapping(h.owner, version)
 	if err == nil && m.Scope.Name() == meta.RESTScopeNameRoot {
 		return ""
 	}
