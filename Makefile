@@ -9,8 +9,9 @@ GO        ?= go
 BIN       := $(CURDIR)/bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 # Pinned control-plane versions: change them in e2e/controlplane/*/go.mod.
-KUBE_VERSION := $(shell awk '/^require k8s.io\/kubernetes/ {print $$3}' e2e/controlplane/kube-apiserver/go.mod)
-KUBE_MINOR   := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+# Evaluated only when kube-apiserver is built (recursive =), from the pin module itself.
+KUBE_VERSION = $(shell cd e2e/controlplane/kube-apiserver && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
+KUBE_MINOR   = $(word 2,$(subst ., ,$(KUBE_VERSION)))
 
 export KUBEBUILDER_ASSETS := $(BIN)
 
@@ -33,6 +34,7 @@ $(BIN)/etcd: e2e/controlplane/etcd/go.mod e2e/controlplane/etcd/go.sum
 	cd e2e/controlplane/etcd && $(GO) build -o $@ go.etcd.io/etcd/server/v3
 
 $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/kube-apiserver/go.sum
+	@test -n "$(KUBE_VERSION)" || { echo "cannot read the pinned k8s.io/kubernetes version from e2e/controlplane/kube-apiserver/go.mod"; exit 1; }
 	@echo ">> building kube-apiserver $(KUBE_VERSION) from the Go module proxy into bin/ (3 to 7 minutes the first time, cached after)"
 	cd e2e/controlplane/kube-apiserver && $(GO) build -o $@ \
 		-ldflags "-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)" \
