@@ -1,0 +1,3 @@
+module github.com/wasmrec/wasmrec/abi
+
+go 1.24

@@ -1,0 +1,259 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmrec/wasmrec/abi"
+)
+
+// Host serves the calls a guest makes during one reconcile. req is only valid during the call.
+type Host interface {
+	Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte)
+}
+
+// Call is one reconcile of a plugin.
+type Call struct {
+	Request abi.Request
+	// Host serves the guest's calls; nil refuses them all.
+	Host Host
+	// Logger, tagged with the request and a reconcile ID, receives the guest's output.
+	Logger logr.Logger
+}
+
+type instanceKey struct{}
+
+// instance is one instantiation of a module. It is used by one goroutine at a time: the pool
+// hands it out and takes it back.
+type instance struct {
+	module    *Module
+	mod       api.Module
+	mem       api.Memory
+	reconcile api.Function
+	stack     []uint64
+	reqBuf    []byte
+
+	pending        []byte // what read copies out next
+	cur            *Call  // the reconcile in progress, nil between reconciles
+	stdout, stderr *lineWriter
+}
+
+func (inst *instance) logger() logr.Logger {
+	if inst.cur != nil {
+		return inst.cur.Logger
+	}
+	return inst.module.opts.Logger.WithValues("plugin", inst.module.opts.Name)
+}
+
+// Reconcile runs the plugin's reconcile export on an instance from the pool. A trap, an
+// interruption at ctx's deadline or a malformed result is an error, and the instance is thrown
+// away. The error names the plugin.
+func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
+	inst, err := m.get(ctx)
+	if err != nil {
+		return abi.Result{}, err
+	}
+	inst.cur = c
+	inst.reqBuf = abi.AppendRequest(inst.reqBuf[:0], c.Request)
+	inst.pending = inst.reqBuf
+	inst.stack[0] = uint64(len(inst.reqBuf))
+	callErr := inst.reconcile.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), inst.stack)
+	inst.stdout.flush()
+	inst.stderr.flush()
+	inst.cur, inst.pending = nil, nil
+
+	if callErr != nil {
+		m.put(inst, false)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			m.stats.Timeouts.Add(1)
+			return abi.Result{}, fmt.Errorf("plugin %q: reconcile interrupted at its deadline: %w", m.opts.Name, explain(callErr, m.opts))
+		}
+		m.stats.Traps.Add(1)
+		return abi.Result{}, fmt.Errorf("plugin %q: reconcile trapped: %w", m.opts.Name, explain(callErr, m.opts))
+	}
+	ret := inst.stack[0]
+	if ret == 0 {
+		m.put(inst, true)
+		return abi.Result{}, nil
+	}
+	res, err := inst.readResult(ret)
+	if err != nil {
+		m.stats.BadResults.Add(1)
+		m.put(inst, false)
+		return abi.Result{}, fmt.Errorf("plugin %q: %w", m.opts.Name, err)
+	}
+	m.put(inst, true)
+	return res, nil
+}
+
+func (inst *instance) readResult(ret uint64) (abi.Result, error) {
+	ptr, n := abi.UnpackPtrLen(ret)
+	if n > abi.ResultHeaderSize+abi.MaxMessage {
+		return abi.Result{}, fmt.Errorf("%w: %d bytes, more than %d", abi.ErrMalformedResult, n, abi.ResultHeaderSize+abi.MaxMessage)
+	}
+	b, ok := inst.mem.Read(ptr, n)
+	if !ok {
+		return abi.Result{}, fmt.Errorf("%w: [%d, %d) is outside the plugin's %d bytes of memory", abi.ErrMalformedResult, ptr, uint64(ptr)+uint64(n), inst.mem.Size())
+	}
+	return abi.DecodeResult(b)
+}
+
+func (inst *instance) readManifest(ctx context.Context) (*abi.Manifest, error) {
+	fn := inst.mod.ExportedFunction(abi.ExportManifest)
+	stack := []uint64{0}
+	if err := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), stack); err != nil {
+		return nil, fmt.Errorf("calling %s: %w", abi.ExportManifest, explain(err, inst.module.opts))
+	}
+	ptr, n := abi.UnpackPtrLen(stack[0])
+	if n > abi.MaxManifest {
+		return nil, fmt.Errorf("manifest of %d bytes exceeds %d", n, abi.MaxManifest)
+	}
+	b, ok := inst.mem.Read(ptr, n)
+	if !ok {
+		return nil, fmt.Errorf("manifest at [%d, %d) is outside the plugin's memory", ptr, uint64(ptr)+uint64(n))
+	}
+	return abi.DecodeManifest(b)
+}
+
+func instanceFrom(ctx context.Context) *instance {
+	inst, _ := ctx.Value(instanceKey{}).(*instance)
+	return inst
+}
+
+// trap ends the guest's call with an error.
+func trap(format string, args ...any) { panic(fmt.Errorf(format, args...)) }
+
+// instantiateHostModule links the wasmrec host functions into r.
+func instantiateHostModule(ctx context.Context, r wazero.Runtime) error {
+	b := r.NewHostModuleBuilder(abi.ImportModule)
+	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostRead), []api.ValueType{i32, i32}, []api.ValueType{i32}).Export(abi.ImportRead)
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostLog), []api.ValueType{i32, i32, i32}, nil).Export(abi.ImportLog)
+	for _, name := range []string{abi.ImportGet, abi.ImportList, abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus, abi.ImportPatch, abi.ImportDelete, abi.ImportEvent} {
+		b.NewFunctionBuilder().WithGoModuleFunction(hostCall(name), []api.ValueType{i32, i32}, []api.ValueType{i64}).Export(name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// read(ptr, len) -> i32
+func hostRead(ctx context.Context, mod api.Module, stack []uint64) {
+	inst := instanceFrom(ctx)
+	ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+	var p []byte
+	if inst != nil {
+		p = inst.pending
+	}
+	if uint64(len(p)) > uint64(n) {
+		stack[0] = api.EncodeI32(-int32(abi.StatusTooLarge))
+		return
+	}
+	if !mod.Memory().Write(ptr, p) {
+		trap("read: [%d, %d) is outside the plugin's memory", ptr, uint64(ptr)+uint64(len(p)))
+	}
+	if inst != nil {
+		inst.pending = nil
+	}
+	stack[0] = api.EncodeI32(int32(len(p)))
+}
+
+// log(level, ptr, len)
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	level, ptr, n := api.DecodeI32(stack[0]), api.DecodeU32(stack[1]), api.DecodeU32(stack[2])
+	n = min(n, maxLogLine)
+	msg, ok := mod.Memory().Read(ptr, n)
+	if !ok {
+		trap("log: [%d, %d) is outside the plugin's memory", ptr, uint64(ptr)+uint64(n))
+	}
+	inst := instanceFrom(ctx)
+	if inst == nil {
+		return
+	}
+	logLevel(inst.logger(), level, string(msg))
+}
+
+func logLevel(log logr.Logger, level int32, msg string) {
+	switch {
+	case level >= abi.LogError:
+		log.Error(nil, msg)
+	case level == abi.LogWarn:
+		log.Info(msg, "level", "warn")
+	case level == abi.LogInfo:
+		log.Info(msg)
+	default:
+		log.V(1).Info(msg)
+	}
+}
+
+// hostCall serves get, list, create... : (ptr, len) -> status<<32 | response length.
+func hostCall(name string) api.GoModuleFunc {
+	return func(ctx context.Context, mod api.Module, stack []uint64) {
+		inst := instanceFrom(ctx)
+		ptr, n := api.DecodeU32(stack[0]), api.DecodeU32(stack[1])
+		var (
+			status abi.Status
+			resp   []byte
+		)
+		switch {
+		case inst == nil || inst.cur == nil:
+			status, resp = abi.StatusBadRequest, []byte(name+": calls to the host are only allowed during reconcile")
+		case inst.cur.Host == nil:
+			status, resp = abi.StatusForbidden, []byte(name+": this plugin may not call the host")
+		case n > maxRequest:
+			status, resp = abi.StatusTooLarge, fmt.Appendf(nil, "%s: request of %d bytes exceeds %d", name, n, maxRequest)
+		default:
+			req, ok := mod.Memory().Read(ptr, n)
+			if !ok {
+				trap("%s: request at [%d, %d) is outside the plugin's memory", name, ptr, uint64(ptr)+uint64(n))
+			}
+			status, resp = inst.cur.Host.Call(ctx, name, req)
+			if len(resp) > maxRequest {
+				status, resp = abi.StatusTooLarge, fmt.Appendf(nil, "%s: response of %d bytes exceeds %d", name, len(resp), maxRequest)
+			}
+		}
+		if inst != nil {
+			inst.pending = resp
+		}
+		stack[0] = abi.PackStatusLen(status, uint32(len(resp)))
+	}
+}
+
+// lineWriter turns a guest's stdout or stderr into log lines.
+type lineWriter struct {
+	inst   *instance
+	stream string
+	buf    []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > maxLogLine {
+		w.flush()
+	}
+	return len(p), nil
+}
+
+func (w *lineWriter) flush() {
+	if len(w.buf) > 0 {
+		w.emit(w.buf)
+		w.buf = w.buf[:0]
+	}
+}
+
+func (w *lineWriter) emit(line []byte) {
+	w.inst.logger().Info(string(bytes.TrimRight(line, "\r")), "stream", w.stream)
+}

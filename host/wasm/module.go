@@ -1,0 +1,282 @@
+package wasm
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmrec/wasmrec/abi"
+)
+
+// Options configure a Module. Zero fields take the defaults.
+type Options struct {
+	// Name is the plugin's name: argv[0] of every instance, and the tag of its log lines.
+	Name string
+
+	// MaxInstances bounds the instances alive at once (the pool). Defaults to 1; set it to the
+	// controller's MaxConcurrentReconciles.
+	MaxInstances int
+
+	// MemoryLimit caps one instance's linear memory, in bytes (rounded down to 64 KiB pages).
+	// Defaults to 128 MiB. Growing past it fails inside the guest, which usually traps.
+	MemoryLimit uint64
+
+	// RecycleAbove replaces an instance after a reconcile that left its memory larger than
+	// this (wasm memory never shrinks). Defaults to half of MemoryLimit.
+	RecycleAbove uint64
+
+	// Interruptible compiles the module so that a reconcile's context deadline interrupts
+	// it wherever it is, a loop included. It costs each call a goroutine and slows guest code
+	// (make bench measures both). Without it a looping guest holds its worker until it
+	// returns. Defaults to true.
+	Interruptible *bool
+
+	// Logger receives the guest's stdout, stderr and log calls. Defaults to logr.Discard().
+	Logger logr.Logger
+}
+
+const (
+	pageSize            = 64 << 10
+	DefaultMemoryLimit  = 128 << 20
+	maxRequest          = 16 << 20 // a call's request or response
+	maxLogLine          = 64 << 10
+	exitCodeOutOfMemory = 2 // what the Go runtime exits with when it cannot grow memory
+)
+
+func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		o.Name = "plugin"
+	}
+	if o.MaxInstances <= 0 {
+		o.MaxInstances = 1
+	}
+	if o.MemoryLimit == 0 {
+		o.MemoryLimit = DefaultMemoryLimit
+	}
+	if o.RecycleAbove == 0 {
+		o.RecycleAbove = o.MemoryLimit / 2
+	}
+	if o.Interruptible == nil {
+		t := true
+		o.Interruptible = &t
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	return o
+}
+
+// Module is one compiled plugin version with its pool of instances.
+type Module struct {
+	opts     Options
+	digest   string
+	describe Describe
+	manifest *abi.Manifest
+	runtime  wazero.Runtime
+	compiled wazero.CompiledModule
+
+	tokens chan struct{} // one per instance allowed; held while an instance is checked out
+	mu     sync.Mutex
+	idle   []*instance
+	closed bool
+
+	stats Stats
+}
+
+// Stats counts what happened to a module's instances.
+type Stats struct {
+	Instantiated, Discarded, Recycled atomic.Int64
+	Traps, Timeouts, BadResults       atomic.Int64
+}
+
+// Compile checks wasm against ABI v1, compiles it, instantiates it once to read and check its
+// manifest, and keeps that instance in the pool. Every error names the plugin.
+func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+	opts = opts.withDefaults()
+	sum := sha256.Sum256(wasm)
+	m := &Module{opts: opts, digest: "sha256:" + hex.EncodeToString(sum[:]), tokens: make(chan struct{}, opts.MaxInstances)}
+	for range opts.MaxInstances {
+		m.tokens <- struct{}{}
+	}
+	cfg := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(e.cache).
+		WithCloseOnContextDone(*opts.Interruptible).
+		WithMemoryLimitPages(uint32(min(opts.MemoryLimit/pageSize, 65536)))
+	m.runtime = wazero.NewRuntimeWithConfig(ctx, cfg)
+	fail := func(err error) (*Module, error) {
+		_ = m.runtime.Close(ctx)
+		return nil, fmt.Errorf("plugin %q: %w", opts.Name, err)
+	}
+
+	var err error
+	if m.compiled, err = m.runtime.CompileModule(ctx, wasm); err != nil {
+		return fail(fmt.Errorf("not a valid WebAssembly module: %w", err))
+	}
+	if m.describe, err = validate(m.compiled); err != nil {
+		return fail(err)
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.runtime); err != nil {
+		return fail(err)
+	}
+	if err := instantiateHostModule(ctx, m.runtime); err != nil {
+		return fail(err)
+	}
+	<-m.tokens
+	inst, err := m.newInstance(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if m.manifest, err = inst.readManifest(ctx); err != nil {
+		return fail(err)
+	}
+	m.put(inst, true)
+	return m, nil
+}
+
+// Digest is the module's sha256, "sha256:<hex>".
+func (m *Module) Digest() string { return m.digest }
+
+// Manifest is what the plugin says about itself.
+func (m *Module) Manifest() *abi.Manifest { return m.manifest }
+
+// Describe lists the module's exports and imports.
+func (m *Module) Describe() Describe { return m.describe }
+
+// Name is the plugin's name.
+func (m *Module) Name() string { return m.opts.Name }
+
+// Stats counts instance events.
+func (m *Module) Stats() *Stats { return &m.stats }
+
+// Instances returns the number of idle instances and their total memory in bytes.
+func (m *Module) Instances() (idle int, memory uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, inst := range m.idle {
+		memory += uint64(inst.mem.Size())
+	}
+	return len(m.idle), memory
+}
+
+// Close waits, at most until ctx ends, for checked-out instances to come back, then closes
+// the module and all its instances.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	var waitErr error
+	for range cap(m.tokens) {
+		select {
+		case <-m.tokens:
+		case <-ctx.Done():
+			waitErr = fmt.Errorf("plugin %q: closing with reconciles still running: %w", m.opts.Name, context.Cause(ctx))
+		}
+		if waitErr != nil {
+			break
+		}
+	}
+	return errors.Join(waitErr, m.runtime.Close(context.WithoutCancel(ctx)))
+}
+
+// get checks out an instance, creating one if the pool has room and none is idle.
+func (m *Module) get(ctx context.Context) (*instance, error) {
+	select {
+	case <-m.tokens:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("plugin %q: waiting for a free instance: %w", m.opts.Name, context.Cause(ctx))
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.tokens <- struct{}{}
+		return nil, fmt.Errorf("plugin %q: module closed", m.opts.Name)
+	}
+	if n := len(m.idle); n > 0 {
+		inst := m.idle[n-1]
+		m.idle = m.idle[:n-1]
+		m.mu.Unlock()
+		return inst, nil
+	}
+	m.mu.Unlock()
+	inst, err := m.newInstance(context.WithoutCancel(ctx))
+	if err != nil {
+		m.tokens <- struct{}{}
+		return nil, err
+	}
+	return inst, nil
+}
+
+// put returns an instance: healthy ones go back to the pool unless their memory grew past the
+// recycle bound, the others are closed.
+func (m *Module) put(inst *instance, healthy bool) {
+	defer func() { m.tokens <- struct{}{} }()
+	if healthy && uint64(inst.mem.Size()) > m.opts.RecycleAbove {
+		m.stats.Recycled.Add(1)
+		m.opts.Logger.V(1).Info("replacing an instance whose memory grew past the recycle bound", "plugin", m.opts.Name, "memory", inst.mem.Size(), "bound", m.opts.RecycleAbove)
+		healthy = false
+	} else if !healthy {
+		m.stats.Discarded.Add(1)
+	}
+	m.mu.Lock()
+	if healthy && !m.closed {
+		m.idle = append(m.idle, inst)
+		m.mu.Unlock()
+		return
+	}
+	m.mu.Unlock()
+	_ = inst.mod.Close(context.Background())
+}
+
+func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	inst := &instance{module: m, stack: make([]uint64, 1)}
+	inst.stdout = &lineWriter{inst: inst, stream: "stdout"}
+	inst.stderr = &lineWriter{inst: inst, stream: "stderr"}
+	cfg := wazero.NewModuleConfig().
+		WithName("").
+		WithArgs(m.opts.Name).
+		WithStdout(inst.stdout).
+		WithStderr(inst.stderr).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStartFunctions(abi.ExportInitialize)
+	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("instantiating: %w", explain(err, m.opts))
+	}
+	inst.mod = mod
+	inst.mem = mod.Memory()
+	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
+	m.stats.Instantiated.Add(1)
+	return inst, nil
+}
+
+// explain adds what a guest's exit code or a trap most likely means.
+func explain(err error, opts Options) error {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return fmt.Errorf("interrupted at its deadline: %w", err)
+		case exitCodeOutOfMemory:
+			return fmt.Errorf("exited with code 2, which a Go guest does when it runs out of memory (the cap is %d MiB): %w", opts.MemoryLimit>>20, err)
+		}
+		return fmt.Errorf("exited with code %d: %w", exit.ExitCode(), err)
+	}
+	return err
+}

@@ -1,0 +1,139 @@
+package wasm_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+// module reads bin/<dir>/<name>.wasm, built by `make plugins` (and `make testguests`).
+func module(t testing.TB, dir, name string) []byte {
+	t.Helper()
+	wd, _ := os.Getwd()
+	for d := wd; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "bin", dir, name+".wasm")); err == nil {
+			return b
+		}
+		if filepath.Dir(d) == d {
+			t.Fatalf("bin/%s/%s.wasm not found above %s: run `make %s`", dir, name, wd, dir)
+		}
+	}
+}
+
+func engine(t testing.TB) *wasm.Engine {
+	t.Helper()
+	e, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(context.Background()) })
+	return e
+}
+
+func compile(t testing.TB, e *wasm.Engine, wasmBytes []byte, opts wasm.Options) *wasm.Module {
+	t.Helper()
+	m, err := e.Compile(context.Background(), wasmBytes, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// fakeAPI answers host calls from a map of objects and records what the guest asked.
+type fakeAPI struct {
+	mu      sync.Mutex
+	objects map[string]string // "kind/ns/name" -> JSON
+	calls   []string
+	bodies  []string
+}
+
+func (f *fakeAPI) Call(_ context.Context, fn string, req []byte) (abi.Status, []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fn)
+	f.bodies = append(f.bodies, string(req))
+	if fn == abi.ImportGet {
+		var ref abi.ObjectRef
+		if err := json.Unmarshal(req, &ref); err != nil {
+			return abi.StatusBadRequest, []byte(err.Error())
+		}
+		if o, ok := f.objects[ref.Kind+"/"+ref.Namespace+"/"+ref.Name]; ok {
+			return abi.StatusOK, []byte(o)
+		}
+		return abi.StatusNotFound, []byte("not found")
+	}
+	return abi.StatusOK, req // writes echo the object back
+}
+
+func logSink(t testing.TB) (logr.Logger, func() string) {
+	var mu sync.Mutex
+	var b strings.Builder
+	return funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		b.WriteString(prefix + " " + args + "\n")
+	}, funcr.Options{Verbosity: 1}), func() string { mu.Lock(); defer mu.Unlock(); return b.String() }
+}
+
+func TestAppPluginReconciles(t *testing.T) {
+	e := engine(t)
+	log, logs := logSink(t)
+	m := compile(t, e, module(t, "plugins", "app"), wasm.Options{Name: "app", Logger: log})
+	if got := m.Manifest(); got.For.Kind != "App" || len(got.Owns) != 2 {
+		t.Fatalf("manifest = %+v", got)
+	}
+	api := &fakeAPI{objects: map[string]string{
+		"App/ns/web": `{"apiVersion":"demo.wasmrec.dev/v1","kind":"App","metadata":{"name":"web","namespace":"ns","uid":"u1","generation":3},"spec":{"message":"hi","port":8080}}`,
+	}}
+	res, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "web"}, Host: api, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (abi.Result{}) {
+		t.Fatalf("result = %+v, want zero", res)
+	}
+	want := []string{"get", "patch", "patch", "patch"}
+	if strings.Join(api.calls, ",") != strings.Join(want, ",") {
+		t.Fatalf("calls = %v, want %v", api.calls, want)
+	}
+	for _, s := range []string{`"kind":"ConfigMap"`, `"message":"hi"`, `"uid":"u1"`, `"port":8080`, `"observedGeneration":3`, `"subresource":"status"`} {
+		if !strings.Contains(strings.Join(api.bodies, "\n"), s) {
+			t.Errorf("no call carried %s:\n%s", s, strings.Join(api.bodies, "\n"))
+		}
+	}
+	if !strings.Contains(logs(), `"reconciled app=ns/web generation=3 port=8080"`) {
+		t.Errorf("the guest's log line is missing:\n%s", logs())
+	}
+
+	// A missing App is not an error; an invalid port is a terminal one.
+	if res, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "gone"}, Host: api, Logger: log}); err != nil || res != (abi.Result{}) {
+		t.Fatalf("missing app: %+v, %v", res, err)
+	}
+	api.objects["App/ns/bad"] = `{"apiVersion":"demo.wasmrec.dev/v1","kind":"App","metadata":{"name":"bad","namespace":"ns"},"spec":{"port":70000}}`
+	res, err = m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "bad"}, Host: api, Logger: log})
+	if err != nil || !res.Failed || !res.Terminal || !strings.Contains(res.Err, "70000") {
+		t.Fatalf("invalid port: %+v, %v; want a terminal error naming the port", res, err)
+	}
+}
+
+func TestFailingPluginFails(t *testing.T) {
+	m := compile(t, engine(t), module(t, "plugins", "failing"), wasm.Options{Name: "failing"})
+	res, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "x", Retries: 4}, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Failed || res.Terminal || res.Err != "failing on purpose (attempt 5 for ns/x)" {
+		t.Fatalf("result = %+v", res)
+	}
+}

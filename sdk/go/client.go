@@ -1,0 +1,180 @@
+package wasmrec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/wasmrec/wasmrec/abi"
+)
+
+// StatusError is a host call that did not succeed.
+type StatusError struct {
+	Call    string
+	Status  abi.Status
+	Message string
+}
+
+func (e *StatusError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Call, e.Status, e.Message) }
+
+func statusOf(err error) abi.Status {
+	var se *StatusError
+	if errors.As(err, &se) {
+		return se.Status
+	}
+	return abi.StatusOK
+}
+
+// IsNotFound reports a missing object.
+func IsNotFound(err error) bool { return statusOf(err) == abi.StatusNotFound }
+
+// IsAlreadyExists reports a create of an object that exists.
+func IsAlreadyExists(err error) bool { return statusOf(err) == abi.StatusAlreadyExists }
+
+// IsConflict reports a stale resourceVersion: read again and retry.
+func IsConflict(err error) bool { return statusOf(err) == abi.StatusConflict }
+
+// IsForbidden reports a call outside the plugin's permissions.
+func IsForbidden(err error) bool { return statusOf(err) == abi.StatusForbidden }
+
+// IsInvalid reports an object the API server refused as invalid.
+func IsInvalid(err error) bool { return statusOf(err) == abi.StatusInvalid }
+
+// Client reads objects from the host's cache and writes them through the API server.
+type Client struct{}
+
+// NewClient returns a Client.
+func NewClient() *Client { return &Client{} }
+
+// ObjectRef names an object.
+type ObjectRef = abi.ObjectRef
+
+func (c *Client) call(fn string, req any) ([]byte, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
+	}
+	status, resp := hostCall(fn, body)
+	if status != abi.StatusOK {
+		return nil, &StatusError{Call: fn, Status: status, Message: string(resp)}
+	}
+	return resp, nil
+}
+
+func (c *Client) object(fn string, req any) (*Object, error) {
+	resp, err := c.call(fn, req)
+	if err != nil {
+		return nil, err
+	}
+	o := &Object{}
+	if err := json.Unmarshal(resp, &o.Object); err != nil {
+		return nil, fmt.Errorf("%s: decoding the response: %w", fn, err)
+	}
+	return o, nil
+}
+
+// Get reads an object from the host's cache.
+func (c *Client) Get(_ context.Context, apiVersion, kind, namespace, name string) (*Object, error) {
+	return c.object(abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
+}
+
+// List reads objects of a kind from the host's cache; namespace "" lists all namespaces, and
+// labelSelector is in kubectl's form ("app=web,tier in (a,b)").
+func (c *Client) List(_ context.Context, apiVersion, kind, namespace, labelSelector string) ([]*Object, error) {
+	resp, err := c.call(abi.ImportList, abi.ListRequest{APIVersion: apiVersion, Kind: kind, Namespace: namespace, LabelSelector: labelSelector})
+	if err != nil {
+		return nil, err
+	}
+	var list struct {
+		Items []map[string]any `json:"items"`
+	}
+	if err := json.Unmarshal(resp, &list); err != nil {
+		return nil, fmt.Errorf("list: decoding the response: %w", err)
+	}
+	out := make([]*Object, len(list.Items))
+	for i, it := range list.Items {
+		out[i] = &Object{Object: it}
+	}
+	return out, nil
+}
+
+// Create creates obj and returns it as the API server stored it.
+func (c *Client) Create(_ context.Context, obj *Object) (*Object, error) {
+	return c.object(abi.ImportCreate, obj.Object)
+}
+
+// Update replaces obj (its resourceVersion must be current).
+func (c *Client) Update(_ context.Context, obj *Object) (*Object, error) {
+	return c.object(abi.ImportUpdate, obj.Object)
+}
+
+// Patch patches an object; patchType is abi.PatchMerge, PatchJSON, PatchStrategic or PatchApply,
+// and patch is a JSON document (a []byte, json.RawMessage, or anything json.Marshal takes).
+func (c *Client) Patch(_ context.Context, ref ObjectRef, patchType string, patch any) (*Object, error) {
+	return c.patch(ref, patchType, patch, "", false)
+}
+
+// Apply server-side applies obj (apiVersion, kind, metadata.name and namespace set): the fields
+// it holds become the plugin's. force takes fields other managers own.
+func (c *Client) Apply(_ context.Context, obj *Object, force bool) (*Object, error) {
+	return c.patch(obj.Ref(), abi.PatchApply, obj.Object, "", force)
+}
+
+func (c *Client) patch(ref ObjectRef, patchType string, patch any, sub string, force bool) (*Object, error) {
+	raw, ok := patch.([]byte)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(patch); err != nil {
+			return nil, fmt.Errorf("patch: encoding the patch: %w", err)
+		}
+	}
+	return c.object(abi.ImportPatch, abi.PatchRequest{ObjectRef: ref, Type: patchType, Patch: raw, Subresource: sub, Force: force})
+}
+
+// DeleteOptions tune Delete.
+type DeleteOptions struct {
+	// PropagationPolicy is "", "Orphan", "Background" or "Foreground".
+	PropagationPolicy string
+	// UID, if set, deletes only the object with this UID.
+	UID string
+}
+
+// Delete deletes an object.
+func (c *Client) Delete(_ context.Context, ref ObjectRef, opts DeleteOptions) error {
+	_, err := c.call(abi.ImportDelete, abi.DeleteRequest{ObjectRef: ref, PropagationPolicy: opts.PropagationPolicy, UID: opts.UID})
+	return err
+}
+
+// Event records a Kubernetes Event ("Normal" or "Warning") about the object being reconciled.
+func (c *Client) Event(_ context.Context, eventType, reason, message string) error {
+	_, err := c.call(abi.ImportEvent, abi.EventRequest{Type: eventType, Reason: reason, Message: message})
+	return err
+}
+
+// EventFor records a Kubernetes Event about another object.
+func (c *Client) EventFor(_ context.Context, ref ObjectRef, eventType, reason, message string) error {
+	_, err := c.call(abi.ImportEvent, abi.EventRequest{Object: &ref, Type: eventType, Reason: reason, Message: message})
+	return err
+}
+
+// Status writes the status subresource.
+func (c *Client) Status() *StatusClient { return &StatusClient{c} }
+
+// StatusClient writes the status subresource.
+type StatusClient struct{ c *Client }
+
+// Update replaces obj's status (its resourceVersion must be current).
+func (s *StatusClient) Update(_ context.Context, obj *Object) (*Object, error) {
+	return s.c.object(abi.ImportUpdateStatus, obj.Object)
+}
+
+// Patch patches the status subresource.
+func (s *StatusClient) Patch(_ context.Context, ref ObjectRef, patchType string, patch any) (*Object, error) {
+	return s.c.patch(ref, patchType, patch, "status", false)
+}
+
+// Apply server-side applies obj's status.
+func (s *StatusClient) Apply(_ context.Context, obj *Object, force bool) (*Object, error) {
+	return s.c.patch(obj.Ref(), abi.PatchApply, obj.Object, "status", force)
+}

@@ -1,0 +1,9 @@
+// Package wasmrec is the Go SDK for wasmrec plugins: write a Reconciler, Register it with its
+// Manifest in init, and build with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm .
+//
+// The SDK depends only on the standard library and wasmrec's abi module. Objects are
+// Object (a JSON map, no k8s.io imports); authors who want typed objects import k8s.io/api
+// themselves and convert with Object.Into and FromTyped.
+package wasmrec

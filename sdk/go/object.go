@@ -1,0 +1,179 @@
+package wasmrec
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Object is a Kubernetes object as a JSON map, like unstructured.Unstructured without the
+// dependency.
+type Object struct {
+	Object map[string]any
+}
+
+// NewObject returns an object of a kind with a namespace ("" for cluster-scoped) and name.
+func NewObject(apiVersion, kind, namespace, name string) *Object {
+	md := map[string]any{"name": name}
+	if namespace != "" {
+		md["namespace"] = namespace
+	}
+	return &Object{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}}
+}
+
+// FromTyped converts a typed object (a k8s.io/api struct, say) to an Object.
+func FromTyped(v any) (*Object, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	o := &Object{}
+	return o, json.Unmarshal(b, &o.Object)
+}
+
+// Into converts the object into a typed struct (a k8s.io/api struct, say).
+func (o *Object) Into(v any) error {
+	b, err := json.Marshal(o.Object)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// MarshalJSON encodes the object.
+func (o *Object) MarshalJSON() ([]byte, error) { return json.Marshal(o.Object) }
+
+// Ref names the object.
+func (o *Object) Ref() ObjectRef {
+	return ObjectRef{APIVersion: o.APIVersion(), Kind: o.Kind(), Namespace: o.Namespace(), Name: o.Name()}
+}
+
+func (o *Object) str(fields ...string) string { s, _ := o.NestedString(fields...); return s }
+
+// APIVersion returns apiVersion.
+func (o *Object) APIVersion() string { return o.str("apiVersion") }
+
+// Kind returns kind.
+func (o *Object) Kind() string { return o.str("kind") }
+
+// Name returns metadata.name.
+func (o *Object) Name() string { return o.str("metadata", "name") }
+
+// Namespace returns metadata.namespace.
+func (o *Object) Namespace() string { return o.str("metadata", "namespace") }
+
+// UID returns metadata.uid.
+func (o *Object) UID() string { return o.str("metadata", "uid") }
+
+// ResourceVersion returns metadata.resourceVersion.
+func (o *Object) ResourceVersion() string { return o.str("metadata", "resourceVersion") }
+
+// Generation returns metadata.generation.
+func (o *Object) Generation() int64 { n, _ := o.NestedInt64("metadata", "generation"); return n }
+
+// Labels returns metadata.labels.
+func (o *Object) Labels() map[string]string { return o.stringMap("metadata", "labels") }
+
+// Annotations returns metadata.annotations.
+func (o *Object) Annotations() map[string]string { return o.stringMap("metadata", "annotations") }
+
+func (o *Object) stringMap(fields ...string) map[string]string {
+	v, ok := o.Nested(fields...)
+	m, _ := v.(map[string]any)
+	if !ok || m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+// Nested returns the value at the path of fields.
+func (o *Object) Nested(fields ...string) (any, bool) {
+	var v any = o.Object
+	for _, f := range fields {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[f]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// NestedString returns the string at the path of fields.
+func (o *Object) NestedString(fields ...string) (string, bool) {
+	v, ok := o.Nested(fields...)
+	s, isString := v.(string)
+	return s, ok && isString
+}
+
+// NestedInt64 returns the number at the path of fields.
+func (o *Object) NestedInt64(fields ...string) (int64, bool) {
+	v, ok := o.Nested(fields...)
+	switch n := v.(type) {
+	case float64:
+		return int64(n), ok
+	case int64:
+		return n, ok
+	case int:
+		return int64(n), ok
+	case json.Number:
+		i, err := n.Int64()
+		return i, ok && err == nil
+	}
+	return 0, false
+}
+
+// NestedMap returns the object at the path of fields.
+func (o *Object) NestedMap(fields ...string) (map[string]any, bool) {
+	v, ok := o.Nested(fields...)
+	m, isMap := v.(map[string]any)
+	return m, ok && isMap
+}
+
+// NestedSlice returns the array at the path of fields.
+func (o *Object) NestedSlice(fields ...string) ([]any, bool) {
+	v, ok := o.Nested(fields...)
+	s, isSlice := v.([]any)
+	return s, ok && isSlice
+}
+
+// SetNested sets the value at the path of fields, creating objects on the way.
+func (o *Object) SetNested(value any, fields ...string) error {
+	if len(fields) == 0 {
+		return fmt.Errorf("SetNested: no fields")
+	}
+	if o.Object == nil {
+		o.Object = map[string]any{}
+	}
+	m := o.Object
+	for i, f := range fields[:len(fields)-1] {
+		next, ok := m[f]
+		if !ok || next == nil {
+			nm := map[string]any{}
+			m[f] = nm
+			m = nm
+			continue
+		}
+		if m, ok = next.(map[string]any); !ok {
+			return fmt.Errorf("SetNested: %s is a %T, not an object", strings.Join(fields[:i+1], "."), next)
+		}
+	}
+	m[fields[len(fields)-1]] = value
+	return nil
+}
+
+// SetControllerOwner makes owner the controller owner of o.
+func (o *Object) SetControllerOwner(owner *Object) error {
+	return o.SetNested([]any{map[string]any{
+		"apiVersion": owner.APIVersion(), "kind": owner.Kind(), "name": owner.Name(), "uid": owner.UID(),
+		"controller": true, "blockOwnerDeletion": true,
+	}}, "metadata", "ownerReferences")
+}

@@ -1,0 +1,95 @@
+package wasmrec
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/wasmrec/wasmrec/abi"
+)
+
+// Request names the object to reconcile.
+type Request struct {
+	Namespace string
+	Name      string
+	// Retries is how many times this request failed in a row before.
+	Retries int
+}
+
+// String is "namespace/name", or "name" for a cluster-scoped object.
+func (r Request) String() string {
+	if r.Namespace == "" {
+		return r.Name
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+// Result says whether and when to come back. An error returned beside it wins.
+type Result struct {
+	// Requeue asks to be called again through the rate limiter (with backoff).
+	Requeue bool
+	// RequeueAfter asks to be called again after this long; it wins over Requeue.
+	RequeueAfter time.Duration
+}
+
+// Reconciler makes the world match the object named by the request.
+type Reconciler interface {
+	Reconcile(ctx context.Context, req Request) (Result, error)
+}
+
+// ReconcilerFunc adapts a function to a Reconciler.
+type ReconcilerFunc func(context.Context, Request) (Result, error)
+
+// Reconcile calls f.
+func (f ReconcilerFunc) Reconcile(ctx context.Context, req Request) (Result, error) {
+	return f(ctx, req)
+}
+
+// Manifest and its parts, as abi defines them.
+type (
+	LabelSelector = abi.LabelSelector
+	Manifest   = abi.Manifest
+	Watch      = abi.Watch
+	Predicate  = abi.Predicate
+	Permission = abi.Permission
+)
+
+var registered struct {
+	r        Reconciler
+	manifest []byte
+}
+
+// TerminalError wraps err so the host does not retry (until the object changes).
+func TerminalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err}
+}
+
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }
+
+// IsTerminal reports whether err was made by TerminalError.
+func IsTerminal(err error) bool {
+	var t *terminalError
+	return errors.As(err, &t)
+}
+
+// encodeResult turns a reconcile's outcome into the ABI's result envelope; nil means the zero
+// result.
+func encodeResult(buf []byte, res Result, err error) []byte {
+	if err == nil && !res.Requeue && res.RequeueAfter <= 0 {
+		return nil
+	}
+	r := abi.Result{Requeue: res.Requeue, RequeueAfter: max(res.RequeueAfter, 0)}
+	if err != nil {
+		r = abi.Result{Failed: true, Terminal: IsTerminal(err), Err: err.Error()}
+		if len(r.Err) > abi.MaxMessage {
+			r.Err = r.Err[:abi.MaxMessage]
+		}
+	}
+	return abi.AppendResult(buf[:0], r)
+}
