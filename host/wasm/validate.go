@@ -1,8 +1,8 @@
 package wasm
 
 import (
-	"maps"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"

@@ -48,10 +48,10 @@ func (f ReconcilerFunc) Reconcile(ctx context.Context, req Request) (Result, err
 // Manifest and its parts, as abi defines them.
 type (
 	LabelSelector = abi.LabelSelector
-	Manifest   = abi.Manifest
-	Watch      = abi.Watch
-	Predicate  = abi.Predicate
-	Permission = abi.Permission
+	Manifest      = abi.Manifest
+	Watch         = abi.Watch
+	Predicate     = abi.Predicate
+	Permission    = abi.Permission
 )
 
 var registered struct {
