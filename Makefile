@@ -16,7 +16,7 @@ KUBE_MINOR   = $(word 2,$(subst ., ,$(KUBE_VERSION)))
 export KUBEBUILDER_ASSETS := $(BIN)
 
 .PHONY: all
-all: controlplane build ## Build the control plane and the wasmrec binary.
+all: controlplane build plugins ## Build the control plane, the wasmrec binary and the example plugins.
 
 .PHONY: help
 help: ## List the targets.
@@ -40,25 +40,73 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 		-ldflags "-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)" \
 		k8s.io/kubernetes/cmd/kube-apiserver
 
+# --- plugins: Go with GOOS=wasip1, C with clang + wasi-libc. Never committed. ---
+
+GO_PLUGINS := app failing rollout
+C_PLUGINS  := app-c
+TESTGUESTS := misbehave abi7 badimport noop
+CLANG      ?= clang
+WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
+
+.PHONY: plugins
+plugins: $(GO_PLUGINS:%=$(BIN)/plugins/%.wasm) $(C_PLUGINS:%=$(BIN)/plugins/%.wasm) ## Build the example plugins into bin/plugins/.
+
+.PHONY: testguests
+testguests: $(TESTGUESTS:%=$(BIN)/testguests/%.wasm) ## Build the misbehaving test modules into bin/testguests/.
+
+SDK_GO := $(wildcard sdk/go/*.go sdk/go/go.mod abi/*.go abi/go.mod)
+SDK_C  := sdk/c/wasmrec.h sdk/c/wasmrec.c
+
+.SECONDEXPANSION:
+$(BIN)/plugins/%.wasm: $$(wildcard plugins/$$*/*.go plugins/$$*/go.mod plugins/$$*/go.sum) $(SDK_GO)
+	@mkdir -p $(@D)
+	cd plugins/$* && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
+
+$(BIN)/plugins/app-c.wasm: plugins/app-c/app.c $(SDK_C) | c-toolchain
+	@mkdir -p $(@D)
+	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+
+$(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
+	@mkdir -p $(@D)
+	$(CLANG) $(WASI_CFLAGS) -o $@ $<
+
+# clang, wasm-ld, wasi-libc and the wasm32 compiler runtime, from Debian's packages.
+.PHONY: c-toolchain
+c-toolchain:
+	@if ! echo 'int main(void){return 0;}' | $(CLANG) $(WASI_CFLAGS) -mexec-model=command -x c -o /dev/null - 2>/dev/null; then \
+		echo ">> installing clang, lld, wasi-libc and the wasm32 compiler runtime with apt-get (C plugins need them)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get install -y -q clang lld wasi-libc libclang-rt-dev-wasm32 >/dev/null || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q clang lld wasi-libc libclang-rt-dev-wasm32 >/dev/null; }; \
+	fi
+
 .PHONY: run
-run: controlplane build ## Run the demo: a local control plane with the example controllers (Ctrl-C stops).
+run: controlplane build plugins ## Run the demo: a local control plane with the example controllers (Ctrl-C stops).
 	$(BIN)/wasmrec dev
 
+FUZZTIME ?= 5s
+
 .PHONY: test
-test: controlplane ## Run unit and end-to-end tests (race detector on).
+test: controlplane plugins testguests ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd"
 	$(GO) test -race -count=1 -timeout 20m ./...
+	cd abi && $(GO) test -count=1 ./...
+	cd sdk/go && $(GO) test -count=1 ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	@echo ">> fuzzing the host's decoding of what guests hand back ($(FUZZTIME) each)"
+	cd abi && for f in FuzzDecodeResult FuzzDecodeRequest FuzzDecodeManifest; do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . || exit 1; done
 
 .PHONY: bench
-bench: controlplane ## Run the benchmarks and print their figures.
+bench: controlplane plugins testguests ## Run the benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
-MODULES := . e2e/controlplane/etcd e2e/controlplane/kube-apiserver
+MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check
 check: ## Format, vet and tidy; fail if anything changed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) vet ./...
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	cd sdk/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
 	@git diff --exit-code -- $(addsuffix /go.mod,$(MODULES)) $(addsuffix /go.sum,$(MODULES)) || { echo "go mod tidy changed the files above: commit them"; exit 1; }
 

@@ -210,7 +210,8 @@ func (c *Controller) processNextWorkItem(ctx context.Context, q handler.Queue) b
 func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req reconcile.Request) {
 	log := c.opts.Logger.WithValues("namespace", req.Namespace, "name", req.Name)
 	start := c.opts.Clock.Now()
-	res, err := c.reconcile(logr.NewContext(ctx, log), req)
+	ctx = context.WithValue(logr.NewContext(ctx, log), retriesKey{}, q.NumRequeues(req))
+	res, err := c.reconcile(ctx, req)
 	if c.opts.Observe != nil {
 		c.opts.Observe(req, res, err, c.opts.Clock.Since(start))
 	}
@@ -255,4 +256,12 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (res 
 
 func newQueue(rl workqueue.TypedRateLimiter[reconcile.Request], clk clock.WithTicker) handler.Queue {
 	return workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Clock: clk})
+}
+
+type retriesKey struct{}
+
+// Retries returns, inside Reconcile, how many times in a row the request has failed before.
+func Retries(ctx context.Context) int {
+	n, _ := ctx.Value(retriesKey{}).(int)
+	return n
 }

@@ -1,0 +1,341 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+)
+
+// calls serves one reconcile's host calls.
+type calls struct {
+	p   *Plugin
+	req reconcile.Request
+}
+
+// callError is a host call's failure: a status and a message for the guest.
+type callError struct {
+	status abi.Status
+	msg    string
+}
+
+func (e *callError) Error() string { return e.msg }
+
+func fail(s abi.Status, format string, args ...any) error {
+	return &callError{status: s, msg: fmt.Sprintf(format, args...)}
+}
+
+// Call dispatches a host call. Every write passes the permission check, then the write rate
+// limit, then goes to the API server.
+func (c *calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, []byte) {
+	var (
+		resp []byte
+		err  error
+	)
+	switch fn {
+	case abi.ImportGet:
+		resp, err = c.get(ctx, body)
+	case abi.ImportList:
+		resp, err = c.list(ctx, body)
+	case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+		resp, err = c.write(ctx, fn, body)
+	case abi.ImportPatch:
+		resp, err = c.patch(ctx, body)
+	case abi.ImportDelete:
+		err = c.delete(ctx, body)
+	case abi.ImportEvent:
+		err = c.event(ctx, body)
+	default:
+		err = fail(abi.StatusBadRequest, "unknown host function %q", fn)
+	}
+	if err != nil {
+		s := statusOf(ctx, err)
+		if s == abi.StatusForbidden || s == abi.StatusInternal {
+			c.p.log.V(1).Info("host call refused", "call", fn, "request", c.req.String(), "status", s.String(), "error", err.Error())
+		}
+		return s, []byte(err.Error())
+	}
+	return abi.StatusOK, resp
+}
+
+// statusOf maps an error to the status the guest sees.
+func statusOf(ctx context.Context, err error) abi.Status {
+	var ce *callError
+	var netErr *net.OpError
+	switch {
+	case errors.As(err, &ce):
+		return ce.status
+	case errors.Is(err, context.DeadlineExceeded), ctx.Err() != nil, apierrors.IsTimeout(err), apierrors.IsServerTimeout(err):
+		return abi.StatusTimeout
+	case apierrors.IsNotFound(err):
+		return abi.StatusNotFound
+	case apierrors.IsAlreadyExists(err):
+		return abi.StatusAlreadyExists
+	case apierrors.IsConflict(err):
+		return abi.StatusConflict
+	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+		return abi.StatusForbidden
+	case apierrors.IsInvalid(err):
+		return abi.StatusInvalid
+	case apierrors.IsRequestEntityTooLargeError(err):
+		return abi.StatusTooLarge
+	case apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), meta.IsNoMatchError(err):
+		return abi.StatusBadRequest
+	case apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), errors.As(err, &netErr):
+		return abi.StatusUnavailable
+	}
+	return abi.StatusInternal
+}
+
+// target resolves a kind to its resource and checks the plugin asked for verb on it (on its
+// subresource if sub is set). The API server is not contacted for a refused call.
+func (c *calls) target(apiVersion, kind, sub, verb string) (*meta.RESTMapping, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil || kind == "" {
+		return nil, fail(abi.StatusBadRequest, "apiVersion %q and kind %q do not name a kind", apiVersion, kind)
+	}
+	m, err := c.p.host.mgr.GetCache().RESTMapper().RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
+	if err != nil {
+		return nil, fail(abi.StatusBadRequest, "no resource serves %s, Kind=%s: is its CRD installed?", apiVersion, kind)
+	}
+	res := m.Resource.Resource
+	if sub != "" {
+		res += "/" + sub
+	}
+	if !abi.Allows(c.p.module.Manifest().Permissions, m.Resource.Group, res, verb) {
+		return nil, fail(abi.StatusForbidden, "forbidden: %s is outside the permissions plugin %q asked for", abi.Rule{Group: m.Resource.Group, Resource: res, Verb: verb}, c.p.cfg.Name)
+	}
+	return m, nil
+}
+
+func (c *calls) resource(m *meta.RESTMapping, namespace string) dynamic.ResourceInterface {
+	r := c.p.host.dynamic.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return r.Namespace(namespace)
+	}
+	return r
+}
+
+// waitToWrite takes a token from the plugin's write limit.
+func (c *calls) waitToWrite(ctx context.Context) error {
+	if err := c.p.writes.Wait(ctx); err != nil {
+		return fail(abi.StatusTimeout, "the write rate limit (%g/s, burst %d) would not let this write through before the reconcile's deadline", float64(c.p.writes.Limit()), c.p.writes.Burst())
+	}
+	return nil
+}
+
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return fail(abi.StatusBadRequest, "the request is not valid JSON for this call: %v", err)
+	}
+	return nil
+}
+
+func (c *calls) get(ctx context.Context, body []byte) ([]byte, error) {
+	var ref abi.ObjectRef
+	if err := decode(body, &ref); err != nil {
+		return nil, err
+	}
+	m, err := c.target(ref.APIVersion, ref.Kind, "", "get")
+	if err != nil {
+		return nil, err
+	}
+	inf, err := c.p.reader.informer(ctx, m.GroupVersionKind)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := inf.Get(ref.Namespace, ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
+}
+
+func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
+	var req abi.ListRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	m, err := c.target(req.APIVersion, req.Kind, "", "list")
+	if err != nil {
+		return nil, err
+	}
+	sel, err := labels.Parse(req.LabelSelector)
+	if err != nil {
+		return nil, fail(abi.StatusBadRequest, "labelSelector %q: %v", req.LabelSelector, err)
+	}
+	inf, err := c.p.reader.informer(ctx, m.GroupVersionKind)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := inf.List(req.Namespace, sel)
+	if err != nil {
+		return nil, err
+	}
+	// Stable order: the guest's work (and its writes) should not depend on map iteration.
+	slices.SortFunc(objs, func(a, b runtime.Object) int {
+		ma, mb := a.(metav1.Object), b.(metav1.Object)
+		return strings.Compare(ma.GetNamespace()+"/"+ma.GetName(), mb.GetNamespace()+"/"+mb.GetName())
+	})
+	items := make([]json.RawMessage, len(objs))
+	for i, o := range objs {
+		if items[i], err = json.Marshal(o); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(abi.ListResponse{Items: items})
+}
+
+func (c *calls) write(ctx context.Context, fn string, body []byte) ([]byte, error) {
+	obj := &unstructured.Unstructured{}
+	if err := obj.UnmarshalJSON(body); err != nil {
+		return nil, fail(abi.StatusBadRequest, "%s: the request is not a Kubernetes object: %v", fn, err)
+	}
+	verb, sub := fn, ""
+	if fn == abi.ImportUpdateStatus {
+		verb, sub = "update", "status"
+	}
+	m, err := c.target(obj.GetAPIVersion(), obj.GetKind(), sub, verb)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitToWrite(ctx); err != nil {
+		return nil, err
+	}
+	r := c.resource(m, obj.GetNamespace())
+	var out *unstructured.Unstructured
+	switch fn {
+	case abi.ImportCreate:
+		out, err = r.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.p.cfg.Name})
+	case abi.ImportUpdate:
+		out, err = r.Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.p.cfg.Name})
+	default:
+		out, err = r.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: c.p.cfg.Name})
+	}
+	if err != nil {
+		return nil, err
+	}
+	out.SetManagedFields(nil)
+	return out.MarshalJSON()
+}
+
+var patchTypes = map[string]types.PatchType{
+	abi.PatchMerge:     types.MergePatchType,
+	abi.PatchJSON:      types.JSONPatchType,
+	abi.PatchStrategic: types.StrategicMergePatchType,
+	abi.PatchApply:     types.ApplyPatchType,
+}
+
+func (c *calls) patch(ctx context.Context, body []byte) ([]byte, error) {
+	var req abi.PatchRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	pt, ok := patchTypes[req.Type]
+	if !ok {
+		return nil, fail(abi.StatusBadRequest, "patch type %q: use merge, json, strategic or apply", req.Type)
+	}
+	if req.Subresource != "" && req.Subresource != "status" {
+		return nil, fail(abi.StatusBadRequest, "subresource %q: only status can be patched", req.Subresource)
+	}
+	m, err := c.target(req.APIVersion, req.Kind, req.Subresource, "patch")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitToWrite(ctx); err != nil {
+		return nil, err
+	}
+	opts := metav1.PatchOptions{FieldManager: c.p.cfg.Name}
+	if pt == types.ApplyPatchType {
+		opts.Force = &req.Force
+	}
+	var subs []string
+	if req.Subresource != "" {
+		subs = []string{req.Subresource}
+	}
+	out, err := c.resource(m, req.Namespace).Patch(ctx, req.Name, pt, req.Patch, opts, subs...)
+	if err != nil {
+		return nil, err
+	}
+	out.SetManagedFields(nil)
+	return out.MarshalJSON()
+}
+
+func (c *calls) delete(ctx context.Context, body []byte) error {
+	var req abi.DeleteRequest
+	if err := decode(body, &req); err != nil {
+		return err
+	}
+	m, err := c.target(req.APIVersion, req.Kind, "", "delete")
+	if err != nil {
+		return err
+	}
+	if err := c.waitToWrite(ctx); err != nil {
+		return err
+	}
+	opts := metav1.DeleteOptions{}
+	if req.PropagationPolicy != "" {
+		pp := metav1.DeletionPropagation(req.PropagationPolicy)
+		opts.PropagationPolicy = &pp
+	}
+	if req.UID != "" {
+		uid := types.UID(req.UID)
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	return c.resource(m, req.Namespace).Delete(ctx, req.Name, opts)
+}
+
+func (c *calls) event(ctx context.Context, body []byte) error {
+	var req abi.EventRequest
+	if err := decode(body, &req); err != nil {
+		return err
+	}
+	if req.Type != corev1.EventTypeNormal && req.Type != corev1.EventTypeWarning {
+		return fail(abi.StatusBadRequest, "event type %q: use Normal or Warning", req.Type)
+	}
+	if req.Reason == "" {
+		return fail(abi.StatusBadRequest, "an event needs a reason")
+	}
+	if !abi.Allows(c.p.module.Manifest().Permissions, "", "events", "create") {
+		return fail(abi.StatusForbidden, "forbidden: %s is outside the permissions plugin %q asked for", abi.Rule{Resource: "events", Verb: "create"}, c.p.cfg.Name)
+	}
+	ref := abi.ObjectRef{APIVersion: c.p.forGVK.GroupVersion().String(), Kind: c.p.forGVK.Kind, Namespace: c.req.Namespace, Name: c.req.Name}
+	if req.Object != nil {
+		ref = *req.Object
+	}
+	regarding := &unstructured.Unstructured{}
+	regarding.SetAPIVersion(ref.APIVersion)
+	regarding.SetKind(ref.Kind)
+	regarding.SetNamespace(ref.Namespace)
+	regarding.SetName(ref.Name)
+	// The UID links the event to the object; look it up for the For kind, which is cached anyway.
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.WithKind(ref.Kind) == c.p.forGVK {
+		if inf, err := c.p.reader.informer(ctx, c.p.forGVK); err == nil {
+			if o, err := inf.Get(ref.Namespace, ref.Name); err == nil {
+				regarding.SetUID(o.(metav1.Object).GetUID())
+			}
+		}
+	}
+	if err := c.waitToWrite(ctx); err != nil {
+		return err
+	}
+	c.p.recorder.Event(regarding, req.Type, req.Reason, req.Message)
+	return nil
+}

@@ -1,0 +1,160 @@
+package plugin
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/wasmrec/wasmrec/abi"
+)
+
+// HostConfig is the file `wasmrec run --config` reads.
+type HostConfig struct {
+	// Plugins to run.
+	Plugins []Config `json:"plugins"`
+}
+
+// Config is one plugin's settings, chosen by the operator.
+type Config struct {
+	// Name identifies the plugin in logs, metrics and events, and is its field manager.
+	// Lowercase letters, digits and dashes.
+	Name string `json:"name"`
+	// Module is the path of the .wasm file (relative to the config file).
+	Module string `json:"module"`
+	// Permissions granted. The module's manifest must ask for no more.
+	Permissions []abi.Permission `json:"permissions"`
+	// Namespaces, if set, limits every watch of the plugin to these namespaces.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// MaxConcurrentReconciles is the number of workers and instances. Defaults to 1.
+	MaxConcurrentReconciles int `json:"maxConcurrentReconciles,omitempty"`
+	// RateLimiter paces retries of failed requests.
+	RateLimiter RateLimiterConfig `json:"rateLimiter,omitempty"`
+	// Timeout bounds one reconcile. Defaults to 30s.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// Interruptible lets the timeout interrupt a guest that loops. Defaults to true; false makes
+	// guest code faster but a looping guest then holds its worker.
+	Interruptible *bool `json:"interruptible,omitempty"`
+	// MemoryLimit caps one instance's memory. Defaults to 128Mi.
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+	// RecycleAbove replaces an instance whose memory grew past this. Defaults to half the limit.
+	RecycleAbove *resource.Quantity `json:"recycleAbove,omitempty"`
+	// Writes limits the plugin's writes to the API server (create, update, patch, delete,
+	// events). Defaults to 20 qps, burst 40.
+	Writes WriteLimit `json:"writes,omitempty"`
+}
+
+// RateLimiterConfig is the retry backoff: per key exponential, and an overall bucket.
+type RateLimiterConfig struct {
+	// BaseDelay defaults to 5ms.
+	BaseDelay *metav1.Duration `json:"baseDelay,omitempty"`
+	// MaxDelay defaults to 1000s.
+	MaxDelay *metav1.Duration `json:"maxDelay,omitempty"`
+	// QPS defaults to 10.
+	QPS float64 `json:"qps,omitempty"`
+	// Burst defaults to 100.
+	Burst int `json:"burst,omitempty"`
+}
+
+// WriteLimit is a client-side token bucket for API writes.
+type WriteLimit struct {
+	// QPS defaults to 20.
+	QPS float64 `json:"qps,omitempty"`
+	// Burst defaults to 40.
+	Burst int `json:"burst,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultTimeout    = 30 * time.Second
+	DefaultWriteQPS   = 20
+	DefaultWriteBurst = 40
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// LoadHostConfig reads a host config file; module paths are made relative to its directory.
+// Unknown fields are errors.
+func LoadHostConfig(path string) (*HostConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var hc HostConfig
+	if err := yaml.UnmarshalStrict(data, &hc); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	for i := range hc.Plugins {
+		if m := hc.Plugins[i].Module; m != "" && !filepath.IsAbs(m) {
+			hc.Plugins[i].Module = filepath.Join(filepath.Dir(path), m)
+		}
+	}
+	if err := hc.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return &hc, nil
+}
+
+// Validate checks every plugin and that names are unique.
+func (hc *HostConfig) Validate() error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, p := range hc.Plugins {
+		if err := p.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("plugins[%d]: %w", i, err))
+		}
+		if seen[p.Name] {
+			errs = append(errs, fmt.Errorf("plugins[%d]: name %q is used twice", i, p.Name))
+		}
+		seen[p.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks one plugin's settings.
+func (c *Config) Validate() error {
+	var errs []error
+	if !nameRE.MatchString(c.Name) {
+		errs = append(errs, fmt.Errorf("name %q: use lowercase letters, digits and dashes (at most 63)", c.Name))
+	}
+	if c.Module == "" {
+		errs = append(errs, fmt.Errorf("plugin %q: module is required (the path of a .wasm file)", c.Name))
+	}
+	if c.MaxConcurrentReconciles < 0 {
+		errs = append(errs, fmt.Errorf("plugin %q: maxConcurrentReconciles must not be negative", c.Name))
+	}
+	if c.Timeout != nil && c.Timeout.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("plugin %q: timeout must be positive", c.Name))
+	}
+	if c.MemoryLimit != nil && c.MemoryLimit.Value() < 1<<20 {
+		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit))
+	}
+	if c.RateLimiter.QPS < 0 || c.RateLimiter.Burst < 0 || c.Writes.QPS < 0 || c.Writes.Burst < 0 {
+		errs = append(errs, fmt.Errorf("plugin %q: rate limits must not be negative", c.Name))
+	}
+	grant := abi.Manifest{For: abi.Watch{APIVersion: "v1", Kind: "x"}, Permissions: c.Permissions}
+	if err := grant.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("plugin %q: permissions: %w", c.Name, err))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) timeout() time.Duration {
+	if c.Timeout == nil {
+		return DefaultTimeout
+	}
+	return c.Timeout.Duration
+}
+
+func quantity(q *resource.Quantity) uint64 {
+	if q == nil {
+		return 0
+	}
+	return uint64(q.Value())
+}

@@ -1,0 +1,342 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/controller"
+	"github.com/wasmrec/wasmrec/host/event"
+	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/predicate"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/source"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+// Host loads plugins into a manager. One per process.
+type Host struct {
+	mgr         *manager.Manager
+	engine      *wasm.Engine
+	dynamic     dynamic.Interface
+	broadcaster record.EventBroadcaster
+	log         logr.Logger
+}
+
+// NewHost returns a Host that runs plugins in mgr, compiling them with engine.
+func NewHost(mgr *manager.Manager, engine *wasm.Engine, log logr.Logger) (*Host, error) {
+	cfg := mgr.GetConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	return &Host{mgr: mgr, engine: engine, dynamic: dyn, broadcaster: b, log: log}, nil
+}
+
+// Close stops the event broadcaster.
+func (h *Host) Close() { h.broadcaster.Shutdown() }
+
+// Plugin is a loaded plugin: a compiled module and the controller that runs it. It is a
+// manager Runnable.
+type Plugin struct {
+	cfg      Config
+	host     *Host
+	module   *wasm.Module
+	ctrl     *controller.Controller
+	reader   *reader
+	forGVK   schema.GroupVersionKind
+	writes   *rate.Limiter
+	recorder record.EventRecorder
+	log      logr.Logger
+	ids      atomic.Uint64
+}
+
+var (
+	_ manager.Runnable               = (*Plugin)(nil)
+	_ manager.LeaderElectionRunnable = (*Plugin)(nil)
+	_ reconcile.Reconciler           = (*Plugin)(nil)
+)
+
+// LoadFile reads cfg.Module from disk and loads it.
+func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
+	wasmBytes, err := os.ReadFile(cfg.Module)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: reading its module: %w", cfg.Name, err)
+	}
+	return h.Load(ctx, cfg, wasmBytes)
+}
+
+// Load compiles and checks a module and builds its controller. The plugin runs once added to
+// the manager. Every error names the plugin and says what to do.
+func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := h.log.WithValues("plugin", cfg.Name)
+	workers := max(cfg.MaxConcurrentReconciles, 1)
+	mod, err := h.engine.Compile(ctx, wasmBytes, wasm.Options{
+		Name:          cfg.Name,
+		MaxInstances:  workers,
+		MemoryLimit:   quantity(cfg.MemoryLimit),
+		RecycleAbove:  quantity(cfg.RecycleAbove),
+		Interruptible: cfg.Interruptible,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &Plugin{cfg: cfg, host: h, module: mod, log: log}
+	fail := func(err error) (*Plugin, error) {
+		_ = mod.Close(ctx)
+		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
+	}
+	m := mod.Manifest()
+	if missing := abi.Missing(cfg.Permissions, m.Permissions); len(missing) > 0 {
+		return fail(fmt.Errorf("the module asks for permissions it was not granted: %s: grant them in the plugin's permissions, or use a module that needs less", joinRules(missing)))
+	}
+	if p.forGVK, err = parseGVK(m.For); err != nil {
+		return fail(fmt.Errorf("for: %w", err))
+	}
+	qps, burst := cfg.Writes.QPS, cfg.Writes.Burst
+	if qps == 0 {
+		qps = DefaultWriteQPS
+	}
+	if burst == 0 {
+		burst = DefaultWriteBurst
+	}
+	p.writes = rate.NewLimiter(rate.Limit(qps), burst)
+	p.recorder = h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec/" + cfg.Name})
+	p.reader = newReader(h.mgr.GetCache())
+
+	if p.ctrl, err = controller.New(cfg.Name, p, controller.Options{
+		MaxConcurrentReconciles: workers,
+		RateLimiter:             rateLimiter(cfg.RateLimiter),
+		ReconcileTimeout:        cfg.timeout(),
+		Logger:                  log,
+	}); err != nil {
+		return fail(err)
+	}
+	srcs, err := p.sources()
+	if err != nil {
+		return fail(err)
+	}
+	for _, s := range srcs {
+		if err := p.ctrl.Watch(s); err != nil {
+			return fail(err)
+		}
+	}
+	return p, nil
+}
+
+// Name is the plugin's name.
+func (p *Plugin) Name() string { return p.cfg.Name }
+
+// Module is the plugin's compiled module.
+func (p *Plugin) Module() *wasm.Module { return p.module }
+
+// NeedLeaderElection is true: plugins reconcile on the leader only.
+func (p *Plugin) NeedLeaderElection() bool { return true }
+
+// Start runs the plugin's controller until ctx is done, then lets go of its informers and
+// closes its module.
+func (p *Plugin) Start(ctx context.Context) error {
+	p.log.Info("plugin starting", "digest", p.module.Digest(), "for", p.forGVK.String())
+	err := p.ctrl.Start(ctx)
+	p.reader.releaseAll()
+	return errors.Join(err, p.module.Close(context.WithoutCancel(ctx)))
+}
+
+// Reconcile runs one reconcile in the plugin.
+func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	id := fmt.Sprintf("%s-%d", p.cfg.Name, p.ids.Add(1))
+	log := p.log.WithValues("request", req.String(), "reconcileID", id)
+	res, err := p.module.Reconcile(ctx, &wasm.Call{
+		Request: abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))},
+		Host:    &calls{p: p, req: req},
+		Logger:  log,
+	})
+	switch {
+	case err != nil:
+		return reconcile.Result{}, err
+	case res.Failed && res.Terminal:
+		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err))
+	case res.Failed:
+		return reconcile.Result{}, fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err)
+	}
+	return reconcile.Result{Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}, nil
+}
+
+// sources builds the controller's sources from the manifest.
+func (p *Plugin) sources() ([]source.Source, error) {
+	m := p.module.Manifest()
+	c := p.host.mgr.GetCache()
+	var out []source.Source
+	add := func(w abi.Watch, metadataOnly bool, h handler.EventHandler) error {
+		gvk, err := parseGVK(w)
+		if err != nil {
+			return err
+		}
+		preds, err := predicates(w.Predicates)
+		if err != nil {
+			return fmt.Errorf("%s: %w", gvk.Kind, err)
+		}
+		if len(p.cfg.Namespaces) > 0 {
+			preds = append(preds, predicate.Namespace(p.cfg.Namespaces...))
+		}
+		out = append(out, source.Kind(c, cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly}, h, preds...))
+		return nil
+	}
+	if err := add(m.For, false, handler.EnqueueRequestForObject()); err != nil {
+		return nil, fmt.Errorf("for: %w", err)
+	}
+	for i, w := range m.Owns {
+		owns := handler.EnqueueRequestForOwner(c.RESTMapper(), p.forGVK.GroupKind(), handler.OnlyControllerOwner())
+		if err := add(w, true, owns); err != nil {
+			return nil, fmt.Errorf("owns[%d]: %w", i, err)
+		}
+	}
+	for i, w := range m.Watches {
+		if err := add(w, false, handler.EnqueueRequestsFromMapFunc(p.mapper(w.Map))); err != nil {
+			return nil, fmt.Errorf("watches[%d]: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// mapper maps a watched object to For requests.
+func (p *Plugin) mapper(mode string) handler.MapFunc {
+	if mode == abi.MapSameName {
+		return func(_ context.Context, o event.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+		}
+	}
+	return func(ctx context.Context, o event.Object) []reconcile.Request { // abi.MapNamespace
+		inf, err := p.reader.informer(ctx, p.forGVK)
+		if err != nil {
+			p.log.Error(err, "mapping an event to the objects in its namespace")
+			return nil
+		}
+		objs, err := inf.List(o.GetNamespace(), nil)
+		if err != nil {
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(objs))
+		for _, obj := range objs {
+			m := obj.(metav1.Object)
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+		}
+		return reqs
+	}
+}
+
+func parseGVK(w abi.Watch) (schema.GroupVersionKind, error) {
+	gv, err := schema.ParseGroupVersion(w.APIVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("apiVersion %q: %w", w.APIVersion, err)
+	}
+	return gv.WithKind(w.Kind), nil
+}
+
+// predicates converts the manifest's predicates.
+func predicates(ps []abi.Predicate) ([]predicate.Predicate, error) {
+	out := make([]predicate.Predicate, 0, len(ps))
+	for _, p := range ps {
+		q, err := convertPredicate(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+func convertPredicate(p abi.Predicate) (predicate.Predicate, error) {
+	switch p.Type {
+	case abi.PredicateGenerationChanged:
+		return predicate.GenerationChanged(), nil
+	case abi.PredicateAnnotationChanged:
+		return predicate.AnnotationChanged(), nil
+	case abi.PredicateLabelChanged:
+		return predicate.LabelChanged(), nil
+	case abi.PredicateNamespace:
+		return predicate.Namespace(p.Namespaces...), nil
+	case abi.PredicateLabelSelector:
+		var sel metav1.LabelSelector
+		b, _ := json.Marshal(p.Selector)
+		if err := json.Unmarshal(b, &sel); err != nil {
+			return nil, err
+		}
+		return predicate.LabelSelector(sel)
+	case abi.PredicateAnd, abi.PredicateOr, abi.PredicateNot:
+		inner, err := predicates(p.Predicates)
+		if err != nil {
+			return nil, err
+		}
+		switch p.Type {
+		case abi.PredicateAnd:
+			return predicate.And(inner...), nil
+		case abi.PredicateOr:
+			return predicate.Or(inner...), nil
+		}
+		return predicate.Not(inner[0]), nil
+	}
+	return nil, fmt.Errorf("unknown predicate type %q", p.Type)
+}
+
+func rateLimiter(c RateLimiterConfig) workqueue.TypedRateLimiter[reconcile.Request] {
+	if c == (RateLimiterConfig{}) {
+		return nil // the controller's default, fresh per start
+	}
+	base, maxDelay := controller.DefaultBaseDelay, controller.DefaultMaxDelay
+	if c.BaseDelay != nil {
+		base = c.BaseDelay.Duration
+	}
+	if c.MaxDelay != nil {
+		maxDelay = c.MaxDelay.Duration
+	}
+	qps, burst := float64(controller.DefaultQPS), controller.DefaultBurst
+	if c.QPS > 0 {
+		qps = c.QPS
+	}
+	if c.Burst > 0 {
+		burst = c.Burst
+	}
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(qps), burst)},
+	)
+}
+
+func joinRules(rs []abi.Rule) string {
+	s := make([]string, len(rs))
+	for i, r := range rs {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ", ")
+}

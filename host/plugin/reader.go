@@ -1,0 +1,52 @@
+package plugin
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/wasmrec/wasmrec/host/cache"
+)
+
+// reader holds the informers a plugin reads from, acquired on first read and released when the
+// plugin's controller stops.
+type reader struct {
+	cache     *cache.Cache
+	mu        sync.Mutex
+	informers map[schema.GroupVersionKind]*cache.Informer
+}
+
+func newReader(c *cache.Cache) *reader {
+	return &reader{cache: c, informers: map[schema.GroupVersionKind]*cache.Informer{}}
+}
+
+// informer returns the synced informer for gvk.
+func (r *reader) informer(ctx context.Context, gvk schema.GroupVersionKind) (*cache.Informer, error) {
+	r.mu.Lock()
+	inf, ok := r.informers[gvk]
+	if !ok {
+		var err error
+		if inf, err = r.cache.Acquire(cache.Key{GroupVersionKind: gvk}); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		r.informers[gvk] = inf
+	}
+	r.mu.Unlock()
+	if !inf.HasSynced() {
+		if err := inf.WaitForSync(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return inf, nil
+}
+
+func (r *reader) releaseAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for gvk, inf := range r.informers {
+		inf.Release()
+		delete(r.informers, gvk)
+	}
+}

@@ -1,0 +1,123 @@
+package wasm_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+func call(name string) *wasm.Call {
+	return &wasm.Call{Request: abi.Request{Namespace: "ns", Name: name}, Logger: logr.Discard()}
+}
+
+// Each misbehaviour is an error naming the plugin, the instance is thrown away, and the next
+// reconcile runs on a fresh instance.
+func TestMisbehavingGuest(t *testing.T) {
+	e := engine(t)
+	m := compile(t, e, module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", MemoryLimit: 4 << 20})
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		want    string
+		counter func(*wasm.Stats) int64
+		isBad   bool
+	}{
+		{name: "trap", want: "reconcile trapped", counter: func(s *wasm.Stats) int64 { return s.Traps.Load() }},
+		{name: "loop", timeout: 200 * time.Millisecond, want: "interrupted at its deadline", counter: func(s *wasm.Stats) int64 { return s.Timeouts.Load() }},
+		{name: "bomb", want: "reconcile trapped", counter: func(s *wasm.Stats) int64 { return s.Traps.Load() }},
+		{name: "garbage", want: "outside the plugin's", counter: func(s *wasm.Stats) int64 { return s.BadResults.Load() }, isBad: true},
+		{name: "badflags", want: "unknown flags", counter: func(s *wasm.Stats) int64 { return s.BadResults.Load() }, isBad: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, discarded := tc.counter(m.Stats()), m.Stats().Discarded.Load()
+			ctx := context.Background()
+			if tc.timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.timeout)
+				defer cancel()
+			}
+			_, err := m.Reconcile(ctx, call(tc.name))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `plugin "misbehave"`) {
+				t.Fatalf("err = %v, want one naming the plugin and containing %q", err, tc.want)
+			}
+			if tc.isBad && !errors.Is(err, abi.ErrMalformedResult) {
+				t.Fatalf("err = %v, want ErrMalformedResult", err)
+			}
+			if tc.counter(m.Stats()) != before+1 || m.Stats().Discarded.Load() != discarded+1 {
+				t.Fatalf("the fault was not counted, or the instance not thrown away: %+v", m.Stats())
+			}
+			// The plugin still works.
+			if res, err := m.Reconcile(context.Background(), call("fine")); err != nil || res != (abi.Result{}) {
+				t.Fatalf("after %s: %+v, %v", tc.name, res, err)
+			}
+		})
+	}
+}
+
+// The memory bomb is held at the cap: no instance grows past it.
+func TestMemoryCap(t *testing.T) {
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", MemoryLimit: 4 << 20})
+	if _, err := m.Reconcile(context.Background(), call("bomb")); err == nil {
+		t.Fatal("the bomb succeeded")
+	}
+	if _, err := m.Reconcile(context.Background(), call("fine")); err != nil {
+		t.Fatal(err)
+	}
+	if _, mem := m.Instances(); mem > 4<<20 {
+		t.Fatalf("an instance holds %d bytes, over the 4 MiB cap", mem)
+	}
+}
+
+// An instance whose memory grew past the recycle bound is replaced after its reconcile.
+func TestRecycleGrownInstance(t *testing.T) {
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", MemoryLimit: 8 << 20, RecycleAbove: 1})
+	before := m.Stats().Recycled.Load() // Compile's smoke instance counts too
+	if _, err := m.Reconcile(context.Background(), call("fine")); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Stats().Recycled.Load(); got != before+1 {
+		t.Fatalf("recycled %d instances in the reconcile, want 1", got-before)
+	}
+	if idle, _ := m.Instances(); idle != 0 {
+		t.Fatalf("%d instances kept after recycling, want 0", idle)
+	}
+}
+
+// Without interruption a looping guest cannot be stopped; a slow one finishes past its deadline.
+func TestNotInterruptible(t *testing.T) {
+	no := false
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", Interruptible: &no})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if _, err := m.Reconcile(ctx, call("slow")); err != nil {
+		t.Fatalf("a non-interruptible guest was interrupted: %v", err)
+	}
+}
+
+func TestModulesRefusedAtLoad(t *testing.T) {
+	e := engine(t)
+	for _, tc := range []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		{"abi v7", module(t, "testguests", "abi7"), "plugin speaks ABI v7, host speaks v1"},
+		{"bad import", module(t, "testguests", "badimport"), `invalid import["env"."launch_missiles"]`},
+		{"no version marker", []byte("\x00asm\x01\x00\x00\x00"), "not a wasmrec plugin: no wasmrec_abi_v<N> export"},
+		{"not wasm", []byte("#!/bin/sh\necho hi\n"), "not a valid WebAssembly module"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.Compile(context.Background(), tc.wasm, wasm.Options{Name: "bad"})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `plugin "bad"`) {
+				t.Fatalf("err = %v, want one naming the plugin and containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,66 @@
+/* A plugin written against the raw ABI (no SDK) that misbehaves on request, by the name of the
+ * object it reconciles: "trap", "loop", "bomb" (grows memory until the cap), "garbage" (a result
+ * pointing outside memory), "badflags" (a result with unknown flags), "forbidden" (deletes a
+ * Secret it never asked for and logs the status it got), "slow" (spins ~50M iterations, then
+ * succeeds). Any other name reconciles cleanly. It reconciles ConfigMaps labelled
+ * wasmrec.dev/misbehave. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define IMPORT(name) __attribute__((import_module("wasmrec"), import_name(name)))
+#define EXPORT(name) __attribute__((export_name(name)))
+
+IMPORT("read") int32_t host_read(void *ptr, uint32_t len);
+IMPORT("log") void host_log(int32_t level, const void *ptr, uint32_t len);
+IMPORT("delete") uint64_t host_delete(const void *ptr, uint32_t len);
+
+static const char manifest[] =
+    "{\"name\":\"misbehave\","
+    "\"for\":{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"predicates\":[{\"type\":\"LabelSelector\","
+    "\"selector\":{\"matchExpressions\":[{\"key\":\"wasmrec.dev/misbehave\",\"operator\":\"Exists\"}]}}]},"
+    "\"permissions\":[{\"group\":\"\",\"resources\":[\"configmaps\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]}";
+
+static uint64_t pack(const void *p, uint32_t n) { return ((uint64_t)(uintptr_t)p << 32) | n; }
+
+EXPORT("wasmrec_abi_v1") void abi_v1(void) {}
+EXPORT("wasmrec_manifest") uint64_t get_manifest(void) { return pack(manifest, sizeof manifest - 1); }
+
+static unsigned char req[512];
+static unsigned char badflags[16] = {0x80};
+static char scratch[1024];
+
+EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
+  if (n > sizeof req - 1 || host_read(req, sizeof req) < 0) __builtin_trap();
+  uint32_t ns_len = req[0] | req[1] << 8, name_len = req[4] | req[5] << 8;
+  char ns[256] = {0}, name[256] = {0};
+  memcpy(ns, req + 16, ns_len < 255 ? ns_len : 255);
+  memcpy(name, req + 16 + ns_len, name_len < 255 ? name_len : 255);
+
+  if (!strcmp(name, "trap")) __builtin_trap();
+  if (!strcmp(name, "loop")) {
+    volatile unsigned long i = 0;
+    for (;;) i++;
+  }
+  if (!strcmp(name, "slow")) {
+    volatile unsigned long i = 0;
+    while (i < 50000000ul) i++;
+  }
+  if (!strcmp(name, "bomb")) {
+    while (__builtin_wasm_memory_grow(0, 16) != (__SIZE_TYPE__)-1) {
+    }
+    __builtin_trap();
+  }
+  if (!strcmp(name, "garbage")) return pack((void *)0xfffff000u, 64);
+  if (!strcmp(name, "badflags")) return pack(badflags, sizeof badflags);
+  if (!strcmp(name, "forbidden")) {
+    int len = snprintf(scratch, sizeof scratch, "{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"namespace\":\"%s\",\"name\":\"precious\"}", ns);
+    uint64_t r = host_delete(scratch, (uint32_t)len);
+    uint32_t status = (uint32_t)(r >> 32), rlen = (uint32_t)r;
+    char msg[512] = {0};
+    if (rlen < sizeof msg) host_read(msg, sizeof msg - 1);
+    len = snprintf(scratch, sizeof scratch, "delete secret returned status %u: %s", status, msg);
+    host_log(2, scratch, (uint32_t)len);
+  }
+  return 0;
+}

@@ -1,0 +1,165 @@
+// Command rollout is a wasmrec plugin that rolls a Deployment when a ConfigMap or Secret it uses
+// changes. Deployments opt in with the annotation wasmrec.dev/rollout-on-config-change: "true";
+// the plugin keeps a hash of the data of every ConfigMap and Secret the pod template mounts or
+// reads into its environment in the pod template's annotation wasmrec.dev/config-hash, so a
+// change to that data changes the template and the Deployment rolls.
+//
+// It uses typed objects from k8s.io/api (an opt-in: the SDK itself does not import them).
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
+)
+
+const (
+	optIn   = "wasmrec.dev/rollout-on-config-change"
+	hashKey = "wasmrec.dev/config-hash"
+)
+
+func init() {
+	wasmrec.Register(wasmrec.Manifest{
+		Name: "rollout",
+		For:  wasmrec.Watch{APIVersion: "apps/v1", Kind: "Deployment"},
+		Watches: []wasmrec.Watch{
+			{APIVersion: "v1", Kind: "ConfigMap", Map: "namespace"},
+			{APIVersion: "v1", Kind: "Secret", Map: "namespace"},
+		},
+		Permissions: []wasmrec.Permission{
+			{Group: "apps", Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}},
+			{Group: "", Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "watch"}},
+			{Group: "", Resources: []string{"events"}, Verbs: []string{"create"}},
+		},
+	}, &reconciler{client: wasmrec.NewClient()})
+}
+
+func main() {}
+
+type reconciler struct{ client *wasmrec.Client }
+
+func (r *reconciler) Reconcile(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error) {
+	obj, err := r.client.Get(ctx, "apps/v1", "Deployment", req.Namespace, req.Name)
+	if wasmrec.IsNotFound(err) {
+		return wasmrec.Result{}, nil
+	}
+	if err != nil {
+		return wasmrec.Result{}, err
+	}
+	var d appsv1.Deployment
+	if err := obj.Into(&d); err != nil {
+		return wasmrec.Result{}, wasmrec.TerminalError(fmt.Errorf("decoding deployment %s: %w", req, err))
+	}
+	if d.Annotations[optIn] != "true" {
+		return wasmrec.Result{}, nil
+	}
+	hash, sources, err := r.configHash(ctx, d.Namespace, &d.Spec.Template.Spec)
+	if err != nil {
+		return wasmrec.Result{}, err
+	}
+	if d.Spec.Template.Annotations[hashKey] == hash {
+		return wasmrec.Result{}, nil
+	}
+	patch := map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
+		"annotations": map[string]string{hashKey: hash},
+	}}}}
+	if _, err := r.client.Patch(ctx, obj.Ref(), "merge", patch); err != nil {
+		return wasmrec.Result{}, err
+	}
+	msg := fmt.Sprintf("config %v changed (hash %s): rolling the deployment", sources, hash)
+	_ = r.client.Event(ctx, "Normal", "ConfigChanged", msg)
+	wasmrec.Log.Info("stamped a new config hash", "deployment", req, "hash", hash, "sources", sources)
+	return wasmrec.Result{}, nil
+}
+
+// configHash hashes the data of every ConfigMap and Secret the pod spec uses. A missing one
+// hashes as missing, so its creation rolls the Deployment too.
+func (r *reconciler) configHash(ctx context.Context, namespace string, spec *corev1.PodSpec) (string, []string, error) {
+	refs := references(spec)
+	h := sha256.New()
+	for _, ref := range refs {
+		kind, name, _ := cutKind(ref)
+		obj, err := r.client.Get(ctx, "v1", kind, namespace, name)
+		fmt.Fprintf(h, "%s\x00", ref)
+		switch {
+		case wasmrec.IsNotFound(err):
+			h.Write([]byte("missing\x00"))
+		case err != nil:
+			return "", nil, err
+		default:
+			data, _ := obj.Nested("data")
+			binary, _ := obj.Nested("binaryData")
+			b, _ := json.Marshal([]any{data, binary}) // encoding/json sorts map keys
+			h.Write(b)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], refs, nil
+}
+
+// references lists "ConfigMap/name" and "Secret/name" the pod spec uses, sorted and distinct.
+func references(spec *corev1.PodSpec) []string {
+	var refs []string
+	add := func(kind, name string) {
+		if name != "" {
+			refs = append(refs, kind+"/"+name)
+		}
+	}
+	for _, v := range spec.Volumes {
+		if v.ConfigMap != nil {
+			add("ConfigMap", v.ConfigMap.Name)
+		}
+		if v.Secret != nil {
+			add("Secret", v.Secret.SecretName)
+		}
+		if v.Projected != nil {
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil {
+					add("ConfigMap", s.ConfigMap.Name)
+				}
+				if s.Secret != nil {
+					add("Secret", s.Secret.Name)
+				}
+			}
+		}
+	}
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		for _, e := range c.EnvFrom {
+			if e.ConfigMapRef != nil {
+				add("ConfigMap", e.ConfigMapRef.Name)
+			}
+			if e.SecretRef != nil {
+				add("Secret", e.SecretRef.Name)
+			}
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			if e.ValueFrom.ConfigMapKeyRef != nil {
+				add("ConfigMap", e.ValueFrom.ConfigMapKeyRef.Name)
+			}
+			if e.ValueFrom.SecretKeyRef != nil {
+				add("Secret", e.ValueFrom.SecretKeyRef.Name)
+			}
+		}
+	}
+	slices.Sort(refs)
+	return slices.Compact(refs)
+}
+
+func cutKind(ref string) (kind, name string, ok bool) {
+	for i := range ref {
+		if ref[i] == '/' {
+			return ref[:i], ref[i+1:], true
+		}
+	}
+	return "", ref, false
+}
