@@ -2,61 +2,86 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/host/controlplane"
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/plugin"
 )
 
+//go:embed dev.yaml
+var devConfig []byte
+
 type devOptions struct {
+	hostOptions
 	binDir        string
+	pluginsDir    string
 	kubeconfigOut string
 	churn         time.Duration
 	duration      time.Duration
-	verbose       int
 }
 
 func newDevCommand(stdout, stderr io.Writer) *cobra.Command {
 	o := &devOptions{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Start a local control plane and run the example controllers on it",
+		Short: "Start a local control plane and run the example plugins on it",
 		Long: `dev starts etcd and kube-apiserver from bin/ (built by 'make controlplane'), installs the
-example App CRD, creates a few Apps in the "demo" namespace and runs their controller. Every few
-seconds it edits an App or deletes an App's ConfigMap, and the log shows the controller putting
-things right. Interrupt it (Ctrl-C) to stop; the control plane and its data go with it.`,
+example App CRD, creates objects for every example plugin and runs them: app (Go) and app-c (C)
+keep a ConfigMap and a Service per App, rollout stamps a config hash on a Deployment when its
+ConfigMap changes, failing fails on purpose so its retries show the backoff. Every few seconds
+dev edits something and the log shows the plugins answering. Ctrl-C stops it; the control plane
+and its data go with it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), stdout, stderr) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default $KUBEBUILDER_ASSETS, else the nearest bin/ above the working directory)")
+	f.StringVar(&o.pluginsDir, "plugins-dir", "", "directory holding the example plugins (default plugins/ beside etcd and kube-apiserver)")
 	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", filepath.Join(os.TempDir(), "wasmrec-dev.kubeconfig"), "where to write a kubeconfig for the local control plane")
-	f.DurationVar(&o.churn, "churn-interval", 4*time.Second, "how often to edit an App or delete a ConfigMap (0 turns it off)")
+	f.DurationVar(&o.churn, "churn-interval", 4*time.Second, "how often to edit something (0 turns it off)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0 runs until interrupted)")
-	f.IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity (1 adds informer and queue detail)")
+	o.addFlags(cmd)
 	return cmd
 }
 
 func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err error) {
-	log := logr.FromSlogHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.Level(-o.verbose)}))
+	log := o.logger(stderr)
 	if o.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
+	binDir, err := controlplane.FindBinDir(o.binDir)
+	if err != nil {
+		return err
+	}
+	if o.pluginsDir == "" {
+		o.pluginsDir = filepath.Join(binDir, "plugins")
+	}
+	var hc plugin.HostConfig
+	if err := yaml.UnmarshalStrict(devConfig, &hc); err != nil {
+		return fmt.Errorf("the built-in dev config: %w", err)
+	}
+	for i := range hc.Plugins {
+		hc.Plugins[i].Module = filepath.Join(o.pluginsDir, hc.Plugins[i].Module)
+		if _, err := os.Stat(hc.Plugins[i].Module); err != nil {
+			return fmt.Errorf("plugin %q: %w: run `make plugins` to build the example plugins", hc.Plugins[i].Name, err)
+		}
+	}
 
 	fmt.Fprintln(stdout, "starting etcd and kube-apiserver (the first start takes a few seconds)...")
-	cp, err := controlplane.Start(controlplane.Options{BinDir: o.binDir, Verbose: o.verbose > 1})
+	cp, err := controlplane.Start(controlplane.Options{BinDir: binDir, Verbose: o.verbose > 1})
 	if err != nil {
 		return err
 	}
@@ -72,20 +97,11 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	if err := demo.SeedObjects(ctx, cp.Config); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "installed apps.demo.wasmrec.dev and created Apps %v in namespace %q\n", demo.AppNames, demo.Namespace)
-
-	mgr, err := manager.New(cp.Config, manager.Options{Logger: log.WithName("manager")})
-	if err != nil {
-		return err
-	}
-	if err := demo.Setup(mgr, log.WithName("app")); err != nil {
-		return err
-	}
+	fmt.Fprintf(stdout, "created Apps %v in %q and %q, Deployment %s/web, ConfigMap %s/flaky\n", demo.AppNames, demo.Namespace, demo.NamespaceC, demo.Namespace, demo.Namespace)
+	var extra []manager.Runnable
 	if o.churn > 0 {
-		if err := mgr.Add(&demo.Churn{Config: cp.Config, Interval: o.churn, Log: log.WithName("churn")}); err != nil {
-			return err
-		}
+		extra = append(extra, &demo.Churn{Config: cp.Config, Interval: o.churn, Log: log.WithName("churn")})
 	}
-	fmt.Fprintln(stdout, "running the App controller; Ctrl-C stops")
-	return mgr.Start(ctx)
+	fmt.Fprintf(stdout, "running plugins from %s; Ctrl-C stops\n", o.pluginsDir)
+	return runHost(ctx, cp.Config, &hc, &o.hostOptions, log, extra...)
 }

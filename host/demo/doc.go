@@ -1,5 +1,4 @@
-// Package demo is the example `wasmrec dev` runs on the local control plane: an App custom
-// resource whose controller keeps an owned ConfigMap in line with the App's spec and reports
-// status, and a churn runnable that edits Apps and deletes ConfigMaps so there is something to
-// watch.
+// Package demo holds what `wasmrec dev` sets up for the example plugins on the local control
+// plane: the App custom resource, seed objects for every plugin, and a churn runnable that
+// edits them so there is something to watch.
 package demo

@@ -49,3 +49,16 @@ func (e *Engine) CacheDir() string { return e.cacheDir }
 
 // Close releases the compilation cache (the files stay).
 func (e *Engine) Close(ctx context.Context) error { return e.cache.Close(ctx) }
+
+// Inspect compiles wasm without running it and lists its exports and imports. The error says
+// what keeps it from being an ABI v1 plugin, if anything; the Describe is filled either way
+// when the bytes are a WebAssembly module.
+func (e *Engine) Inspect(ctx context.Context, wasm []byte) (Describe, error) {
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(e.cache))
+	defer r.Close(ctx)
+	cm, err := r.CompileModule(ctx, wasm)
+	if err != nil {
+		return Describe{}, fmt.Errorf("not a valid WebAssembly module: %w", err)
+	}
+	return validate(cm)
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+func newInspectCommand(stdout io.Writer) *cobra.Command {
+	var output, cacheDir string
+	cmd := &cobra.Command{
+		Use:   "inspect FILE",
+		Short: "Show a plugin module's ABI version, exports, imports, manifest and permissions",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return inspect(cmd.Context(), args[0], output, cacheDir, stdout)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
+	return cmd
+}
+
+type inspection struct {
+	File        string        `json:"file"`
+	Size        int           `json:"size"`
+	Digest      string        `json:"digest,omitempty"`
+	ABIVersion  int           `json:"abiVersion"`
+	Exports     []string      `json:"exports"`
+	Imports     []string      `json:"imports"`
+	Manifest    *abi.Manifest `json:"manifest,omitempty"`
+	Permissions []string      `json:"permissions,omitempty"`
+	Error       string        `json:"error,omitempty"`
+}
+
+func inspect(ctx context.Context, path, output, cacheDir string, stdout io.Writer) error {
+	if output != "text" && output != "json" {
+		return fmt.Errorf("--output %q: use text or json", output)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir})
+	if err != nil {
+		return err
+	}
+	defer engine.Close(ctx)
+	in := inspection{File: path, Size: len(b)}
+	d, problem := engine.Inspect(ctx, b)
+	in.ABIVersion, in.Exports, in.Imports = d.ABIVersion, d.Exports, d.Imports
+	if problem == nil {
+		m, err := engine.Compile(ctx, b, wasm.Options{Name: "inspect"})
+		if err != nil {
+			problem = err
+		} else {
+			in.Digest, in.Manifest = m.Digest(), m.Manifest()
+			for _, r := range abi.Rules(in.Manifest.Permissions) {
+				in.Permissions = append(in.Permissions, r.String())
+			}
+			_ = m.Close(ctx)
+		}
+	}
+	if problem != nil {
+		in.Error = problem.Error()
+	}
+	if output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(in); err != nil {
+			return err
+		}
+	} else {
+		printInspection(stdout, &in)
+	}
+	if problem != nil {
+		return fmt.Errorf("%s is not a usable plugin: %w", path, problem)
+	}
+	return nil
+}
+
+func printInspection(w io.Writer, in *inspection) {
+	fmt.Fprintf(w, "file:         %s (%d bytes)\n", in.File, in.Size)
+	if in.Digest != "" {
+		fmt.Fprintf(w, "digest:       %s\n", in.Digest)
+	}
+	fmt.Fprintf(w, "ABI version:  %d (host speaks %d)\n", in.ABIVersion, abi.Version)
+	fmt.Fprintf(w, "exports:\n  %s\n", strings.Join(in.Exports, "\n  "))
+	fmt.Fprintf(w, "imports:\n  %s\n", strings.Join(in.Imports, "\n  "))
+	if m := in.Manifest; m != nil {
+		fmt.Fprintf(w, "manifest:\n  name: %s\n  for: %s\n", m.Name, watchString(m.For))
+		for _, o := range m.Owns {
+			fmt.Fprintf(w, "  owns: %s\n", watchString(o))
+		}
+		for _, x := range m.Watches {
+			fmt.Fprintf(w, "  watches: %s\n", watchString(x))
+		}
+		fmt.Fprintf(w, "permissions requested:\n  %s\n", strings.Join(in.Permissions, "\n  "))
+	}
+}
+
+func watchString(x abi.Watch) string {
+	s := x.APIVersion + ", Kind=" + x.Kind
+	if x.Map != "" {
+		s += " (map: " + x.Map + ")"
+	}
+	for _, p := range x.Predicates {
+		b, _ := json.Marshal(p)
+		s += " " + string(b)
+	}
+	return s
+}

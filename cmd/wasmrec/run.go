@@ -1,0 +1,45 @@
+package main
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/wasmrec/wasmrec/host/plugin"
+)
+
+func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
+	o := &hostOptions{}
+	var configPath string
+	kube := genericclioptions.NewConfigFlags(true)
+	cmd := &cobra.Command{
+		Use:   "run --config FILE",
+		Short: "Run the plugins a config file lists against a cluster",
+		Long: `run loads every plugin the config file lists (module, granted permissions, concurrency,
+rate limits, timeout, memory cap) and runs their controllers against the cluster the kubeconfig
+flags point at, as kubectl would. A plugin that cannot be loaded is reported and left out.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			hc, err := plugin.LoadHostConfig(configPath)
+			if err != nil {
+				return err
+			}
+			cfg, err := kube.ToRESTConfig()
+			if err != nil {
+				return err
+			}
+			return runHost(cmd.Context(), cfg, hc, o, o.logger(stderr))
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "the host config file (YAML): which plugins to run and with what")
+	_ = cmd.MarkFlagRequired("config")
+	o.addFlags(cmd)
+	kube.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *hostOptions) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.cacheDir, "compilation-cache", "", `directory for compiled modules (default the user cache directory's wasmrec/wazero; "-" for none)`)
+	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity (1 adds informer, queue and host-call detail)")
+}
