@@ -20,6 +20,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/controlplane"
 	"github.com/wasmrec/wasmrec/host/crd"
+	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
 )
 
@@ -54,6 +55,9 @@ func run(m *testing.M) int {
 	if err == nil {
 		err = crd.Install(context.Background(), cfg, crds, 0)
 	}
+	if err == nil {
+		err = demo.InstallCRD(context.Background(), cfg)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
@@ -65,11 +69,17 @@ func run(m *testing.M) int {
 // the test if Start returned an error.
 func startManager(t *testing.T, opts manager.Options) *manager.Manager {
 	t.Helper()
+	return startManagerWith(t, cfg, opts)
+}
+
+// startManagerWith is startManager with another client config.
+func startManagerWith(t *testing.T, restCfg *rest.Config, opts manager.Options) *manager.Manager {
+	t.Helper()
 	if opts.GracefulShutdownTimeout == nil {
 		d := 10 * time.Second
 		opts.GracefulShutdownTimeout = &d
 	}
-	m, err := manager.New(cfg, opts)
+	m, err := manager.New(restCfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

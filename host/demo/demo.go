@@ -29,8 +29,8 @@ var appCRD []byte
 const Namespace = "demo"
 
 var (
-	AppGVK       = schema.GroupVersionKind{Group: "demo.wasmrec.dev", Version: "v1", Kind: "App"}
-	appGVR       = schema.GroupVersionResource{Group: "demo.wasmrec.dev", Version: "v1", Resource: "apps"}
+	AppGVK = schema.GroupVersionKind{Group: "demo.wasmrec.dev", Version: "v1", Kind: "App"}
+	appGVR = schema.GroupVersionResource{Group: "demo.wasmrec.dev", Version: "v1", Resource: "apps"}
 )
 
 // InstallCRD installs the App CRD and waits until it is served.

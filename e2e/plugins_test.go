@@ -1,0 +1,456 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/controller"
+	"github.com/wasmrec/wasmrec/host/demo"
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+var appGVR = schema.GroupVersionResource{Group: "demo.wasmrec.dev", Version: "v1", Resource: "apps"}
+
+// wasmFile is the path of bin/<dir>/<name>.wasm, built by `make plugins testguests`.
+func wasmFile(t *testing.T, dir, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "bin", dir, name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("%v: run `make plugins testguests`", err)
+	}
+	return p
+}
+
+// logLines collects log lines with the time they were written.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+	times []time.Time
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, prefix+" "+args)
+		l.times = append(l.times, time.Now())
+	}, funcr.Options{Verbosity: 1})
+}
+
+func (l *logLines) matching(substrs ...string) (lines []string, times []time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+next:
+	for i, line := range l.lines {
+		for _, s := range substrs {
+			if !strings.Contains(line, s) {
+				continue next
+			}
+		}
+		lines, times = append(lines, line), append(times, l.times[i])
+	}
+	return lines, times
+}
+
+func (l *logLines) waitFor(t *testing.T, timeout time.Duration, substrs ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if lines, _ := l.matching(substrs...); len(lines) > 0 {
+			return lines[0]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no log line with %q after %s", substrs, timeout)
+	return ""
+}
+
+var (
+	engineOnce sync.Once
+	engine     *wasm.Engine
+)
+
+// sharedEngine compiles through the user's compilation cache, so the 16 MB rollout plugin is
+// compiled once per machine, not once per test.
+func sharedEngine(t *testing.T) *wasm.Engine {
+	engineOnce.Do(func() {
+		var err error
+		if engine, err = wasm.NewEngine(wasm.EngineOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return engine
+}
+
+// pluginHost starts a manager on restCfg with the plugins of cfgs loaded; it fails the test if
+// one does not load.
+func pluginHost(t *testing.T, restCfg *rest.Config, log logr.Logger, cfgs ...plugin.Config) (*manager.Manager, map[string]*plugin.Plugin) {
+	t.Helper()
+	mgr := startManagerWith(t, restCfg, manager.Options{Logger: log})
+	host, err := plugin.NewHost(mgr, sharedEngine(t), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(host.Close)
+	loaded := map[string]*plugin.Plugin{}
+	for _, c := range cfgs {
+		p, err := host.LoadFile(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, mgr.Add(p))
+		loaded[c.Name] = p
+	}
+	return mgr, loaded
+}
+
+func grant(group string, resources []string, verbs ...string) abi.Permission {
+	return abi.Permission{Group: group, Resources: resources, Verbs: verbs}
+}
+
+var appGrant = []abi.Permission{
+	grant("demo.wasmrec.dev", []string{"apps"}, "get", "list", "watch"),
+	grant("demo.wasmrec.dev", []string{"apps/status"}, "patch"),
+	grant("", []string{"configmaps", "services"}, "get", "list", "watch", "patch"),
+	grant("", []string{"events"}, "create"),
+}
+
+func createApp(t *testing.T, ns, name string, spec map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "demo.wasmrec.dev/v1", "kind": "App",
+		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec,
+	}}
+	if _, err := dyn(t).Resource(appGVR).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls f until it returns nil, or fails with its last error.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: still %v after %s", what, err, timeout)
+}
+
+// appState is what an App plugin is responsible for, without what necessarily differs between
+// two namespaces (UIDs, timestamps, resource versions).
+type appState struct {
+	ConfigMapData map[string]string
+	Owner         metav1.OwnerReference
+	ServiceSpec   map[string]any
+	Status        map[string]any
+}
+
+func readAppState(t *testing.T, ns, name string) (appState, error) {
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	var s appState
+	app, err := dyn(t).Resource(appGVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return s, err
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return s, err
+	}
+	svc, err := dyn(t).Resource(corev1.SchemeGroupVersion.WithResource("services")).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return s, err
+	}
+	if len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != app.GetUID() ||
+		len(svc.GetOwnerReferences()) != 1 || svc.GetOwnerReferences()[0].UID != app.GetUID() {
+		return s, fmt.Errorf("children of %s/%s lack a controller owner reference to it: %v, %v", ns, name, cm.OwnerReferences, svc.GetOwnerReferences())
+	}
+	s.ConfigMapData, s.Owner = cm.Data, cm.OwnerReferences[0]
+	s.Owner.UID = ""
+	spec, _, _ := unstructured.NestedMap(svc.Object, "spec")
+	s.ServiceSpec = map[string]any{"ports": spec["ports"], "selector": spec["selector"]}
+	s.Status, _, _ = unstructured.NestedMap(app.Object, "status")
+	if conds, ok := s.Status["conditions"].([]any); ok {
+		for _, c := range conds {
+			delete(c.(map[string]any), "lastTransitionTime")
+		}
+	}
+	if gen, _, _ := unstructured.NestedInt64(s.Status, "observedGeneration"); gen != app.GetGeneration() {
+		return s, fmt.Errorf("%s/%s: status.observedGeneration %d, generation %d", ns, name, gen, app.GetGeneration())
+	}
+	return s, nil
+}
+
+// The Go plugin and the C plugin, given the same Apps, leave the same cluster state: owned
+// ConfigMap and Service, status with observedGeneration and a Ready condition.
+func TestGoAndCAppPluginsGiveTheSameState(t *testing.T) {
+	nsGo, nsC := namespace(t), namespace(t)
+	logs := &logLines{}
+	pluginHost(t, cfg, logs.logger(),
+		plugin.Config{Name: "app", Module: wasmFile(t, "plugins", "app"), Namespaces: []string{nsGo}, Permissions: appGrant},
+		plugin.Config{Name: "app-c", Module: wasmFile(t, "plugins", "app-c"), Namespaces: []string{nsC}, Permissions: appGrant},
+	)
+	spec := map[string]any{"message": `hello "quoted" ünïcode`, "port": int64(8080)}
+	for _, ns := range []string{nsGo, nsC} {
+		createApp(t, ns, "shop", spec)
+	}
+	compare := func(step string) {
+		var goState, cState appState
+		eventually(t, 30*time.Second, step+": the Go plugin's state", func() (err error) { goState, err = readAppState(t, nsGo, "shop"); return err })
+		eventually(t, 30*time.Second, step+": the C plugin's state", func() (err error) { cState, err = readAppState(t, nsC, "shop"); return err })
+		if !reflect.DeepEqual(goState, cState) {
+			t.Fatalf("%s: the plugins disagree:\n  Go: %+v\n   C: %+v", step, goState, cState)
+		}
+		if goState.ConfigMapData["message"] != spec["message"] {
+			t.Fatalf("%s: configmap holds %q, want %q", step, goState.ConfigMapData["message"], spec["message"])
+		}
+		t.Logf("%s: both plugins left %+v", step, goState)
+	}
+	compare("created")
+
+	spec = map[string]any{"message": "second", "port": int64(9090)}
+	for _, ns := range []string{nsGo, nsC} {
+		patch, _ := json.Marshal(map[string]any{"spec": spec})
+		if _, err := dyn(t).Resource(appGVR).Namespace(ns).Patch(context.Background(), "shop", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compare("updated")
+
+	// A deleted child is put back.
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	must(t, cs.CoreV1().ConfigMaps(nsC).Delete(context.Background(), "shop", metav1.DeleteOptions{}))
+	compare("configmap deleted")
+
+	// An invalid port is a terminal error with a Warning event, from both.
+	for _, ns := range []string{nsGo, nsC} {
+		createApp(t, ns, "bad", map[string]any{"port": int64(70000)})
+	}
+	for _, ns := range []string{nsGo, nsC} {
+		eventually(t, 30*time.Second, "an InvalidPort event in "+ns, func() error {
+			evs, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=InvalidPort"})
+			if err != nil || len(evs.Items) == 0 {
+				return fmt.Errorf("no event (%v)", err)
+			}
+			if e := evs.Items[0]; e.Type != "Warning" || e.InvolvedObject.Name != "bad" || !strings.Contains(e.Message, "70000") {
+				return fmt.Errorf("event %+v", e)
+			}
+			return nil
+		})
+	}
+	logs.waitFor(t, 10*time.Second, "terminal error", `plugin \"app\"`, "spec.port 70000 is outside 1-65535")
+	logs.waitFor(t, 10*time.Second, "terminal error", `plugin \"app-c\"`, "spec.port 70000 is outside 1-65535")
+}
+
+// The rollout plugin stamps a config hash on an opted-in Deployment's template and a new one when
+// its ConfigMap changes; a Deployment that did not opt in is left alone.
+func TestRolloutPlugin(t *testing.T) {
+	ns := namespace(t)
+	pluginHost(t, cfg, logr.Discard(), plugin.Config{Name: "rollout", Module: wasmFile(t, "plugins", "rollout"), Namespaces: []string{ns}, Permissions: []abi.Permission{
+		grant("apps", []string{"deployments"}, "get", "list", "watch", "patch"),
+		grant("", []string{"configmaps", "secrets"}, "get", "list", "watch"),
+		grant("", []string{"events"}, "create"),
+	}})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: demo.WebConfig}, Data: map[string]string{"k": "1"}}, metav1.CreateOptions{})
+	must(t, err)
+	opted := demo.WebDeployment(ns)
+	plain := demo.WebDeployment(ns)
+	plain.Name, plain.Annotations = "plain", nil
+	for _, d := range []*appsv1.Deployment{opted, plain} {
+		_, err := cs.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+		must(t, err)
+	}
+	hashOf := func(name string) string {
+		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return d.Spec.Template.Annotations["wasmrec.dev/config-hash"]
+	}
+	var first string
+	eventually(t, 30*time.Second, "a config hash on the opted-in deployment", func() error {
+		if first = hashOf("web"); first == "" {
+			return fmt.Errorf("no hash")
+		}
+		return nil
+	})
+	_, err = cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), demo.WebConfig, types.MergePatchType, []byte(`{"data":{"k":"2"}}`), metav1.PatchOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "a new hash after the configmap changed", func() error {
+		if h := hashOf("web"); h == first || h == "" {
+			return fmt.Errorf("hash %q", h)
+		}
+		return nil
+	})
+	if h := hashOf("plain"); h != "" {
+		t.Fatalf("a deployment that did not opt in got hash %q", h)
+	}
+	evs, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=ConfigChanged"})
+	must(t, err)
+	if len(evs.Items) == 0 || evs.Items[0].Source.Component != "wasmrec/rollout" {
+		t.Fatalf("no ConfigChanged event from wasmrec/rollout: %+v", evs.Items)
+	}
+}
+
+// The failing plugin's retries follow 5ms * 2^n through the wasm runtime too.
+func TestFailingPluginFollowsTheBackoffSchedule(t *testing.T) {
+	const failures = 10
+	ns := namespace(t)
+	logs := &logLines{}
+	pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "failing", Module: wasmFile(t, "plugins", "failing"), Namespaces: []string{ns},
+		Permissions: []abi.Permission{grant("", []string{"configmaps"}, "list", "watch")}})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "flaky", Labels: map[string]string{"wasmrec.dev/demo": "always-fails"}}}, metav1.CreateOptions{})
+	must(t, err)
+	logs.waitFor(t, 30*time.Second, fmt.Sprintf("failing on purpose (attempt %d for %s/flaky)", failures+1, ns))
+	var times []time.Time
+	for n := 1; n <= failures+1; n++ {
+		_, ts := logs.matching(fmt.Sprintf("failing on purpose (attempt %d for %s/flaky)", n, ns))
+		if len(ts) != 1 {
+			t.Fatalf("attempt %d logged %d times", n, len(ts))
+		}
+		times = append(times, ts[0])
+	}
+	var report []string
+	for n := range failures {
+		gap, want := times[n+1].Sub(times[n]), controller.DefaultBaseDelay<<n
+		report = append(report, fmt.Sprintf("%s (want %s)", gap.Round(100*time.Microsecond), want))
+		if slack := 100*time.Millisecond + want/10; gap < want-time.Millisecond || gap > want+slack {
+			t.Errorf("retry %d came %s after the previous attempt, want %s (+%s at most)", n+1, gap, want, slack)
+		}
+	}
+	t.Logf("retry gaps: %s", strings.Join(report, ", "))
+}
+
+// recordingTransport remembers every request the host sends to the API server.
+type recordingTransport struct {
+	rt   http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+}
+
+func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.mu.Lock()
+	r.seen = append(r.seen, req.Method+" "+req.URL.Path)
+	r.mu.Unlock()
+	return r.rt.RoundTrip(req)
+}
+
+// A trap, a loop, a memory bomb, garbage results and a call outside the grant are each a clear
+// error; the host keeps running and another plugin beside it keeps working. A forbidden call
+// never reaches the API server.
+func TestMisbehavingPluginIsContained(t *testing.T) {
+	ns := namespace(t)
+	logs := &logLines{}
+	recorder := &recordingTransport{}
+	restCfg := rest.CopyConfig(cfg)
+	restCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { recorder.rt = rt; return recorder }
+	one := metav1.Duration{Duration: time.Second}
+	_, plugins := pluginHost(t, restCfg, logs.logger(),
+		plugin.Config{Name: "misbehave", Module: wasmFile(t, "testguests", "misbehave"), Namespaces: []string{ns}, MaxConcurrentReconciles: 3, Timeout: &one,
+			MemoryLimit: ptrTo(resourceMi(8)), Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch")}},
+		plugin.Config{Name: "app", Module: wasmFile(t, "plugins", "app"), Namespaces: []string{ns}, Permissions: appGrant},
+	)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "precious"}}, metav1.CreateOptions{})
+	must(t, err)
+	for _, name := range []string{"trap", "loop", "bomb", "garbage", "badflags", "forbidden"} {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	for name, want := range map[string]string{
+		"trap":     "reconcile trapped",
+		"loop":     "reconcile interrupted at its deadline",
+		"bomb":     "reconcile trapped",
+		"garbage":  "malformed result envelope",
+		"badflags": "unknown flags",
+	} {
+		logs.waitFor(t, 30*time.Second, "reconciler error", `"name"="`+name+`"`, `plugin \"misbehave\"`, want)
+	}
+	line := logs.waitFor(t, 30*time.Second, "delete secret returned status 4")
+	if !strings.Contains(line, `delete core/secrets is outside the permissions plugin \"misbehave\" asked for`) {
+		t.Errorf("the forbidden call's message does not say why: %s", line)
+	}
+
+	// Meanwhile the other plugin works.
+	createApp(t, ns, "steady", map[string]any{"message": "m"})
+	eventually(t, 30*time.Second, "the app plugin beside the misbehaving one", func() error { _, err := readAppState(t, ns, "steady"); return err })
+
+	if _, err := cs.CoreV1().Secrets(ns).Get(context.Background(), "precious", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the secret the plugin tried to delete: %v", err)
+	}
+	recorder.mu.Lock()
+	for _, r := range recorder.seen {
+		if strings.HasPrefix(r, "DELETE") && strings.Contains(r, "/secrets") {
+			t.Errorf("the API server saw %s", r)
+		}
+	}
+	recorder.mu.Unlock()
+	s := plugins["misbehave"].Module().Stats()
+	if s.Traps.Load() < 2 || s.Timeouts.Load() < 1 || s.BadResults.Load() < 2 {
+		t.Errorf("stats: traps %d timeouts %d bad results %d; want at least 2, 1, 2", s.Traps.Load(), s.Timeouts.Load(), s.BadResults.Load())
+	}
+}
+
+// Modules that must not run are refused at load, each with a message that says what to do.
+func TestBadModulesAreRefusedAtLoad(t *testing.T) {
+	mgr, err := manager.New(cfg, manager.Options{})
+	must(t, err)
+	host, err := plugin.NewHost(mgr, sharedEngine(t), logr.Discard())
+	must(t, err)
+	defer host.Close()
+	for _, tc := range []struct {
+		cfg  plugin.Config
+		want []string
+	}{
+		{plugin.Config{Name: "v7", Module: wasmFile(t, "testguests", "abi7")}, []string{`plugin "v7"`, "plugin speaks ABI v7, host speaks v1"}},
+		{plugin.Config{Name: "imports", Module: wasmFile(t, "testguests", "badimport")}, []string{`invalid import["env"."launch_missiles"]`}},
+		{plugin.Config{Name: "greedy", Module: wasmFile(t, "plugins", "app"), Permissions: []abi.Permission{grant("demo.wasmrec.dev", []string{"apps"}, "get", "list", "watch")}},
+			[]string{`plugin "greedy"`, "asks for permissions it was not granted", "patch core/configmaps", "create core/events", "patch demo.wasmrec.dev/apps/status"}},
+		{plugin.Config{Name: "missing", Module: "/no/such/plugin.wasm"}, []string{`plugin "missing"`, "no such file"}},
+	} {
+		_, err := host.LoadFile(context.Background(), tc.cfg)
+		for _, w := range tc.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: err = %v, want it to contain %q", tc.cfg.Name, err, w)
+			}
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func resourceMi(n int64) resource.Quantity { return *resource.NewQuantity(n<<20, resource.BinarySI) }
