@@ -44,7 +44,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave abi7 badimport noop
+TESTGUESTS := misbehave abi7 badimport noop benchc bench-go
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -66,9 +66,18 @@ $(BIN)/plugins/app-c.wasm: plugins/app-c/app.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
+# Test guests speak the raw ABI, except benchc, which uses the C SDK.
 $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -o $@ $<
+
+$(BIN)/testguests/benchc.wasm: host/wasm/testdata/benchc.c $(SDK_C) | c-toolchain
+	@mkdir -p $(@D)
+	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+
+$(BIN)/testguests/bench-go.wasm: $(wildcard host/wasm/testdata/benchgo/*) $(SDK_GO)
+	@mkdir -p $(@D)
+	cd host/wasm/testdata/benchgo && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
 
 # clang, wasm-ld, wasi-libc and the wasm32 compiler runtime, from Debian's packages.
 .PHONY: c-toolchain
@@ -100,7 +109,7 @@ test: controlplane plugins testguests ## Run unit and end-to-end tests (race det
 bench: controlplane plugins testguests ## Run the benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
-MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
+MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check
 check: ## Format, vet and tidy; fail if anything changed.

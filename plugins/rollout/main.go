@@ -47,16 +47,13 @@ func main() {}
 type reconciler struct{ client *wasmrec.Client }
 
 func (r *reconciler) Reconcile(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error) {
-	obj, err := r.client.Get(ctx, "apps/v1", "Deployment", req.Namespace, req.Name)
+	var d appsv1.Deployment
+	err := r.client.GetInto(ctx, "apps/v1", "Deployment", req.Namespace, req.Name, &d)
 	if wasmrec.IsNotFound(err) {
 		return wasmrec.Result{}, nil
 	}
 	if err != nil {
 		return wasmrec.Result{}, err
-	}
-	var d appsv1.Deployment
-	if err := obj.Into(&d); err != nil {
-		return wasmrec.Result{}, wasmrec.TerminalError(fmt.Errorf("decoding deployment %s: %w", req, err))
 	}
 	if d.Annotations[optIn] != "true" {
 		return wasmrec.Result{}, nil
@@ -71,7 +68,8 @@ func (r *reconciler) Reconcile(ctx context.Context, req wasmrec.Request) (wasmre
 	patch := map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
 		"annotations": map[string]string{hashKey: hash},
 	}}}}
-	if _, err := r.client.Patch(ctx, obj.Ref(), "merge", patch); err != nil {
+	ref := wasmrec.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: d.Namespace, Name: d.Name}
+	if _, err := r.client.Patch(ctx, ref, "merge", patch); err != nil {
 		return wasmrec.Result{}, err
 	}
 	msg := fmt.Sprintf("config %v changed (hash %s): rolling the deployment", sources, hash)

@@ -1,0 +1,164 @@
+package wasm_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+// deploymentJSON is a Deployment as the API server would send it (about 2 KiB).
+var deploymentJSON = func() []byte {
+	labels := map[string]string{"app": "web", "tier": "frontend", "team": "storefront"}
+	d := appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "deployment", Namespace: "bench", UID: "6f1c1b4e-2b8e-4a43-9d6e-1c5d0f0e7a11",
+			ResourceVersion: "123456", Generation: 7, Labels: labels, CreationTimestamp: metav1.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC),
+			Annotations: map[string]string{"deployment.kubernetes.io/revision": "7", "wasmrec.dev/rollout-on-config-change": "true"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{"wasmrec.dev/config-hash": "ccd4fb8a8b4f9998"}},
+				Spec: corev1.PodSpec{
+					Containers: []corev1.Container{{
+						Name: "web", Image: "registry.example/storefront/web:1.42.0",
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: "TCP"}},
+						Env:   []corev1.EnvVar{{Name: "MODE", Value: "production"}, {Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+						},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}, PeriodSeconds: 5},
+						VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}}}}},
+				},
+			},
+		},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 7, Replicas: 3, ReadyReplicas: 3, AvailableReplicas: 3, UpdatedReplicas: 3},
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
+
+// cannedHost answers every get with deploymentJSON.
+type cannedHost struct{}
+
+func (cannedHost) Call(context.Context, string, []byte) (abi.Status, []byte) {
+	return abi.StatusOK, deploymentJSON
+}
+
+// nativeDeployment is the native-Go baseline of the "deployment" reconcile: the same JSON decoded
+// into the same type, once.
+func nativeDeployment() error {
+	var d appsv1.Deployment
+	if err := json.Unmarshal(deploymentJSON, &d); err != nil {
+		return err
+	}
+	if len(d.Spec.Template.Spec.Containers) == 0 {
+		return fmt.Errorf("decoded no containers")
+	}
+	return nil
+}
+
+// BenchmarkReconcile runs one reconcile through the wasm runtime (C and Go guests) and the same
+// work natively, in one run, so their ratio is on one machine at one moment. "interruptible"
+// compiles with interruption on and gives each call a deadline, as the controller's per-reconcile
+// timeout does; "plain" has neither. "noop" is a key-only reconcile (the cost of the call
+// itself); "deployment" gets a 2 KiB Deployment from the host and decodes it.
+func BenchmarkReconcile(b *testing.B) {
+	e := engine(b)
+	guests := map[string][]byte{"c": module(b, "testguests", "benchc"), "go": module(b, "testguests", "bench-go")}
+	for _, work := range []string{"noop", "deployment"} {
+		for _, mode := range []string{"plain", "interruptible"} {
+			interruptible := mode == "interruptible"
+			b.Run(fmt.Sprintf("%s/native/%s", work, mode), func(b *testing.B) {
+				ctx := context.Background()
+				for b.Loop() {
+					callCtx, cancel := ctx, context.CancelFunc(func() {})
+					if interruptible {
+						callCtx, cancel = context.WithTimeout(ctx, 30*time.Second)
+					}
+					var err error
+					if work == "deployment" {
+						err = nativeDeployment()
+					}
+					_ = callCtx
+					cancel()
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			for _, lang := range []string{"c", "go"} {
+				b.Run(fmt.Sprintf("%s/%s/%s", work, lang, mode), func(b *testing.B) {
+					m := compile(b, e, guests[lang], wasm.Options{Name: "bench-" + lang, Interruptible: &interruptible})
+					call := &wasm.Call{Request: abi.Request{Namespace: "bench", Name: work}, Host: cannedHost{}, Logger: logr.Discard()}
+					ctx := context.Background()
+					for b.Loop() {
+						callCtx, cancel := ctx, context.CancelFunc(func() {})
+						if interruptible {
+							callCtx, cancel = context.WithTimeout(ctx, 30*time.Second)
+						}
+						res, err := m.Reconcile(callCtx, call)
+						cancel()
+						if err != nil || res.Failed {
+							b.Fatalf("%+v, %v", res, err)
+						}
+					}
+					idle, mem := m.Instances()
+					b.ReportMetric(float64(mem)/float64(max(idle, 1)), "B/instance")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkColdStart measures compiling a module and making its first instance (what a plugin
+// load costs) with and without the on-disk compilation cache, for the ~17 MB Go guest (k8s.io/api
+// imported) and the C guest.
+func BenchmarkColdStart(b *testing.B) {
+	for _, guest := range []struct{ name, dir, file string }{{"go-17MB", "testguests", "bench-go"}, {"c", "testguests", "benchc"}} {
+		wasmBytes := module(b, guest.dir, guest.file)
+		for _, cache := range []string{"no-cache", "warm-cache"} {
+			b.Run(guest.name+"/"+cache, func(b *testing.B) {
+				dir := "-"
+				if cache == "warm-cache" {
+					dir = b.TempDir()
+					warm, _ := wasm.NewEngine(wasm.EngineOptions{CacheDir: dir})
+					compile(b, warm, wasmBytes, wasm.Options{Name: "warmup"}).Close(context.Background())
+					warm.Close(context.Background())
+				}
+				for b.Loop() {
+					e, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: dir})
+					if err != nil {
+						b.Fatal(err)
+					}
+					m, err := e.Compile(context.Background(), wasmBytes, wasm.Options{Name: guest.name})
+					if err != nil {
+						b.Fatal(err)
+					}
+					m.Close(context.Background())
+					e.Close(context.Background())
+				}
+				b.ReportMetric(float64(len(wasmBytes))/(1<<20), "MiB-module")
+			})
+		}
+	}
+}
