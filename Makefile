@@ -44,7 +44,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave abi7 badimport noop benchc bench-go
+TESTGUESTS := misbehave abi7 badimport noop benchc bench-go crud-go
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -75,9 +75,9 @@ $(BIN)/testguests/benchc.wasm: host/wasm/testdata/benchc.c $(SDK_C) | c-toolchai
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
-$(BIN)/testguests/bench-go.wasm: $(wildcard host/wasm/testdata/benchgo/*) $(SDK_GO)
+$(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO)
 	@mkdir -p $(@D)
-	cd host/wasm/testdata/benchgo && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
+	cd host/wasm/testdata/$*go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
 
 # clang, wasm-ld, wasi-libc and the wasm32 compiler runtime, from Debian's packages.
 .PHONY: c-toolchain
@@ -109,12 +109,14 @@ test: controlplane plugins testguests ## Run unit and end-to-end tests (race det
 bench: controlplane plugins testguests ## Run the benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
-MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo e2e/controlplane/etcd e2e/controlplane/kube-apiserver
+# Modules with Go code, and the two that only pin the control plane's versions.
+CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo
+MODULES      := $(CODE_MODULES) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check
 check: ## Format, vet and tidy; fail if anything changed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	@for m in $(CODE_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	cd sdk/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	@for m in $(MODULES); do (cd $$m && $(GO) mod tidy); done
 	@git diff --exit-code -- $(addsuffix /go.mod,$(MODULES)) $(addsuffix /go.sum,$(MODULES)) || { echo "go mod tidy changed the files above: commit them"; exit 1; }

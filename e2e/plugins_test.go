@@ -454,3 +454,48 @@ func TestBadModulesAreRefusedAtLoad(t *testing.T) {
 func ptrTo[T any](v T) *T { return &v }
 
 func resourceMi(n int64) resource.Quantity { return *resource.NewQuantity(n<<20, resource.BinarySI) }
+
+// Every host call against the real API server, with the statuses a guest tests for: create,
+// already exists, update, conflict, list, update_status, delete, not found, event; and the
+// guest's stdout in the host log, tagged with its reconcile.
+func TestEveryHostCall(t *testing.T) {
+	ns := namespace(t)
+	logs := &logLines{}
+	pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "crud", Module: wasmFile(t, "testguests", "crud-go"), Namespaces: []string{ns}, Permissions: []abi.Permission{
+		grant("", []string{"configmaps"}, "get", "list", "watch", "create", "update", "delete"),
+		grant("demo.wasmrec.dev", []string{"apps"}, "get", "list", "watch"),
+		grant("demo.wasmrec.dev", []string{"apps/status"}, "update"),
+		grant("", []string{"events"}, "create"),
+	}})
+	createApp(t, ns, "crud-app", map[string]any{})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "crud", Labels: map[string]string{"wasmrec.dev/crud": "yes"}}, Data: map[string]string{"app": "crud-app"}}, metav1.CreateOptions{})
+	must(t, err)
+
+	logs.waitFor(t, 30*time.Second, "crud: all steps passed")
+	if lines, _ := logs.matching("reconciler error", `plugin \"crud\"`); len(lines) > 0 {
+		t.Fatalf("a step failed: %s", lines[0])
+	}
+	line := logs.waitFor(t, 5*time.Second, "crud: hello from stdout")
+	for _, want := range []string{`"stream"="stdout"`, `"plugin"="crud"`, `"reconcileID"="crud-`, `"request"="` + ns + `/crud"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the stdout line lacks %s: %s", want, line)
+		}
+	}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), "crud-child", metav1.GetOptions{}); err == nil {
+		t.Error("the child the guest deleted still exists")
+	}
+	app, err := dyn(t).Resource(appGVR).Namespace(ns).Get(context.Background(), "crud-app", metav1.GetOptions{})
+	must(t, err)
+	if note, _, _ := unstructured.NestedString(app.Object, "status", "configMap"); note != "updated by crud" {
+		t.Errorf("status.configMap = %q, want the guest's status update", note)
+	}
+	eventually(t, 10*time.Second, "the CrudDone event", func() error {
+		evs, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=CrudDone"})
+		if err != nil || len(evs.Items) == 0 || evs.Items[0].InvolvedObject.Name != "crud" || evs.Items[0].InvolvedObject.UID == "" {
+			return fmt.Errorf("no event about the configmap, with its uid (%v)", err)
+		}
+		return nil
+	})
+}
