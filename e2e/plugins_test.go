@@ -499,3 +499,29 @@ func TestEveryHostCall(t *testing.T) {
 		return nil
 	})
 }
+
+// A plugin's writes pass its own token bucket: one that writes faster than its limit gets a
+// timeout status naming the limit once the reconcile's deadline is near, and the API server is
+// spared the rest.
+func TestWriteRateLimit(t *testing.T) {
+	ns := namespace(t)
+	logs := &logLines{}
+	two := metav1.Duration{Duration: 2 * time.Second}
+	pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "crud", Module: wasmFile(t, "testguests", "crud-go"), Namespaces: []string{ns},
+		Timeout: &two, Writes: plugin.WriteLimit{QPS: 0.2, Burst: 1}, Permissions: []abi.Permission{
+			grant("", []string{"configmaps"}, "get", "list", "watch", "create", "update", "delete"),
+			grant("demo.wasmrec.dev", []string{"apps"}, "get", "list", "watch"),
+			grant("demo.wasmrec.dev", []string{"apps/status"}, "update"),
+			grant("", []string{"events"}, "create"),
+		}})
+	createApp(t, ns, "crud-app", map[string]any{})
+	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "crud", Labels: map[string]string{"wasmrec.dev/crud": "yes"}}, Data: map[string]string{"app": "crud-app"}}, metav1.CreateOptions{})
+	must(t, err)
+	// The first create takes the only token; the second write waits for a refill 5s away,
+	// which the 2s deadline does not allow.
+	logs.waitFor(t, 30*time.Second, "reconciler error", `plugin \"crud\"`, "timeout", "write rate limit (0.2/s, burst 1)")
+	if lines, _ := logs.matching("crud: all steps passed"); len(lines) > 0 {
+		t.Fatal("every write went through despite the limit")
+	}
+}
