@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
@@ -25,8 +26,10 @@ func (o *hostOptions) logger(w io.Writer) logr.Logger {
 	return logr.FromSlogHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.Level(-o.verbose)}))
 }
 
-// runHost loads the plugins of hc and runs them, with extra runnables beside, until ctx is done.
-// A plugin that fails to load is reported and left out; the others run. It fails if none loads.
+// runHost runs the plugins of hc, with extra runnables beside, until ctx is done. The manager
+// starts at once and each plugin joins it as soon as it has loaded, so small plugins reconcile
+// while a large one still compiles. A plugin that fails to load is reported and left out; runHost
+// fails if none loads.
 func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *hostOptions, log logr.Logger, extra ...manager.Runnable) error {
 	mgr, err := manager.New(cfg, manager.Options{Logger: log.WithName("manager")})
 	if err != nil {
@@ -42,30 +45,47 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		return err
 	}
 	defer host.Close()
-
-	var loadErrs []error
-	loaded := 0
-	for _, pc := range hc.Plugins {
-		p, err := host.LoadFile(ctx, pc)
-		if err != nil {
-			log.Error(err, "plugin not loaded; the others run")
-			loadErrs = append(loadErrs, err)
-			continue
-		}
-		m := p.Module().Manifest()
-		log.Info("plugin loaded", "plugin", pc.Name, "digest", p.Module().Digest(), "for", m.For.APIVersion+"/"+m.For.Kind, "module", pc.Module)
-		if err := mgr.Add(p); err != nil {
-			return err
-		}
-		loaded++
-	}
-	if loaded == 0 && len(hc.Plugins) > 0 {
-		return fmt.Errorf("no plugin could be loaded: %w", errors.Join(loadErrs...))
-	}
 	for _, r := range extra {
 		if err := mgr.Add(r); err != nil {
 			return err
 		}
 	}
-	return mgr.Start(ctx)
+
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(mctx) }()
+
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		loadErrs []error
+		loaded   int
+	)
+	for _, pc := range hc.Plugins {
+		wg.Go(func() {
+			p, err := host.LoadFile(mctx, pc)
+			if err == nil {
+				err = mgr.Add(p)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if mctx.Err() == nil {
+					log.Error(err, "plugin not loaded; the others run")
+				}
+				loadErrs = append(loadErrs, err)
+				return
+			}
+			loaded++
+			m := p.Module().Manifest()
+			log.Info("plugin loaded", "plugin", pc.Name, "digest", p.Module().Digest(), "for", m.For.APIVersion+"/"+m.For.Kind, "module", pc.Module)
+		})
+	}
+	wg.Wait()
+	if loaded == 0 && len(hc.Plugins) > 0 && mctx.Err() == nil {
+		stop()
+		return errors.Join(fmt.Errorf("no plugin could be loaded: %w", errors.Join(loadErrs...)), <-stopped)
+	}
+	return <-stopped
 }

@@ -6,40 +6,80 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
+
+// syncBuffer is a bytes.Buffer safe to read while the command writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // `wasmrec dev` (what `make run` runs) starts the control plane and runs the example plugins:
 // app and app-c reconcile their Apps, rollout stamps a config hash when the web ConfigMap
-// changes, failing fails with a growing attempt count.
+// changes, failing fails with a growing attempt count. dev runs until all of that has been
+// seen (a cold compile of the 16 MB rollout module can take a minute on a busy machine), then is
+// interrupted and must stop cleanly.
 func TestDev(t *testing.T) {
-	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"dev", "--duration", "25s", "--churn-interval", "1s",
-		"--kubeconfig-out", t.TempDir() + "/kubeconfig"}, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
-	}
-	out, log := stdout.String(), stderr.String()
-	if !strings.Contains(out, "control plane up at https://127.0.0.1:") {
-		t.Errorf("stdout lacks the control plane's address:\n%s", out)
-	}
-	for _, want := range []string{
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "--churn-interval", "1s", "--kubeconfig-out", t.TempDir() + "/kubeconfig"}, &stdout, &stderr)
+	}()
+	wants := []string{
 		`msg="plugin loaded" plugin=app `, `msg="plugin loaded" plugin=app-c `,
 		`msg="plugin loaded" plugin=rollout `, `msg="plugin loaded" plugin=failing `,
 		`reconciled app=demo/frontend generation=1 port=8080" plugin=app `,
 		`reconciled app=demo-c/frontend generation=1 port=8080" plugin=app-c `,
 		`failing on purpose (attempt 4 for demo/flaky)`,
-	} {
-		if !strings.Contains(log, want) {
-			t.Errorf("the log lacks %q", want)
+	}
+	seen := func(log string) bool {
+		for _, w := range wants {
+			if !strings.Contains(log, w) {
+				return false
+			}
+		}
+		// rollout stamps a hash at start and another after churn edits web-config; churn edits
+		// an App, which the app plugin reconciles at a new generation.
+		return len(regexp.MustCompile(`stamped a new config hash deployment=demo/web`).FindAllString(log, -1)) >= 2 &&
+			regexp.MustCompile(`reconciled app=demo/\w+ generation=[2-9]`).MatchString(log)
+	}
+	deadline := time.After(4 * time.Minute)
+wait:
+	for !seen(stderr.String()) {
+		select {
+		case err := <-done:
+			t.Fatalf("dev stopped early: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		case <-deadline:
+			break wait
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	// The rollout plugin stamps a hash at start and another after churn edits web-config.
-	if n := len(regexp.MustCompile(`stamped a new config hash deployment=demo/web`).FindAllString(log, -1)); n < 2 {
-		t.Errorf("rollout stamped %d hashes, want the first one and at least one after an edit", n)
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("dev: %v", err)
 	}
-	if !regexp.MustCompile(`reconciled app=demo/\w+ generation=[2-9]`).MatchString(log) {
-		t.Error("no App edit was reconciled")
+	out, log := stdout.String(), stderr.String()
+	if !strings.Contains(out, "control plane up at https://127.0.0.1:") {
+		t.Errorf("stdout lacks the control plane's address:\n%s", out)
+	}
+	for _, w := range wants {
+		if !strings.Contains(log, w) {
+			t.Errorf("the log lacks %q", w)
+		}
+	}
+	if !seen(log) {
+		t.Error("rollout did not stamp a second hash, or no App edit was reconciled")
 	}
 	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, "level=ERROR") && !strings.Contains(line, "failing on purpose") {
