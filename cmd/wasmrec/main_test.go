@@ -39,13 +39,22 @@ func TestDev(t *testing.T) {
 	wants := []string{
 		`msg="plugin loaded" plugin=app `, `msg="plugin loaded" plugin=app-c `,
 		`msg="plugin loaded" plugin=rollout `, `msg="plugin loaded" plugin=failing `,
-		`reconciled app=demo/frontend generation=1 port=8080" plugin=app `,
-		`reconciled app=demo-c/frontend generation=1 port=8080" plugin=app-c `,
 		`failing on purpose (attempt 4 for demo/flaky)`,
+	}
+	// Churn may edit an App before its plugin has loaded (plugins join the running manager as
+	// they load), so the first reconcile can be at any generation.
+	reconciled := []*regexp.Regexp{
+		regexp.MustCompile(`reconciled app=demo/frontend generation=\d+ port=8080" plugin=app `),
+		regexp.MustCompile(`reconciled app=demo-c/frontend generation=\d+ port=8080" plugin=app-c `),
 	}
 	seen := func(log string) bool {
 		for _, w := range wants {
 			if !strings.Contains(log, w) {
+				return false
+			}
+		}
+		for _, re := range reconciled {
+			if !re.MatchString(log) {
 				return false
 			}
 		}
@@ -76,6 +85,11 @@ wait:
 	for _, w := range wants {
 		if !strings.Contains(log, w) {
 			t.Errorf("the log lacks %q", w)
+		}
+	}
+	for _, re := range reconciled {
+		if !re.MatchString(log) {
+			t.Errorf("the log lacks a line matching %s", re)
 		}
 	}
 	if !seen(log) {
