@@ -29,6 +29,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/controller"
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
@@ -113,8 +114,14 @@ func sharedEngine(t *testing.T) *wasm.Engine {
 // one does not load.
 func pluginHost(t *testing.T, restCfg *rest.Config, log logr.Logger, cfgs ...plugin.Config) (*manager.Manager, map[string]*plugin.Plugin) {
 	t.Helper()
+	return pluginHostWithMetrics(t, restCfg, log, nil, cfgs...)
+}
+
+// pluginHostWithMetrics is pluginHost reporting to m.
+func pluginHostWithMetrics(t *testing.T, restCfg *rest.Config, log logr.Logger, m *metrics.Metrics, cfgs ...plugin.Config) (*manager.Manager, map[string]*plugin.Plugin) {
+	t.Helper()
 	mgr := startManagerWith(t, restCfg, manager.Options{Logger: log})
-	host, err := plugin.NewHost(mgr, sharedEngine(t), log)
+	host, err := plugin.NewHost(mgr, sharedEngine(t), m, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +436,7 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 func TestBadModulesAreRefusedAtLoad(t *testing.T) {
 	mgr, err := manager.New(cfg, manager.Options{})
 	must(t, err)
-	host, err := plugin.NewHost(mgr, sharedEngine(t), logr.Discard())
+	host, err := plugin.NewHost(mgr, sharedEngine(t), nil, logr.Discard())
 	must(t, err)
 	defer host.Close()
 	for _, tc := range []struct {

@@ -6,20 +6,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // hostOptions are the flags run and dev share.
 type hostOptions struct {
-	cacheDir string
-	verbose  int
+	cacheDir    string
+	verbose     int
+	metricsAddr string
+	probeAddr   string
 }
 
 func (o *hostOptions) logger(w io.Writer) logr.Logger {
@@ -40,11 +47,28 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		return err
 	}
 	defer engine.Close(context.WithoutCancel(ctx))
-	host, err := plugin.NewHost(mgr, engine, log.WithName("plugin"))
+	m := metrics.New()
+	host, err := plugin.NewHost(mgr, engine, m, log.WithName("plugin"))
 	if err != nil {
 		return err
 	}
 	defer host.Close()
+	var ready atomic.Bool // caches synced and every plugin loaded or refused
+	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": m.Handler()}); err != nil {
+		return err
+	}
+	if err := serve(mgr, log, "health probes", o.probeAddr, map[string]http.Handler{
+		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }),
+		"/readyz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if !ready.Load() {
+				http.Error(w, "caches syncing or plugins loading", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		}),
+	}); err != nil {
+		return err
+	}
 	for _, r := range extra {
 		if err := mgr.Add(r); err != nil {
 			return err
@@ -83,9 +107,33 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		})
 	}
 	wg.Wait()
+	go func() {
+		select {
+		case <-mgr.Elected():
+			ready.Store(true)
+		case <-mctx.Done():
+		}
+	}()
 	if loaded == 0 && len(hc.Plugins) > 0 && mctx.Err() == nil {
 		stop()
 		return errors.Join(fmt.Errorf("no plugin could be loaded: %w", errors.Join(loadErrs...)), <-stopped)
 	}
 	return <-stopped
+}
+
+// serve adds an HTTP server on addr ("0" for none) to the manager's first group.
+func serve(mgr *manager.Manager, log logr.Logger, name, addr string, routes map[string]http.Handler) error {
+	if addr == "0" || addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("serving %s on %s: %w", name, addr, err)
+	}
+	mux := http.NewServeMux()
+	for path, h := range routes {
+		mux.Handle(path, h)
+	}
+	log.Info("serving "+name, "address", "http://"+ln.Addr().String())
+	return mgr.Add(&manager.Server{Name: name, Listener: ln, Server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}})
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -34,7 +36,8 @@ func TestDev(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"dev", "--churn-interval", "1s", "--kubeconfig-out", t.TempDir() + "/kubeconfig"}, &stdout, &stderr)
+		done <- run(ctx, []string{"dev", "--churn-interval", "1s", "--kubeconfig-out", t.TempDir() + "/kubeconfig",
+			"--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "127.0.0.1:0"}, &stdout, &stderr)
 	}()
 	wants := []string{
 		`msg="plugin loaded" plugin=app `, `msg="plugin loaded" plugin=app-c `,
@@ -74,11 +77,31 @@ wait:
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	// The probes and the metrics, while dev runs.
+	log := stderr.String()
+	probes, metricsURL := address(log, "health probes"), address(log, "metrics")
+	if body, code := get(t, probes+"/readyz"); code != 200 || body != "ok\n" {
+		t.Errorf("/readyz = %d %q, want 200 ok once caches synced and plugins loaded", code, body)
+	}
+	if _, code := get(t, probes+"/healthz"); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+	body, _ := get(t, metricsURL+"/metrics")
+	for _, p := range []string{"app", "app-c", "rollout", "failing"} {
+		if !regexp.MustCompile(`wasmrec_plugin_info\{digest="sha256:[0-9a-f]{64}",plugin="` + p + `"\} 1`).MatchString(body) {
+			t.Errorf("/metrics lacks wasmrec_plugin_info for %s", p)
+		}
+	}
+	if !regexp.MustCompile(`controller_runtime_reconcile_errors_total\{controller="failing"\} [1-9]`).MatchString(body) {
+		t.Error("/metrics does not count the failing plugin's errors")
+	}
+
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("dev: %v", err)
 	}
-	out, log := stdout.String(), stderr.String()
+	out := stdout.String()
+	log = stderr.String()
 	if !strings.Contains(out, "control plane up at https://127.0.0.1:") {
 		t.Errorf("stdout lacks the control plane's address:\n%s", out)
 	}
@@ -103,6 +126,27 @@ wait:
 	if t.Failed() {
 		t.Logf("log:\n%s", log)
 	}
+}
+
+// address finds where the log says a server listens.
+func address(log, name string) string {
+	m := regexp.MustCompile(`msg="serving ` + name + `" address=(http://[0-9.:]+)`).FindStringSubmatch(log)
+	if m == nil {
+		return "http://no-address-logged"
+	}
+	return m[1]
+}
+
+func get(t *testing.T, url string) (string, int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Errorf("GET %s: %v", url, err)
+		return "", 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode
 }
 
 func TestInspect(t *testing.T) {

@@ -42,4 +42,6 @@ flags point at, as kubectl would. A plugin that cannot be loaded is reported and
 func (o *hostOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.cacheDir, "compilation-cache", "", `directory for compiled modules (default the user cache directory's wasmrec/wazero; "-" for none)`)
 	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity (1 adds informer, queue and host-call detail)")
+	cmd.Flags().StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address to serve Prometheus metrics on at /metrics ("0" for none; ":8080" for all interfaces)`)
+	cmd.Flags().StringVar(&o.probeAddr, "health-probe-bind-address", "0", `address to serve /healthz and /readyz on ("0" for none; ":8081" for all interfaces)`)
 }

@@ -46,6 +46,23 @@ type Options struct {
 	// Observe, if set, is called after each Reconcile with its outcome. It runs on the worker:
 	// keep it cheap.
 	Observe func(req reconcile.Request, res reconcile.Result, err error, took time.Duration)
+
+	// Recorder, if set, receives what the workers do (host/metrics implements it).
+	Recorder Recorder
+
+	// QueueMetrics, if set, receives the queue's workqueue_* metrics, labelled with the
+	// controller's name.
+	QueueMetrics workqueue.MetricsProvider
+}
+
+// Recorder receives a controller's activity, for metrics.
+type Recorder interface {
+	SetMaxWorkers(n int)
+	WorkerStarted()
+	WorkerFinished()
+	// Reconciled reports one reconcile: result is "success", "error", "requeue" or
+	// "requeue_after", as controller-runtime labels them.
+	Reconciled(result string, terminal, panicked bool, took time.Duration)
 }
 
 func (o Options) withDefaults() Options {
@@ -124,8 +141,9 @@ func (c *Controller) Watch(src source.Source) error {
 // lists, then runs the workers. On return no worker or source of this run is left running.
 func (c *Controller) Start(ctx context.Context) error {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter(), workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{
-		Name:  c.name,
-		Clock: c.opts.Clock,
+		Name:            c.name,
+		Clock:           c.opts.Clock,
+		MetricsProvider: c.opts.QueueMetrics,
 	})
 	defer queue.ShutDown()
 
@@ -161,6 +179,9 @@ func (c *Controller) Start(ctx context.Context) error {
 	}
 
 	c.opts.Logger.Info("starting workers", "workers", c.opts.MaxConcurrentReconciles)
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.SetMaxWorkers(c.opts.MaxConcurrentReconciles)
+	}
 	var wg sync.WaitGroup
 	for range c.opts.MaxConcurrentReconciles {
 		wg.Go(func() {
@@ -211,31 +232,46 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 	log := c.opts.Logger.WithValues("namespace", req.Namespace, "name", req.Name)
 	start := c.opts.Clock.Now()
 	ctx = context.WithValue(logr.NewContext(ctx, log), retriesKey{}, q.NumRequeues(req))
-	res, err := c.reconcile(ctx, req)
-	if c.opts.Observe != nil {
-		c.opts.Observe(req, res, err, c.opts.Clock.Since(start))
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.WorkerStarted()
+		defer c.opts.Recorder.WorkerFinished()
 	}
+	res, panicked, err := c.reconcile(ctx, req)
+	took := c.opts.Clock.Since(start)
+	if c.opts.Observe != nil {
+		c.opts.Observe(req, res, err, took)
+	}
+	var result string
+	terminal := err != nil && reconcile.IsTerminal(err)
 	switch {
-	case err != nil && reconcile.IsTerminal(err):
+	case terminal:
+		result = "error"
 		q.Forget(req)
 		log.Error(err, "reconciler error: terminal, not retried")
 	case err != nil:
+		result = "error"
 		q.AddRateLimited(req)
 		log.Error(err, "reconciler error", "retries", q.NumRequeues(req))
 	case res.RequeueAfter > 0:
+		result = "requeue_after"
 		q.Forget(req)
 		q.AddAfter(req, res.RequeueAfter)
 	case res.Requeue:
+		result = "requeue"
 		q.AddRateLimited(req)
 	default:
+		result = "success"
 		q.Forget(req)
+	}
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Reconciled(result, terminal, panicked, took)
 	}
 }
 
 // reconcile calls the reconciler with the per-reconcile timeout, turning a panic or an overrun
 // into an error. An in-flight reconcile is not cancelled when the controller stops: it
 // finishes, within the manager's graceful-shutdown timeout.
-func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, err error) {
+func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, panicked bool, err error) {
 	ctx = context.WithoutCancel(ctx)
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
@@ -244,14 +280,14 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (res 
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			res, err = reconcile.Result{}, fmt.Errorf("panic in reconciler: %v [recovered]\n%s", r, debug.Stack())
+			res, panicked, err = reconcile.Result{}, true, fmt.Errorf("panic in reconciler: %v [recovered]\n%s", r, debug.Stack())
 		}
 	}()
 	res, err = c.do.Reconcile(ctx, req)
 	if c.opts.ReconcileTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return reconcile.Result{}, fmt.Errorf("reconcile timed out after %s: %w", c.opts.ReconcileTimeout, errors.Join(context.DeadlineExceeded, err))
+		return reconcile.Result{}, false, fmt.Errorf("reconcile timed out after %s: %w", c.opts.ReconcileTimeout, errors.Join(context.DeadlineExceeded, err))
 	}
-	return res, err
+	return res, false, err
 }
 
 func newQueue(rl workqueue.TypedRateLimiter[reconcile.Request], clk clock.WithTicker) handler.Queue {

@@ -338,7 +338,7 @@ func TestReconcileTimeoutIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.reconcile(context.Background(), req("a"))
+	_, _, err = c.reconcile(context.Background(), req("a"))
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want a deadline error", err)
 	}

@@ -65,14 +65,18 @@ func (c *calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, [
 	default:
 		err = fail(abi.StatusBadRequest, "unknown host function %q", fn)
 	}
+	status := abi.StatusOK
 	if err != nil {
-		s := statusOf(ctx, err)
-		if s == abi.StatusForbidden || s == abi.StatusInternal {
-			c.p.log.V(1).Info("host call refused", "call", fn, "request", c.req.String(), "status", s.String(), "error", err.Error())
+		status = statusOf(ctx, err)
+		if status == abi.StatusForbidden || status == abi.StatusInternal {
+			c.p.log.V(1).Info("host call refused", "call", fn, "request", c.req.String(), "status", status.String(), "error", err.Error())
 		}
-		return s, []byte(err.Error())
+		resp = []byte(err.Error())
 	}
-	return abi.StatusOK, resp
+	if m := c.p.host.metrics; m != nil {
+		m.HostCalls.WithLabelValues(c.p.cfg.Name, fn, status.String()).Inc()
+	}
+	return status, resp
 }
 
 // statusOf maps an error to the status the guest sees.

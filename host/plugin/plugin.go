@@ -28,6 +28,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
@@ -40,11 +41,13 @@ type Host struct {
 	engine      *wasm.Engine
 	dynamic     dynamic.Interface
 	broadcaster record.EventBroadcaster
+	metrics     *metrics.Metrics
 	log         logr.Logger
 }
 
-// NewHost returns a Host that runs plugins in mgr, compiling them with engine.
-func NewHost(mgr *manager.Manager, engine *wasm.Engine, log logr.Logger) (*Host, error) {
+// NewHost returns a Host that runs plugins in mgr, compiling them with engine, and reports
+// them in m (nil for no metrics).
+func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log logr.Logger) (*Host, error) {
 	cfg := mgr.GetConfig()
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -56,7 +59,7 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, log logr.Logger) (*Host,
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	return &Host{mgr: mgr, engine: engine, dynamic: dyn, broadcaster: b, log: log}, nil
+	return &Host{mgr: mgr, engine: engine, dynamic: dyn, broadcaster: b, metrics: m, log: log}, nil
 }
 
 // Close stops the event broadcaster.
@@ -134,12 +137,16 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	p.recorder = h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec/" + cfg.Name})
 	p.reader = newReader(h.mgr.GetCache())
 
-	if p.ctrl, err = controller.New(cfg.Name, p, controller.Options{
+	copts := controller.Options{
 		MaxConcurrentReconciles: workers,
 		RateLimiter:             rateLimiter(cfg.RateLimiter),
 		ReconcileTimeout:        cfg.timeout(),
 		Logger:                  log,
-	}); err != nil {
+	}
+	if h.metrics != nil {
+		copts.Recorder, copts.QueueMetrics = h.metrics.Controller(cfg.Name), h.metrics.WorkqueueProvider()
+	}
+	if p.ctrl, err = controller.New(cfg.Name, p, copts); err != nil {
 		return fail(err)
 	}
 	srcs, err := p.sources()
@@ -167,9 +174,23 @@ func (p *Plugin) NeedLeaderElection() bool { return true }
 // closes its module.
 func (p *Plugin) Start(ctx context.Context) error {
 	p.log.Info("plugin starting", "digest", p.module.Digest(), "for", p.forGVK.String())
+	if m := p.host.metrics; m != nil {
+		m.RegisterPlugin(p.cfg.Name, p.stats)
+		defer m.UnregisterPlugin(p.cfg.Name)
+	}
 	err := p.ctrl.Start(ctx)
 	p.reader.releaseAll()
 	return errors.Join(err, p.module.Close(context.WithoutCancel(ctx)))
+}
+
+func (p *Plugin) stats() metrics.PluginStats {
+	s := p.module.Stats()
+	_, mem := p.module.Instances()
+	return metrics.PluginStats{
+		Digest: p.module.Digest(), Instances: int(s.Live.Load()), InstanceMemoryBytes: mem,
+		Traps: s.Traps.Load(), Timeouts: s.Timeouts.Load(), BadResults: s.BadResults.Load(),
+		Instantiated: s.Instantiated.Load(), Discarded: s.Discarded.Load(), Rec: s.Recycled.Load(),
+	}
 }
 
 // Reconcile runs one reconcile in the plugin.

@@ -95,6 +95,7 @@ type Module struct {
 
 // Stats counts what happened to a module's instances.
 type Stats struct {
+	Live                              atomic.Int64 // instances alive now, idle or busy
 	Instantiated, Discarded, Recycled atomic.Int64
 	Traps, Timeouts, BadResults       atomic.Int64
 }
@@ -189,6 +190,10 @@ func (m *Module) Close(ctx context.Context) error {
 			break
 		}
 	}
+	m.mu.Lock()
+	m.stats.Live.Add(-int64(len(m.idle)))
+	m.idle = nil
+	m.mu.Unlock()
 	return errors.Join(waitErr, m.runtime.Close(context.WithoutCancel(ctx)))
 }
 
@@ -238,6 +243,7 @@ func (m *Module) put(inst *instance, healthy bool) {
 		return
 	}
 	m.mu.Unlock()
+	m.stats.Live.Add(-1)
 	_ = inst.mod.Close(context.Background())
 }
 
@@ -263,6 +269,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	inst.mem = mod.Memory()
 	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
 	m.stats.Instantiated.Add(1)
+	m.stats.Live.Add(1)
 	return inst, nil
 }
 

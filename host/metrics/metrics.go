@@ -1,0 +1,121 @@
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Metrics is a host's registry and its collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	reconcileTotal  *prometheus.CounterVec
+	reconcileErrors *prometheus.CounterVec
+	terminalErrors  *prometheus.CounterVec
+	panics          *prometheus.CounterVec
+	reconcileTime   *prometheus.HistogramVec
+	maxWorkers      *prometheus.GaugeVec
+	activeWorkers   *prometheus.GaugeVec
+
+	queue queueMetrics
+
+	// HostCalls counts guest-to-host calls by plugin, function and status.
+	HostCalls *prometheus.CounterVec
+	// Swaps counts module swaps by plugin and outcome.
+	Swaps   *prometheus.CounterVec
+	plugins *pluginCollector
+}
+
+// New returns metrics registered in a fresh registry, with the Go and process collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_total", Help: "Total number of reconciliations per controller",
+		}, []string{"controller", "result"}),
+		reconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_errors_total", Help: "Total number of reconciliation errors per controller",
+		}, []string{"controller"}),
+		terminalErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_terminal_reconcile_errors_total", Help: "Total number of terminal reconciliation errors per controller",
+		}, []string{"controller"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "controller_runtime_reconcile_panics_total", Help: "Total number of reconciliation panics per controller",
+		}, []string{"controller"}),
+		reconcileTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "controller_runtime_reconcile_time_seconds", Help: "Length of time per reconciliation per controller",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0,
+				1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 60},
+		}, []string{"controller"}),
+		maxWorkers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "controller_runtime_max_concurrent_reconciles", Help: "Maximum number of concurrent reconciles per controller",
+		}, []string{"controller"}),
+		activeWorkers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "controller_runtime_active_workers", Help: "Number of currently used workers per controller",
+		}, []string{"controller"}),
+		HostCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_plugin_host_calls_total", Help: "Calls from plugins to the host, by plugin, function and status",
+		}, []string{"plugin", "function", "status"}),
+		Swaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_plugin_swaps_total", Help: "Module swaps by plugin and outcome",
+		}, []string{"plugin", "outcome"}),
+		queue:   newQueueMetrics(),
+		plugins: newPluginCollector(),
+	}
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.reconcileTotal, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.maxWorkers, m.activeWorkers,
+		m.HostCalls, m.Swaps, m.plugins)
+	m.queue.register(r)
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// WorkqueueProvider makes queues report workqueue_* metrics labelled with their name.
+func (m *Metrics) WorkqueueProvider() workqueue.MetricsProvider { return &m.queue }
+
+// Controller returns the recorder of one controller.
+func (m *Metrics) Controller(name string) *ControllerRecorder {
+	return &ControllerRecorder{m: m, name: name, active: m.activeWorkers.WithLabelValues(name), time: m.reconcileTime.WithLabelValues(name)}
+}
+
+// ControllerRecorder records one controller's reconciles. It implements controller.Recorder.
+type ControllerRecorder struct {
+	m      *Metrics
+	name   string
+	active prometheus.Gauge
+	time   prometheus.Observer
+}
+
+// SetMaxWorkers sets controller_runtime_max_concurrent_reconciles.
+func (c *ControllerRecorder) SetMaxWorkers(n int) { c.m.maxWorkers.WithLabelValues(c.name).Set(float64(n)) }
+
+// WorkerStarted counts a busy worker.
+func (c *ControllerRecorder) WorkerStarted() { c.active.Inc() }
+
+// WorkerFinished counts a worker that is free again.
+func (c *ControllerRecorder) WorkerFinished() { c.active.Dec() }
+
+// Reconciled records an outcome: result is success, error, requeue or requeue_after.
+func (c *ControllerRecorder) Reconciled(result string, terminal, panicked bool, took time.Duration) {
+	c.m.reconcileTotal.WithLabelValues(c.name, result).Inc()
+	if result == "error" {
+		c.m.reconcileErrors.WithLabelValues(c.name).Inc()
+	}
+	if terminal {
+		c.m.terminalErrors.WithLabelValues(c.name).Inc()
+	}
+	if panicked {
+		c.m.panics.WithLabelValues(c.name).Inc()
+	}
+	c.time.Observe(took.Seconds())
+}

@@ -1,0 +1,79 @@
+package metrics
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PluginStats is what the plugin collector reads from a running plugin at each scrape.
+type PluginStats struct {
+	Digest                       string
+	Instances                    int    // alive, idle or busy
+	InstanceMemoryBytes          uint64 // of the idle instances
+	Traps, Timeouts, BadResults  int64
+	Instantiated, Discarded, Rec int64 // Rec: recycled
+}
+
+// pluginCollector reports wasmrec_plugin_* from the registered plugins.
+type pluginCollector struct {
+	mu      sync.Mutex
+	plugins map[string]func() PluginStats
+
+	info, instances, memory, traps, timeouts, badResults, instantiated, discarded, recycled *prometheus.Desc
+}
+
+func newPluginCollector() *pluginCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, append([]string{"plugin"}, labels...), nil)
+	}
+	return &pluginCollector{
+		plugins:      map[string]func() PluginStats{},
+		info:         d("wasmrec_plugin_info", "The module a plugin runs (value 1)", "digest"),
+		instances:    d("wasmrec_plugin_instances", "Live instances of a plugin's module"),
+		memory:       d("wasmrec_plugin_instance_memory_bytes", "Linear memory of a plugin's idle instances"),
+		traps:        d("wasmrec_plugin_traps_total", "Reconciles that trapped"),
+		timeouts:     d("wasmrec_plugin_timeouts_total", "Reconciles interrupted at their deadline"),
+		badResults:   d("wasmrec_plugin_bad_results_total", "Reconciles that returned a malformed result"),
+		instantiated: d("wasmrec_plugin_instantiations_total", "Instances created"),
+		discarded:    d("wasmrec_plugin_instances_discarded_total", "Instances thrown away after a fault"),
+		recycled:     d("wasmrec_plugin_instances_recycled_total", "Instances replaced because their memory grew past the bound"),
+	}
+}
+
+// RegisterPlugin makes the collector report a plugin; stats is called at each scrape.
+func (m *Metrics) RegisterPlugin(name string, stats func() PluginStats) {
+	m.plugins.mu.Lock()
+	defer m.plugins.mu.Unlock()
+	m.plugins.plugins[name] = stats
+}
+
+// UnregisterPlugin stops reporting a plugin.
+func (m *Metrics) UnregisterPlugin(name string) {
+	m.plugins.mu.Lock()
+	defer m.plugins.mu.Unlock()
+	delete(m.plugins.plugins, name)
+}
+
+func (c *pluginCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled} {
+		ch <- d
+	}
+}
+
+func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, stats := range c.plugins {
+		s := stats()
+		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, name, s.Digest)
+		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.Instances), name)
+		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(s.InstanceMemoryBytes), name)
+		ch <- prometheus.MustNewConstMetric(c.traps, prometheus.CounterValue, float64(s.Traps), name)
+		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(s.Timeouts), name)
+		ch <- prometheus.MustNewConstMetric(c.badResults, prometheus.CounterValue, float64(s.BadResults), name)
+		ch <- prometheus.MustNewConstMetric(c.instantiated, prometheus.CounterValue, float64(s.Instantiated), name)
+		ch <- prometheus.MustNewConstMetric(c.discarded, prometheus.CounterValue, float64(s.Discarded), name)
+		ch <- prometheus.MustNewConstMetric(c.recycled, prometheus.CounterValue, float64(s.Rec), name)
+	}
+}
