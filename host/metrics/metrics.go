@@ -97,7 +97,9 @@ type ControllerRecorder struct {
 }
 
 // SetMaxWorkers sets controller_runtime_max_concurrent_reconciles.
-func (c *ControllerRecorder) SetMaxWorkers(n int) { c.m.maxWorkers.WithLabelValues(c.name).Set(float64(n)) }
+func (c *ControllerRecorder) SetMaxWorkers(n int) {
+	c.m.maxWorkers.WithLabelValues(c.name).Set(float64(n))
+}
 
 // WorkerStarted counts a busy worker.
 func (c *ControllerRecorder) WorkerStarted() { c.active.Inc() }
