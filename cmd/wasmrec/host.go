@@ -23,10 +23,11 @@ import (
 
 // hostOptions are the flags run and dev share.
 type hostOptions struct {
-	cacheDir    string
-	verbose     int
-	metricsAddr string
-	probeAddr   string
+	cacheDir       string
+	verbose        int
+	metricsAddr    string
+	probeAddr      string
+	leaderElection *manager.LeaderElection
 }
 
 func (o *hostOptions) logger(w io.Writer) logr.Logger {
@@ -38,7 +39,7 @@ func (o *hostOptions) logger(w io.Writer) logr.Logger {
 // while a large one still compiles. A plugin that fails to load is reported and left out; runHost
 // fails if none loads.
 func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *hostOptions, log logr.Logger, extra ...manager.Runnable) error {
-	mgr, err := manager.New(cfg, manager.Options{Logger: log.WithName("manager")})
+	mgr, err := manager.New(cfg, manager.Options{Logger: log.WithName("manager"), LeaderElection: o.leaderElection})
 	if err != nil {
 		return err
 	}
@@ -109,8 +110,11 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	wg.Wait()
 	go func() {
 		select {
-		case <-mgr.Elected():
-			ready.Store(true)
+		case <-mgr.Synced(): // not Elected: a follower is ready too
+			// The plugins' informers joined after the caches group started: wait for them too.
+			if mgr.GetCache().WaitForCacheSync(mctx) {
+				ready.Store(true)
+			}
 		case <-mctx.Done():
 		}
 	}()

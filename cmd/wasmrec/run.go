@@ -2,10 +2,13 @@ package main
 
 import (
 	"io"
+	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
 )
 
@@ -13,6 +16,10 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	o := &hostOptions{}
 	var configPath string
 	kube := genericclioptions.NewConfigFlags(true)
+	var le struct {
+		enabled         bool
+		namespace, name string
+	}
 	cmd := &cobra.Command{
 		Use:   "run --config FILE",
 		Short: "Run the plugins a config file lists against a cluster",
@@ -29,14 +36,31 @@ flags point at, as kubectl would. A plugin that cannot be loaded is reported and
 			if err != nil {
 				return err
 			}
+			if le.enabled {
+				o.leaderElection = &manager.LeaderElection{Namespace: le.namespace, Name: le.name}
+				if o.leaderElection.Namespace == "" {
+					o.leaderElection.Namespace = podNamespace()
+				}
+			}
 			return runHost(cmd.Context(), cfg, hc, o, o.logger(stderr))
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "the host config file (YAML): which plugins to run and with what")
 	_ = cmd.MarkFlagRequired("config")
+	cmd.Flags().BoolVar(&le.enabled, "leader-elect", false, "run plugins only on the replica holding the Lease (run two or more replicas for failover)")
+	cmd.Flags().StringVar(&le.namespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace, else default)")
+	cmd.Flags().StringVar(&le.name, "leader-election-id", "wasmrec", "name of the Lease")
 	o.addFlags(cmd)
 	kube.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// podNamespace is the namespace this process runs in, or "default" outside a pod.
+func podNamespace() string {
+	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
+		return strings.TrimSpace(string(b))
+	}
+	return "default"
 }
 
 func (o *hostOptions) addFlags(cmd *cobra.Command) {

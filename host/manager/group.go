@@ -58,6 +58,10 @@ func (g *group) start(ctx context.Context) error {
 		g.mu.Unlock()
 		return fmt.Errorf("manager: %s group already started", g.name)
 	}
+	if g.stopping { // leadership won while the manager stops: start nothing
+		g.mu.Unlock()
+		return ErrStopping
+	}
 	g.ctx, g.cancel = context.WithCancel(ctx)
 	started := append([]*entry(nil), g.entries...)
 	for _, e := range started {

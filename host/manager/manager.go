@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -48,6 +49,10 @@ type Options struct {
 	// Cache configures the manager's informer cache.
 	Cache cache.Options
 
+	// LeaderElection, if set, runs the leader-election group only while this replica holds the
+	// Lease. Without it this replica is the leader.
+	LeaderElection *LeaderElection
+
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
 }
@@ -79,10 +84,16 @@ type Manager struct {
 
 	servers, caches, others, leaders *group
 	errs                             chan error // the first runnable error; buffered, later ones are logged
+	synced                           chan struct{}
 	elected                          chan struct{}
 
 	mu      sync.Mutex
 	started bool
+
+	// electorDone is closed when the leader elector has returned (nil without leader election).
+	electorDone chan struct{}
+	stopElector context.CancelFunc
+	stopping    atomic.Bool
 }
 
 // New returns a manager for the cluster cfg points at, with a shared informer cache in its
@@ -93,6 +104,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		opts:    opts,
 		cfg:     cfg,
 		errs:    make(chan error, 1),
+		synced:  make(chan struct{}),
 		elected: make(chan struct{}),
 	}
 	m.servers = m.newGroup("HTTP servers", nil)
@@ -135,6 +147,9 @@ func (m *Manager) GetConfig() *rest.Config { return m.cfg }
 
 // Elected is closed when the leader-election group starts.
 func (m *Manager) Elected() <-chan struct{} { return m.elected }
+
+// Synced is closed once the caches group has started and synced, on every replica.
+func (m *Manager) Synced() <-chan struct{} { return m.synced }
 
 func (m *Manager) groupFor(r Runnable) *group {
 	switch r := r.(type) {
@@ -224,12 +239,42 @@ func (m *Manager) startGroups(ctx context.Context) error {
 		if err := g.start(ctx); err != nil {
 			return err
 		}
+		if g == m.caches {
+			close(m.synced)
+		}
 	}
-	// Without a leader elector this host is the leader.
-	if err := m.leaders.start(ctx); err != nil {
+	if m.opts.LeaderElection == nil { // this host is the leader
+		if err := m.leaders.start(ctx); err != nil {
+			return err
+		}
+		close(m.elected)
+		return nil
+	}
+	le := m.opts.LeaderElection.withDefaults()
+	elector, err := m.newElector(le, func(context.Context) {
+		m.opts.Logger.Info("became the leader: starting controllers", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+		if err := m.leaders.start(ctx); err != nil {
+			m.runnableFailed(err)
+			return
+		}
+		close(m.elected)
+	}, func() {
+		if !m.stopping.Load() {
+			m.runnableFailed(fmt.Errorf("%w: lease %s/%s, identity %s", ErrLeaderElectionLost, le.Namespace, le.Name, le.Identity))
+		}
+	})
+	if err != nil {
 		return err
 	}
-	close(m.elected)
+	// The elector has a context of its own: cancelling it releases the lease, which must happen
+	// after the leader group has stopped, not before.
+	electorCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopElector, m.electorDone = cancel, make(chan struct{})
+	m.opts.Logger.Info("waiting to become the leader", "lease", le.Namespace+"/"+le.Name, "identity", le.Identity)
+	go func() {
+		defer close(m.electorDone)
+		elector.Run(electorCtx)
+	}()
 	return nil
 }
 
@@ -243,10 +288,19 @@ func (m *Manager) stop() error {
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	m.stopping.Store(true)
 	var errs []error
-	for _, g := range []*group{m.leaders, m.others, m.caches, m.servers} {
+	for i, g := range []*group{m.leaders, m.others, m.caches, m.servers} {
 		if err := g.stopAndWait(ctx); err != nil {
 			errs = append(errs, err)
+		}
+		if i == 0 && m.stopElector != nil { // controllers are stopped: hand the lease back
+			m.stopElector()
+			select {
+			case <-m.electorDone:
+			case <-ctx.Done():
+				errs = append(errs, errors.New("manager: the leader elector did not stop within the graceful-shutdown timeout"))
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -327,3 +327,18 @@ func TestStartTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestLeaderElectionDefaults(t *testing.T) {
+	le := LeaderElection{Namespace: "ns", Name: "lease"}.withDefaults()
+	if le.LeaseDuration != 15*time.Second || le.RenewDeadline != 10*time.Second || le.RetryPeriod != 2*time.Second ||
+		le.ReleaseOnCancel == nil || !*le.ReleaseOnCancel || le.Identity == "" {
+		t.Fatalf("defaults: %+v", le)
+	}
+	m, err := New(nil, Options{LeaderElection: &LeaderElection{Namespace: "ns", Name: "lease"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "needs a cluster config") {
+		t.Fatalf("Start without a cluster = %v, want an error saying leader election needs one", err)
+	}
+}

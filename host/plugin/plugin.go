@@ -78,6 +78,15 @@ type Plugin struct {
 	recorder record.EventRecorder
 	log      logr.Logger
 	ids      atomic.Uint64
+	keys     []cache.Key       // what the sources watch
+	warm     []*cache.Informer // held from Load until the plugin stops
+}
+
+func (p *Plugin) releaseWarm() {
+	for _, inf := range p.warm {
+		inf.Release()
+	}
+	p.warm = nil
 }
 
 var (
@@ -116,6 +125,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	p := &Plugin{cfg: cfg, host: h, module: mod, log: log}
 	fail := func(err error) (*Plugin, error) {
+		p.releaseWarm()
 		_ = mod.Close(ctx)
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
@@ -153,6 +163,16 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if err != nil {
 		return fail(err)
 	}
+	// Hold the informers the plugin's sources use from now on, so a replica that is not (yet)
+	// the leader keeps them synced and reconciles at once when it takes over.
+	for _, k := range p.keys {
+		inf, err := h.mgr.GetCache().Acquire(k)
+		if err != nil {
+			p.releaseWarm()
+			return fail(err)
+		}
+		p.warm = append(p.warm, inf)
+	}
 	for _, s := range srcs {
 		if err := p.ctrl.Watch(s); err != nil {
 			return fail(err)
@@ -180,6 +200,7 @@ func (p *Plugin) Start(ctx context.Context) error {
 	}
 	err := p.ctrl.Start(ctx)
 	p.reader.releaseAll()
+	p.releaseWarm()
 	return errors.Join(err, p.module.Close(context.WithoutCancel(ctx)))
 }
 
@@ -230,7 +251,9 @@ func (p *Plugin) sources() ([]source.Source, error) {
 		if len(p.cfg.Namespaces) > 0 {
 			preds = append(preds, predicate.Namespace(p.cfg.Namespaces...))
 		}
-		out = append(out, source.Kind(c, cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly}, h, preds...))
+		key := cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly}
+		p.keys = append(p.keys, key)
+		out = append(out, source.Kind(c, key, h, preds...))
 		return nil
 	}
 	if err := add(m.For, false, handler.EnqueueRequestForObject()); err != nil {
