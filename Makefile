@@ -96,7 +96,7 @@ run: controlplane build plugins ## Run the demo: a local control plane with the 
 FUZZTIME ?= 5s
 
 .PHONY: test
-test: controlplane plugins testguests ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
+test: controlplane build plugins testguests ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd abi && $(GO) test -count=1 ./...

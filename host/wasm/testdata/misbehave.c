@@ -2,11 +2,13 @@
  * object it reconciles: "trap", "loop", "bomb" (grows memory until the cap), "garbage" (a result
  * pointing outside memory), "badflags" (a result with unknown flags), "forbidden" (deletes a
  * Secret it never asked for and logs the status it got), "slow" (spins ~50M iterations, then
- * succeeds). Any other name reconciles cleanly. It reconciles ConfigMaps labelled
+ * succeeds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"). Any other name reconciles
+ * cleanly. It reconciles ConfigMaps labelled
  * wasmrec.dev/misbehave. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define IMPORT(name) __attribute__((import_module("wasmrec"), import_name(name)))
 #define EXPORT(name) __attribute__((export_name(name)))
@@ -45,6 +47,12 @@ EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
   if (!strcmp(name, "slow")) {
     volatile unsigned long i = 0;
     while (i < 50000000ul) i++;
+  }
+  if (!strcmp(name, "sleep")) {
+    host_log(1, "sleeping", 8);
+    struct timespec ts = {2, 0};
+    nanosleep(&ts, NULL);
+    host_log(1, "slept", 5);
   }
   if (!strcmp(name, "bomb")) {
     while (__builtin_wasm_memory_grow(0, 16) != (__SIZE_TYPE__)-1) {
