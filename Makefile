@@ -44,7 +44,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave abi7 badimport noop benchc bench-go crud-go
+TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 

@@ -41,11 +41,11 @@ func startReplica(t *testing.T, ns, identity string, release bool) *replica {
 	p, err := host.LoadFile(context.Background(), plugin.Config{Name: "misbehave", Module: wasmFile(t, "testguests", "misbehave"),
 		Namespaces: []string{ns}, Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch")}})
 	must(t, err)
-	must(t, mgr.Add(p))
+	must(t, host.Run(p))
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go func() { r.done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done })
+	t.Cleanup(func() { cancel(); <-r.done; p.Close(context.Background()) })
 	return r
 }
 

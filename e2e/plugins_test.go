@@ -120,6 +120,12 @@ func pluginHost(t *testing.T, restCfg *rest.Config, log logr.Logger, cfgs ...plu
 // pluginHostWithMetrics is pluginHost reporting to m.
 func pluginHostWithMetrics(t *testing.T, restCfg *rest.Config, log logr.Logger, m *metrics.Metrics, cfgs ...plugin.Config) (*manager.Manager, map[string]*plugin.Plugin) {
 	t.Helper()
+	var modules []*plugin.Plugin
+	t.Cleanup(func() { // registered first, so it runs after the manager has stopped
+		for _, p := range modules {
+			p.Close(context.Background())
+		}
+	})
 	mgr := startManagerWith(t, restCfg, manager.Options{Logger: log})
 	host, err := plugin.NewHost(mgr, sharedEngine(t), m, log)
 	if err != nil {
@@ -132,7 +138,8 @@ func pluginHostWithMetrics(t *testing.T, restCfg *rest.Config, log logr.Logger, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		must(t, mgr.Add(p))
+		must(t, host.Run(p))
+		modules = append(modules, p)
 		loaded[c.Name] = p
 	}
 	return mgr, loaded

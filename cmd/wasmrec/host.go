@@ -86,15 +86,26 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		mu       sync.Mutex
 		loadErrs []error
 		loaded   int
+		plugins  []*plugin.Plugin // closed once the manager has stopped
 	)
+	defer func() {
+		for _, p := range plugins {
+			if err := p.Close(context.WithoutCancel(ctx)); err != nil {
+				log.Error(err, "closing plugin", "plugin", p.Name())
+			}
+		}
+	}()
 	for _, pc := range hc.Plugins {
 		wg.Go(func() {
 			p, err := host.LoadFile(mctx, pc)
 			if err == nil {
-				err = mgr.Add(p)
+				err = host.Run(p)
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			if p != nil {
+				plugins = append(plugins, p)
+			}
 			if err != nil {
 				if mctx.Err() == nil {
 					log.Error(err, "plugin not loaded; the others run")

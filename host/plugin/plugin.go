@@ -3,7 +3,6 @@ package plugin
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/controller"
+	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/manager"
@@ -42,6 +42,7 @@ type Host struct {
 	dynamic     dynamic.Interface
 	broadcaster record.EventBroadcaster
 	metrics     *metrics.Metrics
+	crds        *crdwatch.Watcher
 	log         logr.Logger
 }
 
@@ -59,7 +60,11 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log 
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
-	return &Host{mgr: mgr, engine: engine, dynamic: dyn, broadcaster: b, metrics: m, log: log}, nil
+	crds := crdwatch.NewWatcher(mgr.GetCache(), log.WithName("crds"))
+	if err := mgr.Add(crds); err != nil {
+		return nil, err
+	}
+	return &Host{mgr: mgr, engine: engine, dynamic: dyn, broadcaster: b, metrics: m, crds: crds, log: log}, nil
 }
 
 // Close stops the event broadcaster.
@@ -78,15 +83,7 @@ type Plugin struct {
 	recorder record.EventRecorder
 	log      logr.Logger
 	ids      atomic.Uint64
-	keys     []cache.Key       // what the sources watch
-	warm     []*cache.Informer // held from Load until the plugin stops
-}
-
-func (p *Plugin) releaseWarm() {
-	for _, inf := range p.warm {
-		inf.Release()
-	}
-	p.warm = nil
+	keys     []cache.Key // what the sources watch
 }
 
 var (
@@ -125,7 +122,6 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	p := &Plugin{cfg: cfg, host: h, module: mod, log: log}
 	fail := func(err error) (*Plugin, error) {
-		p.releaseWarm()
 		_ = mod.Close(ctx)
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
@@ -163,16 +159,6 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if err != nil {
 		return fail(err)
 	}
-	// Hold the informers the plugin's sources use from now on, so a replica that is not (yet)
-	// the leader keeps them synced and reconciles at once when it takes over.
-	for _, k := range p.keys {
-		inf, err := h.mgr.GetCache().Acquire(k)
-		if err != nil {
-			p.releaseWarm()
-			return fail(err)
-		}
-		p.warm = append(p.warm, inf)
-	}
 	for _, s := range srcs {
 		if err := p.ctrl.Watch(s); err != nil {
 			return fail(err)
@@ -190,8 +176,9 @@ func (p *Plugin) Module() *wasm.Module { return p.module }
 // NeedLeaderElection is true: plugins reconcile on the leader only.
 func (p *Plugin) NeedLeaderElection() bool { return true }
 
-// Start runs the plugin's controller until ctx is done, then lets go of its informers and
-// closes its module.
+// Start runs the plugin's controller until ctx is done, then lets go of the informers it read
+// from. It can be started again (Host.Run does, as CRDs come and go); the module stays loaded
+// until Close.
 func (p *Plugin) Start(ctx context.Context) error {
 	p.log.Info("plugin starting", "digest", p.module.Digest(), "for", p.forGVK.String())
 	if m := p.host.metrics; m != nil {
@@ -200,8 +187,55 @@ func (p *Plugin) Start(ctx context.Context) error {
 	}
 	err := p.ctrl.Start(ctx)
 	p.reader.releaseAll()
-	p.releaseWarm()
-	return errors.Join(err, p.module.Close(context.WithoutCancel(ctx)))
+	return err
+}
+
+// Close closes the plugin's module. Call it after the plugin has stopped for good.
+func (p *Plugin) Close(ctx context.Context) error { return p.module.Close(ctx) }
+
+// Kinds are the kinds the plugin watches: For, Owns and Watches.
+func (p *Plugin) Kinds() []schema.GroupVersionKind {
+	out := make([]schema.GroupVersionKind, len(p.keys))
+	for i, k := range p.keys {
+		out[i] = k.GroupVersionKind
+	}
+	return out
+}
+
+// warmer holds the informers a plugin's sources use on every replica, leader or not, so a
+// follower's caches are synced when it takes over.
+type warmer struct{ p *Plugin }
+
+func (w warmer) Name() string             { return w.p.cfg.Name + " (informers)" }
+func (w warmer) NeedLeaderElection() bool { return false }
+func (w warmer) Start(ctx context.Context) error {
+	c := w.p.host.mgr.GetCache()
+	var held []*cache.Informer
+	defer func() {
+		for _, inf := range held {
+			inf.Release()
+		}
+	}()
+	for _, k := range w.p.keys {
+		inf, err := c.Acquire(k)
+		if err != nil {
+			return err
+		}
+		held = append(held, inf)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Run adds the plugin to the manager: its controller (on the leader) and its informers (on
+// every replica), each running only while every kind the plugin watches is served.
+func (h *Host) Run(p *Plugin) error {
+	kinds := p.Kinds()
+	log := h.log.WithValues("plugin", p.cfg.Name)
+	if err := h.mgr.Add(crdwatch.Follow(h.crds, kinds, warmer{p}, log)); err != nil {
+		return err
+	}
+	return h.mgr.Add(crdwatch.Follow(h.crds, kinds, p, log))
 }
 
 func (p *Plugin) stats() metrics.PluginStats {

@@ -1,0 +1,118 @@
+package crdwatch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/wasmrec/wasmrec/host/manager"
+)
+
+// Follow returns a runnable that runs r only while every kind in kinds is served: it waits for
+// them, starts r, stops r (cancelling its context and waiting for it) when one goes away, and
+// starts it again when all are back. r must be restartable. If r fails, Follow logs it and
+// starts it again after a backoff (1s doubling to 1m): one plugin's failure does not stop the
+// host.
+func Follow(w *Watcher, kinds []schema.GroupVersionKind, r manager.Runnable, log logr.Logger) *Following {
+	return &Following{w: w, kinds: kinds, inner: r, log: log}
+}
+
+// Following is a runnable that follows its kinds' CRDs.
+type Following struct {
+	w     *Watcher
+	kinds []schema.GroupVersionKind
+	inner manager.Runnable
+	log   logr.Logger
+}
+
+var _ manager.LeaderElectionRunnable = (*Following)(nil)
+
+// NeedLeaderElection is the wrapped runnable's.
+func (f *Following) NeedLeaderElection() bool {
+	if le, ok := f.inner.(manager.LeaderElectionRunnable); ok {
+		return le.NeedLeaderElection()
+	}
+	return true
+}
+
+// Name names the wrapped runnable.
+func (f *Following) Name() string {
+	if n, ok := f.inner.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return fmt.Sprintf("%T", f.inner)
+}
+
+// missing lists the kinds not served now.
+func (f *Following) missing() []string {
+	var out []string
+	for _, k := range f.kinds {
+		if !f.w.Served(k) {
+			out = append(out, k.String())
+		}
+	}
+	return out
+}
+
+// Start follows the kinds until ctx is done or the wrapped runnable fails.
+func (f *Following) Start(ctx context.Context) error {
+	changes, unsubscribe := f.w.Subscribe()
+	defer unsubscribe()
+	select {
+	case <-f.w.Synced():
+	case <-ctx.Done():
+		return nil
+	}
+	backoff := time.Second
+	for {
+		if m := f.missing(); len(m) > 0 {
+			f.log.Info("waiting: not served", "runnable", f.Name(), "kinds", strings.Join(m, "; "))
+			for len(f.missing()) > 0 {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-changes:
+				}
+			}
+		}
+		f.log.Info("starting: every kind it needs is served", "runnable", f.Name())
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- f.inner.Start(runCtx) }()
+	running:
+		for {
+			select {
+			case <-ctx.Done():
+				stop()
+				return <-done
+			case err := <-done:
+				stop()
+				if err == nil {
+					err = fmt.Errorf("%s stopped by itself", f.Name())
+				}
+				f.log.Error(err, "restarting after a backoff", "runnable", f.Name(), "backoff", backoff)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, time.Minute)
+				break running
+			case <-changes:
+				if m := f.missing(); len(m) > 0 {
+					f.log.Info("stopping: no longer served", "runnable", f.Name(), "kinds", strings.Join(m, "; "))
+					stop()
+					if err := <-done; err != nil {
+						f.log.Error(err, "stopping", "runnable", f.Name())
+					}
+					backoff = time.Second
+					break running
+				}
+			}
+		}
+	}
+}
