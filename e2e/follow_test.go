@@ -15,6 +15,7 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/crd"
+	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
 )
 
@@ -29,10 +30,18 @@ func TestControllerFollowsItsCRD(t *testing.T) {
 	must(t, err)
 
 	logs := &logLines{}
+	m := metrics.New()
+	running := func() float64 {
+		v, _ := value(t, m, "wasmrec_plugin_running", map[string]string{"plugin": "follow"})
+		return v
+	}
 	// Loaded before its CRD exists: it waits.
-	mgr, _ := pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "follow", Module: wasmFile(t, "testguests", "follow"), Namespaces: []string{ns},
+	mgr, _ := pluginHostWithMetrics(t, cfg, logs.logger(), m, plugin.Config{Name: "follow", Module: wasmFile(t, "testguests", "follow"), Namespaces: []string{ns},
 		Permissions: []abi.Permission{grant("follow.wasmrec.dev", []string{"things"}, "list", "watch")}})
 	logs.waitFor(t, 30*time.Second, "waiting: not served", "follow.wasmrec.dev/v1, Kind=Thing")
+	if running() != 0 {
+		t.Error("wasmrec_plugin_running is 1 while the CRD is missing")
+	}
 	baseGoroutines, baseInformers := settledGoroutines(), informerGoroutines()
 
 	for cycle := 1; cycle <= 5; cycle++ {
@@ -44,6 +53,9 @@ func TestControllerFollowsItsCRD(t *testing.T) {
 			return err
 		})
 		logs.waitFor(t, 30*time.Second, fmt.Sprintf("reconciled %s/%s", ns, name))
+		if running() != 1 {
+			t.Errorf("cycle %d: wasmrec_plugin_running is 0 while the plugin reconciles", cycle)
+		}
 
 		errorsBefore, _ := logs.matching("list/watch failed", "things")
 		must(t, crd.Uninstall(context.Background(), cfg, []string{"things.follow.wasmrec.dev"}, 0))
@@ -54,6 +66,9 @@ func TestControllerFollowsItsCRD(t *testing.T) {
 			return nil
 		})
 		time.Sleep(300 * time.Millisecond) // room for an error storm to show, if there were one
+		if running() != 0 {
+			t.Errorf("cycle %d: wasmrec_plugin_running is 1 after the CRD went", cycle)
+		}
 		errorsAfter, _ := logs.matching("list/watch failed", "things")
 		if n := len(errorsAfter) - len(errorsBefore); n > 2 {
 			t.Errorf("cycle %d: %d list/watch errors for the removed resource", cycle, n)

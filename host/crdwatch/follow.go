@@ -27,6 +27,15 @@ type Following struct {
 	kinds []schema.GroupVersionKind
 	inner manager.Runnable
 	log   logr.Logger
+
+	// OnState, if set, is told when the runnable starts (true) and stops or waits (false).
+	OnState func(running bool)
+}
+
+func (f *Following) state(running bool) {
+	if f.OnState != nil {
+		f.OnState(running)
+	}
 }
 
 var _ manager.LeaderElectionRunnable = (*Following)(nil)
@@ -80,6 +89,7 @@ func (f *Following) Start(ctx context.Context) error {
 			}
 		}
 		f.log.Info("starting: every kind it needs is served", "runnable", f.Name())
+		f.state(true)
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- f.inner.Start(runCtx) }()
@@ -88,9 +98,11 @@ func (f *Following) Start(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				stop()
+				f.state(false)
 				return <-done
 			case err := <-done:
 				stop()
+				f.state(false)
 				if err == nil {
 					err = fmt.Errorf("%s stopped by itself", f.Name())
 				}
@@ -109,6 +121,7 @@ func (f *Following) Start(ctx context.Context) error {
 					if err := <-done; err != nil {
 						f.log.Error(err, "stopping", "runnable", f.Name())
 					}
+					f.state(false)
 					backoff = time.Second
 					break running
 				}

@@ -27,7 +27,10 @@ type Metrics struct {
 	// HostCalls counts guest-to-host calls by plugin, function and status.
 	HostCalls *prometheus.CounterVec
 	// Swaps counts module swaps by plugin and outcome.
-	Swaps   *prometheus.CounterVec
+	Swaps *prometheus.CounterVec
+	// Running is 1 while a plugin's controller runs, 0 while it waits for its kinds to be
+	// served (its CRD is missing) or for leadership.
+	Running *prometheus.GaugeVec
 	plugins *pluginCollector
 }
 
@@ -65,12 +68,15 @@ func New() *Metrics {
 		Swaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmrec_plugin_swaps_total", Help: "Module swaps by plugin and outcome",
 		}, []string{"plugin", "outcome"}),
+		Running: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "wasmrec_plugin_running", Help: "1 while a plugin's controller runs; 0 while it waits for its CRDs or for leadership",
+		}, []string{"plugin"}),
 		queue:   newQueueMetrics(),
 		plugins: newPluginCollector(),
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.maxWorkers, m.activeWorkers,
-		m.HostCalls, m.Swaps, m.plugins)
+		m.HostCalls, m.Swaps, m.Running, m.plugins)
 	m.queue.register(r)
 	return m
 }

@@ -235,7 +235,19 @@ func (h *Host) Run(p *Plugin) error {
 	if err := h.mgr.Add(crdwatch.Follow(h.crds, kinds, warmer{p}, log)); err != nil {
 		return err
 	}
-	return h.mgr.Add(crdwatch.Follow(h.crds, kinds, p, log))
+	ctrl := crdwatch.Follow(h.crds, kinds, p, log)
+	if h.metrics != nil {
+		running := h.metrics.Running.WithLabelValues(p.cfg.Name)
+		running.Set(0)
+		ctrl.OnState = func(on bool) {
+			if on {
+				running.Set(1)
+			} else {
+				running.Set(0)
+			}
+		}
+	}
+	return h.mgr.Add(ctrl)
 }
 
 func (p *Plugin) stats() metrics.PluginStats {
