@@ -24,7 +24,7 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build bin/wasmrec.
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wasmrec ./cmd/wasmrec
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wasmrec ./cmd/wasmrec
 
 .PHONY: controlplane
 controlplane: $(BIN)/etcd $(BIN)/kube-apiserver ## Build etcd and kube-apiserver into bin/ from the Go module proxy.
