@@ -44,7 +44,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go
+TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go swap-v1 swap-v2
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -74,6 +74,10 @@ $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
 $(BIN)/testguests/benchc.wasm: host/wasm/testdata/benchc.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+
+$(BIN)/testguests/swap-v%.wasm: host/wasm/testdata/swap.c $(SDK_C) | c-toolchain
+	@mkdir -p $(@D)
+	$(CLANG) $(WASI_CFLAGS) -DVERSION=$* -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
 $(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO)
 	@mkdir -p $(@D)

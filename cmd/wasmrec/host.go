@@ -101,6 +101,9 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 			if err == nil {
 				err = host.Run(p)
 			}
+			if err == nil { // a new module written to the file is swapped in while the host runs
+				err = mgr.Add(&plugin.FileWatcher{Plugin: p, Path: pc.Module})
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if p != nil {

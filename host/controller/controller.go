@@ -137,6 +137,19 @@ func (c *Controller) Watch(src source.Source) error {
 	return nil
 }
 
+// Enqueue adds requests to the running controller's queue (nothing happens while it is not
+// running: it lists everything when it starts).
+func (c *Controller) Enqueue(reqs ...reconcile.Request) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.run == nil {
+		return
+	}
+	for _, r := range reqs {
+		c.run.queue.Add(r)
+	}
+}
+
 // Start runs the controller until ctx is done: it starts the sources, waits for their first
 // lists, then runs the workers. On return no worker or source of this run is left running.
 func (c *Controller) Start(ctx context.Context) error {

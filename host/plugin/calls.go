@@ -22,11 +22,13 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // calls serves one reconcile's host calls.
 type calls struct {
 	p   *Plugin
+	mod *wasm.Module // the version this reconcile runs on: its manifest is what it may do
 	req reconcile.Request
 }
 
@@ -123,7 +125,7 @@ func (c *calls) target(apiVersion, kind, sub, verb string) (*meta.RESTMapping, e
 	if sub != "" {
 		res += "/" + sub
 	}
-	if !abi.Allows(c.p.module.Manifest().Permissions, m.Resource.Group, res, verb) {
+	if !abi.Allows(c.mod.Manifest().Permissions, m.Resource.Group, res, verb) {
 		return nil, fail(abi.StatusForbidden, "forbidden: %s is outside the permissions plugin %q asked for", abi.Rule{Group: m.Resource.Group, Resource: res, Verb: verb}, c.p.cfg.Name)
 	}
 	return m, nil
@@ -317,7 +319,7 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 	if req.Reason == "" {
 		return fail(abi.StatusBadRequest, "an event needs a reason")
 	}
-	if !abi.Allows(c.p.module.Manifest().Permissions, "", "events", "create") {
+	if !abi.Allows(c.mod.Manifest().Permissions, "", "events", "create") {
 		return fail(abi.StatusForbidden, "forbidden: %s is outside the permissions plugin %q asked for", abi.Rule{Resource: "events", Verb: "create"}, c.p.cfg.Name)
 	}
 	ref := abi.ObjectRef{APIVersion: c.p.forGVK.GroupVersion().String(), Kind: c.p.forGVK.Kind, Namespace: c.req.Namespace, Name: c.req.Name}

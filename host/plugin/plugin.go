@@ -2,10 +2,12 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -75,7 +77,8 @@ func (h *Host) Close() { h.broadcaster.Shutdown() }
 type Plugin struct {
 	cfg      Config
 	host     *Host
-	module   *wasm.Module
+	module   atomic.Pointer[wasm.Module] // swapped whole; a reconcile keeps the one it started on
+	swapMu   sync.Mutex                  // one swap at a time
 	ctrl     *controller.Controller
 	reader   *reader
 	forGVK   schema.GroupVersionKind
@@ -107,20 +110,14 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log := h.log.WithValues("plugin", cfg.Name)
 	workers := max(cfg.MaxConcurrentReconciles, 1)
-	mod, err := h.engine.Compile(ctx, wasmBytes, wasm.Options{
-		Name:          cfg.Name,
-		MaxInstances:  workers,
-		MemoryLimit:   quantity(cfg.MemoryLimit),
-		RecycleAbove:  quantity(cfg.RecycleAbove),
-		Interruptible: cfg.Interruptible,
-		Logger:        log,
-	})
+	log := h.log.WithValues("plugin", cfg.Name)
+	p := &Plugin{cfg: cfg, host: h, log: log}
+	mod, err := h.engine.Compile(ctx, wasmBytes, p.moduleOptions())
 	if err != nil {
 		return nil, err
 	}
-	p := &Plugin{cfg: cfg, host: h, module: mod, log: log}
+	p.module.Store(mod)
 	fail := func(err error) (*Plugin, error) {
 		_ = mod.Close(ctx)
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
@@ -171,7 +168,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 func (p *Plugin) Name() string { return p.cfg.Name }
 
 // Module is the plugin's compiled module.
-func (p *Plugin) Module() *wasm.Module { return p.module }
+func (p *Plugin) Module() *wasm.Module { return p.module.Load() }
 
 // NeedLeaderElection is true: plugins reconcile on the leader only.
 func (p *Plugin) NeedLeaderElection() bool { return true }
@@ -180,7 +177,7 @@ func (p *Plugin) NeedLeaderElection() bool { return true }
 // from. It can be started again (Host.Run does, as CRDs come and go); the module stays loaded
 // until Close.
 func (p *Plugin) Start(ctx context.Context) error {
-	p.log.Info("plugin starting", "digest", p.module.Digest(), "for", p.forGVK.String())
+	p.log.Info("plugin starting", "digest", p.Module().Digest(), "for", p.forGVK.String())
 	if m := p.host.metrics; m != nil {
 		m.RegisterPlugin(p.cfg.Name, p.stats)
 		defer m.UnregisterPlugin(p.cfg.Name)
@@ -191,7 +188,7 @@ func (p *Plugin) Start(ctx context.Context) error {
 }
 
 // Close closes the plugin's module. Call it after the plugin has stopped for good.
-func (p *Plugin) Close(ctx context.Context) error { return p.module.Close(ctx) }
+func (p *Plugin) Close(ctx context.Context) error { return p.Module().Close(ctx) }
 
 // Kinds are the kinds the plugin watches: For, Owns and Watches.
 func (p *Plugin) Kinds() []schema.GroupVersionKind {
@@ -251,10 +248,11 @@ func (h *Host) Run(p *Plugin) error {
 }
 
 func (p *Plugin) stats() metrics.PluginStats {
-	s := p.module.Stats()
-	_, mem := p.module.Instances()
+	mod := p.Module()
+	s := mod.Stats()
+	_, mem := mod.Instances()
 	return metrics.PluginStats{
-		Digest: p.module.Digest(), Instances: int(s.Live.Load()), InstanceMemoryBytes: mem,
+		Digest: mod.Digest(), Instances: int(s.Live.Load()), InstanceMemoryBytes: mem,
 		Traps: s.Traps.Load(), Timeouts: s.Timeouts.Load(), BadResults: s.BadResults.Load(),
 		Instantiated: s.Instantiated.Load(), Discarded: s.Discarded.Load(), Rec: s.Recycled.Load(),
 	}
@@ -264,11 +262,23 @@ func (p *Plugin) stats() metrics.PluginStats {
 func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	id := fmt.Sprintf("%s-%d", p.cfg.Name, p.ids.Add(1))
 	log := p.log.WithValues("request", req.String(), "reconcileID", id)
-	res, err := p.module.Reconcile(ctx, &wasm.Call{
-		Request: abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))},
-		Host:    &calls{p: p, req: req},
-		Logger:  log,
-	})
+	var (
+		res abi.Result
+		err error
+	)
+	for {
+		// A reconcile runs whole on one module version. One that picked a module just as a swap
+		// closed it runs on the new one instead.
+		mod := p.Module()
+		res, err = mod.Reconcile(ctx, &wasm.Call{
+			Request: abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))},
+			Host:    &calls{p: p, mod: mod, req: req},
+			Logger:  log.WithValues("digest", mod.Digest()),
+		})
+		if !errors.Is(err, wasm.ErrClosed) || p.Module() == mod {
+			break
+		}
+	}
 	switch {
 	case err != nil:
 		return reconcile.Result{}, err
@@ -282,7 +292,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 
 // sources builds the controller's sources from the manifest.
 func (p *Plugin) sources() ([]source.Source, error) {
-	m := p.module.Manifest()
+	m := p.Module().Manifest()
 	c := p.host.mgr.GetCache()
 	var out []source.Source
 	add := func(w abi.Watch, metadataOnly bool, h handler.EventHandler) error {

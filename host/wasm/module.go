@@ -93,6 +93,9 @@ type Module struct {
 	stats Stats
 }
 
+// ErrClosed is returned by Reconcile on a module that has been closed (swapped out, say).
+var ErrClosed = errors.New("module closed")
+
 // Stats counts what happened to a module's instances.
 type Stats struct {
 	Live                              atomic.Int64 // instances alive now, idle or busy
@@ -208,7 +211,7 @@ func (m *Module) get(ctx context.Context) (*instance, error) {
 	if m.closed {
 		m.mu.Unlock()
 		m.tokens <- struct{}{}
-		return nil, fmt.Errorf("plugin %q: module closed", m.opts.Name)
+		return nil, fmt.Errorf("plugin %q: %w", m.opts.Name, ErrClosed)
 	}
 	if n := len(m.idle); n > 0 {
 		inst := m.idle[n-1]

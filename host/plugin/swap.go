@@ -1,0 +1,170 @@
+package plugin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+// Swap replaces the plugin's module with wasmBytes without stopping it: the new module is
+// compiled, checked against ABI v1, smoke-instantiated and its manifest checked against the
+// grant; then new reconciles use it while in-flight ones finish on the old one, which is then
+// closed, and every object of the For kind is enqueued so the new logic converges the world.
+// The queue and the informers stay. If any step fails the current module keeps serving and the
+// error says why. A swap to the digest already running does nothing.
+func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	old := p.Module()
+	sum := sha256.Sum256(wasmBytes)
+	if digest := "sha256:" + hex.EncodeToString(sum[:]); digest == old.Digest() {
+		return nil
+	}
+	start := time.Now()
+	mod, err := p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions())
+	if err != nil {
+		return p.refused(err)
+	}
+	if err := p.checkSwap(old.Manifest(), mod.Manifest()); err != nil {
+		_ = mod.Close(ctx)
+		return p.refused(fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+	}
+	p.module.Store(mod)
+	p.log.Info("swapped the module", "from", old.Digest(), "to", mod.Digest(), "took", time.Since(start).Round(time.Millisecond))
+	if p.host.metrics != nil {
+		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "swapped").Inc()
+	}
+	p.enqueueAll(ctx)
+	// In-flight reconciles hold the old module; Close waits for them (bounded by the timeout).
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.timeout()+5*time.Second)
+	defer cancel()
+	if err := old.Close(closeCtx); err != nil {
+		p.log.Error(err, "closing the swapped-out module", "digest", old.Digest())
+	}
+	return nil
+}
+
+func (p *Plugin) refused(err error) error {
+	p.log.Error(err, "module swap refused; the current module keeps serving", "digest", p.Module().Digest())
+	if p.host.metrics != nil {
+		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "refused").Inc()
+	}
+	return err
+}
+
+func (p *Plugin) moduleOptions() wasm.Options {
+	return wasm.Options{
+		Name:          p.cfg.Name,
+		MaxInstances:  max(p.cfg.MaxConcurrentReconciles, 1),
+		MemoryLimit:   quantity(p.cfg.MemoryLimit),
+		RecycleAbove:  quantity(p.cfg.RecycleAbove),
+		Interruptible: p.cfg.Interruptible,
+		Logger:        p.log,
+	}
+}
+
+// checkSwap refuses a module asking for more than the grant, or watching something else.
+func (p *Plugin) checkSwap(old, next *abi.Manifest) error {
+	if missing := abi.Missing(p.cfg.Permissions, next.Permissions); len(missing) > 0 {
+		return fmt.Errorf("the new module asks for permissions it was not granted: %s: grant them, or use a module that needs less", joinRules(missing))
+	}
+	watches := func(m *abi.Manifest) string {
+		b, _ := json.Marshal([]any{m.For, m.Owns, m.Watches})
+		return string(b)
+	}
+	if watches(old) != watches(next) {
+		return fmt.Errorf("the new module watches other kinds or with other predicates than the running one; a swap keeps the running watches: restart the host to change them")
+	}
+	return nil
+}
+
+// enqueueAll enqueues every object of the For kind the plugin sees.
+func (p *Plugin) enqueueAll(ctx context.Context) {
+	inf, err := p.reader.informer(ctx, p.forGVK)
+	if err != nil {
+		p.log.Error(err, "listing objects to reconcile after a swap")
+		return
+	}
+	objs, err := inf.List("", nil)
+	if err != nil {
+		return
+	}
+	reqs := make([]reconcile.Request, 0, len(objs))
+	for _, o := range objs {
+		m := o.(metav1.Object)
+		if len(p.cfg.Namespaces) > 0 && !contains(p.cfg.Namespaces, m.GetNamespace()) {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+	}
+	p.ctrl.Enqueue(reqs...)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// FileWatcher swaps a plugin's module when its file changes. It is a manager Runnable that
+// runs on every replica, so a follower also has the new module when it takes over.
+type FileWatcher struct {
+	Plugin *Plugin
+	Path   string
+}
+
+// NeedLeaderElection is false: every replica follows the file.
+func (w *FileWatcher) NeedLeaderElection() bool { return false }
+
+// Name names the watcher in logs.
+func (w *FileWatcher) Name() string { return w.Plugin.cfg.Name + " (module file)" }
+
+// Start watches the file's directory (editors and `cp` replace files rather than write them in
+// place) until ctx is done.
+func (w *FileWatcher) Start(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer fw.Close()
+	if err := fw.Add(filepath.Dir(w.Path)); err != nil {
+		return fmt.Errorf("plugin %q: watching %s: %w", w.Plugin.cfg.Name, w.Path, err)
+	}
+	var settle <-chan time.Time // changes come in bursts: act once they stop
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev := <-fw.Events:
+			if filepath.Clean(ev.Name) == filepath.Clean(w.Path) && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+				settle = time.After(100 * time.Millisecond)
+			}
+		case err := <-fw.Errors:
+			w.Plugin.log.Error(err, "watching the module file", "path", w.Path)
+		case <-settle:
+			settle = nil
+			b, err := os.ReadFile(w.Path)
+			if err != nil {
+				w.Plugin.log.Error(err, "reading the changed module file; the current module keeps serving", "path", w.Path)
+				continue
+			}
+			_ = w.Plugin.Swap(ctx, b) // Swap logs and counts its outcome
+		}
+	}
+}

@@ -1,0 +1,36 @@
+/* The hot-swap test guest, built twice (VERSION 1 and 2). For each Thing
+ * (follow.wasmrec.dev/v1) it logs "v<N> begin <name>", reads the Thing and logs
+ * "v<N> reconciled <name> n=<spec.n>", then "v<N> end <name>". */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "wasmrec.h"
+
+#ifndef VERSION
+#define VERSION 1
+#endif
+
+const char *wasmrec_plugin_manifest(void) {
+  return "{\"name\":\"swap\",\"for\":{\"apiVersion\":\"follow.wasmrec.dev/v1\",\"kind\":\"Thing\"},"
+         "\"permissions\":[{\"group\":\"follow.wasmrec.dev\",\"resources\":[\"things\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]}";
+}
+
+static char line[512];
+
+wasmrec_result wasmrec_plugin_reconcile(const wasmrec_request *req) {
+  snprintf(line, sizeof line, "v%d begin %s", VERSION, req->name);
+  wasmrec_log(WASMREC_INFO, line);
+  char q[512];
+  snprintf(q, sizeof q, "{\"apiVersion\":\"follow.wasmrec.dev/v1\",\"kind\":\"Thing\",\"namespace\":\"%s\",\"name\":\"%s\"}", req->namespace_, req->name);
+  wasmrec_response r = wasmrec_get(q);
+  if (r.status == WASMREC_OK) {
+    int64_t n = -1;
+    wasmrec_json_int(r.data, "spec.n", &n);
+    snprintf(line, sizeof line, "v%d reconciled %s n=%lld", VERSION, req->name, (long long)n);
+    wasmrec_log(WASMREC_INFO, line);
+  }
+  wasmrec_response_free(&r);
+  snprintf(line, sizeof line, "v%d end %s", VERSION, req->name);
+  wasmrec_log(WASMREC_INFO, line);
+  return (wasmrec_result){0};
+}
