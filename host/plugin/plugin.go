@@ -2,8 +2,8 @@ package plugin
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
