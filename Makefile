@@ -93,6 +93,16 @@ c-toolchain:
 		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q clang lld wasi-libc libclang-rt-dev-wasm32 >/dev/null; }; \
 	fi
 
+# An OCI registry for the e2e tests: distribution, as Debian packages it.
+.PHONY: registry-tool
+registry-tool:
+	@if ! command -v docker-registry >/dev/null; then \
+		echo ">> installing Debian's docker-registry with apt-get (the e2e tests push plugins to it)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get install -y -q docker-registry >/dev/null || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q docker-registry >/dev/null; }; \
+	fi
+
 .PHONY: run
 run: controlplane build plugins ## Run the demo: a local control plane with the example controllers (Ctrl-C stops).
 	$(BIN)/wasmrec dev
@@ -100,7 +110,7 @@ run: controlplane build plugins ## Run the demo: a local control plane with the 
 FUZZTIME ?= 5s
 
 .PHONY: test
-test: controlplane build plugins testguests ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
+test: controlplane build plugins testguests registry-tool ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd abi && $(GO) test -count=1 ./...

@@ -30,6 +30,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
+	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
@@ -120,6 +121,13 @@ func pluginHost(t *testing.T, restCfg *rest.Config, log logr.Logger, cfgs ...plu
 // pluginHostWithMetrics is pluginHost reporting to m.
 func pluginHostWithMetrics(t *testing.T, restCfg *rest.Config, log logr.Logger, m *metrics.Metrics, cfgs ...plugin.Config) (*manager.Manager, map[string]*plugin.Plugin) {
 	t.Helper()
+	return pluginHostFull(t, restCfg, log, m, nil, cfgs...)
+}
+
+// pluginHostFull is pluginHost reporting to m and pulling oci:// modules with c; those get a tag
+// poller, as `wasmrec run` gives them.
+func pluginHostFull(t *testing.T, restCfg *rest.Config, log logr.Logger, m *metrics.Metrics, ociClient *oci.Client, cfgs ...plugin.Config) (*manager.Manager, map[string]*plugin.Plugin) {
+	t.Helper()
 	var modules []*plugin.Plugin
 	t.Cleanup(func() { // registered first, so it runs after the manager has stopped
 		for _, p := range modules {
@@ -131,6 +139,7 @@ func pluginHostWithMetrics(t *testing.T, restCfg *rest.Config, log logr.Logger, 
 	if err != nil {
 		t.Fatal(err)
 	}
+	host.OCI = ociClient
 	t.Cleanup(host.Close)
 	loaded := map[string]*plugin.Plugin{}
 	for _, c := range cfgs {
@@ -140,6 +149,9 @@ func pluginHostWithMetrics(t *testing.T, restCfg *rest.Config, log logr.Logger, 
 		}
 		must(t, host.Run(p))
 		modules = append(modules, p)
+		if _, fromRegistry := c.OCIRef(); fromRegistry {
+			must(t, mgr.Add(&plugin.TagPoller{Plugin: p}))
+		}
 		loaded[c.Name] = p
 	}
 	return mgr, loaded

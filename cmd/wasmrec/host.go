@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
+	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
@@ -28,6 +29,12 @@ type hostOptions struct {
 	metricsAddr    string
 	probeAddr      string
 	leaderElection *manager.LeaderElection
+	insecure       []string
+	ociCache       string
+}
+
+func (o *hostOptions) ociClient(progress io.Writer) (*oci.Client, error) {
+	return oci.New(oci.Options{CacheDir: o.ociCache, Insecure: o.insecure, Progress: progress})
 }
 
 func (o *hostOptions) logger(w io.Writer) logr.Logger {
@@ -54,6 +61,9 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		return err
 	}
 	defer host.Close()
+	if host.OCI, err = o.ociClient(nil); err != nil {
+		return err
+	}
 	var ready atomic.Bool // caches synced and every plugin loaded or refused
 	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": m.Handler()}); err != nil {
 		return err
@@ -101,8 +111,12 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 			if err == nil {
 				err = host.Run(p)
 			}
-			if err == nil { // a new module written to the file is swapped in while the host runs
-				err = mgr.Add(&plugin.FileWatcher{Plugin: p, Path: pc.Module})
+			if err == nil { // a new module, in the file or under the tag, is swapped in while the host runs
+				if _, fromRegistry := pc.OCIRef(); fromRegistry {
+					err = mgr.Add(&plugin.TagPoller{Plugin: p})
+				} else {
+					err = mgr.Add(&plugin.FileWatcher{Plugin: p, Path: pc.Module})
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()

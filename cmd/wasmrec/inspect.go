@@ -16,14 +16,32 @@ import (
 
 func newInspectCommand(stdout io.Writer) *cobra.Command {
 	var output, cacheDir string
+	o := &hostOptions{}
 	cmd := &cobra.Command{
-		Use:   "inspect FILE",
+		Use:   "inspect FILE|REF",
 		Short: "Show a plugin module's ABI version, exports, imports, manifest and permissions",
+		Long:  "inspect reads a .wasm file, or pulls a module by OCI reference when no such file exists.",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return inspect(cmd.Context(), args[0], output, cacheDir, stdout)
+			b, err := os.ReadFile(args[0])
+			if os.IsNotExist(err) {
+				c, cerr := o.ociClient(nil)
+				if cerr != nil {
+					return cerr
+				}
+				m, perr := c.Pull(cmd.Context(), args[0])
+				if perr != nil {
+					return fmt.Errorf("%s is neither a file nor a module that could be pulled: %w", args[0], perr)
+				}
+				b, err = m.Wasm, nil
+			}
+			if err != nil {
+				return err
+			}
+			return inspect(cmd.Context(), args[0], b, output, cacheDir, stdout)
 		},
 	}
+	o.addOCIFlags(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
 	return cmd
@@ -41,13 +59,9 @@ type inspection struct {
 	Error       string        `json:"error,omitempty"`
 }
 
-func inspect(ctx context.Context, path, output, cacheDir string, stdout io.Writer) error {
+func inspect(ctx context.Context, path string, b []byte, output, cacheDir string, stdout io.Writer) error {
 	if output != "text" && output != "json" {
 		return fmt.Errorf("--output %q: use text or json", output)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
 	}
 	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir})
 	if err != nil {

@@ -55,6 +55,11 @@ flags point at, as kubectl would. A plugin that cannot be loaded is reported and
 	return cmd
 }
 
+func (o *hostOptions) addOCIFlags(cmd *cobra.Command) {
+	cmd.Flags().StringSliceVar(&o.insecure, "insecure", nil, "registries (host:port) to reach over plain HTTP; repeat or separate with commas")
+	cmd.Flags().StringVar(&o.ociCache, "oci-cache", "", `directory keeping pulled modules by digest (default the user cache directory's wasmrec/oci; "-" for none)`)
+}
+
 // podNamespace is the namespace this process runs in, or "default" outside a pod.
 func podNamespace() string {
 	if b, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); err == nil && len(b) > 0 {
@@ -68,4 +73,5 @@ func (o *hostOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity (1 adds informer, queue and host-call detail)")
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address to serve Prometheus metrics on at /metrics ("0" for none; ":8080" for all interfaces)`)
 	cmd.Flags().StringVar(&o.probeAddr, "health-probe-bind-address", "0", `address to serve /healthz and /readyz on ("0" for none; ":8081" for all interfaces)`)
+	o.addOCIFlags(cmd)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,8 +27,13 @@ type Config struct {
 	// Name identifies the plugin in logs, metrics and events, and is its field manager.
 	// Lowercase letters, digits and dashes.
 	Name string `json:"name"`
-	// Module is the path of the .wasm file (relative to the config file).
+	// Module is where the module comes from: the path of a .wasm file (relative to the config
+	// file), "oci://registry/repository:tag" (or @sha256:...), or "oci:dir:tag" for an OCI
+	// image-layout directory.
 	Module string `json:"module"`
+	// PollInterval is how often a module from a registry tag is checked for a new digest.
+	// Defaults to 30s; modules pinned by digest and files are not polled (files are watched).
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
 	// Permissions granted. The module's manifest must ask for no more.
 	Permissions []abi.Permission `json:"permissions"`
 	// Namespaces, if set, limits every watch of the plugin to these namespaces.
@@ -91,7 +97,7 @@ func LoadHostConfig(path string) (*HostConfig, error) {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	for i := range hc.Plugins {
-		if m := hc.Plugins[i].Module; m != "" && !filepath.IsAbs(m) {
+		if m := hc.Plugins[i].Module; m != "" && !filepath.IsAbs(m) && !strings.HasPrefix(m, "oci:") {
 			hc.Plugins[i].Module = filepath.Join(filepath.Dir(path), m)
 		}
 	}
@@ -143,6 +149,24 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("plugin %q: permissions: %w", c.Name, err))
 	}
 	return errors.Join(errs...)
+}
+
+// OCIRef returns the registry or layout reference of the module, if it comes from one.
+func (c *Config) OCIRef() (string, bool) {
+	if ref, ok := strings.CutPrefix(c.Module, "oci://"); ok {
+		return ref, true
+	}
+	if strings.HasPrefix(c.Module, "oci:") {
+		return c.Module, true
+	}
+	return "", false
+}
+
+func (c *Config) pollInterval() time.Duration {
+	if c.PollInterval == nil || c.PollInterval.Duration <= 0 {
+		return 30 * time.Second
+	}
+	return c.PollInterval.Duration
 }
 
 func (c *Config) timeout() time.Duration {

@@ -31,6 +31,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
+	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
@@ -46,6 +47,9 @@ type Host struct {
 	metrics     *metrics.Metrics
 	crds        *crdwatch.Watcher
 	log         logr.Logger
+
+	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
+	OCI *oci.Client
 }
 
 // NewHost returns a Host that runs plugins in mgr, compiling them with engine, and reports
@@ -87,6 +91,8 @@ type Plugin struct {
 	log      logr.Logger
 	ids      atomic.Uint64
 	keys     []cache.Key // what the sources watch
+
+	manifestDigest atomic.Pointer[string] // of the OCI manifest the module came from, if it did
 }
 
 var (
@@ -95,8 +101,23 @@ var (
 	_ reconcile.Reconciler           = (*Plugin)(nil)
 )
 
-// LoadFile reads cfg.Module from disk and loads it.
+// LoadFile loads cfg.Module, from a file or, for an oci:// reference, from a registry or an
+// image layout through the Host's OCI client.
 func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
+	if ref, ok := cfg.OCIRef(); ok {
+		if h.OCI == nil {
+			return nil, fmt.Errorf("plugin %q: module %s comes from a registry, and this host has no OCI client", cfg.Name, cfg.Module)
+		}
+		m, err := h.OCI.Pull(ctx, ref)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
+		}
+		p, err := h.Load(ctx, cfg, m.Wasm)
+		if p != nil {
+			p.manifestDigest.Store(&m.ManifestDigest)
+		}
+		return p, err
+	}
 	wasmBytes, err := os.ReadFile(cfg.Module)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: reading its module: %w", cfg.Name, err)

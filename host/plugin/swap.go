@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -166,5 +167,54 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			}
 			_ = w.Plugin.Swap(ctx, b) // Swap logs and counts its outcome
 		}
+	}
+}
+
+// TagPoller swaps a plugin's module when the registry tag it was loaded from moves to a new
+// digest. A failure (registry unreachable, a module refused) leaves the running module serving,
+// is logged and counted, and the next poll tries again. It runs on every replica.
+type TagPoller struct {
+	Plugin *Plugin
+}
+
+// NeedLeaderElection is false: every replica follows the tag.
+func (t *TagPoller) NeedLeaderElection() bool { return false }
+
+// Name names the poller in logs.
+func (t *TagPoller) Name() string { return t.Plugin.cfg.Name + " (tag poller)" }
+
+// Start polls until ctx is done.
+func (t *TagPoller) Start(ctx context.Context) error {
+	p := t.Plugin
+	ref, ok := p.cfg.OCIRef()
+	if !ok || strings.Contains(ref, "@") || p.host.OCI == nil {
+		<-ctx.Done() // a file, or pinned by digest: nothing moves
+		return nil
+	}
+	tick := time.NewTicker(p.cfg.pollInterval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		digest, err := p.host.OCI.Resolve(ctx, ref)
+		if err != nil {
+			_ = p.refused(fmt.Errorf("polling %s: %w", ref, err))
+			continue
+		}
+		if cur := p.manifestDigest.Load(); cur != nil && *cur == digest {
+			continue
+		}
+		m, err := p.host.OCI.Pull(ctx, ref)
+		if err != nil {
+			_ = p.refused(err)
+			continue
+		}
+		p.log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
+		_ = p.Swap(ctx, m.Wasm) // logs and counts a refusal
+		// Refused or not, this manifest has been tried: wait for the tag to move again.
+		p.manifestDigest.Store(&m.ManifestDigest)
 	}
 }

@@ -1,0 +1,268 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/content/memory"
+	orasoci "oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/registry/remote"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
+	"oras.land/oras-go/v2/registry/remote/retry"
+)
+
+// Media types of the two wasm artifact layouts in use.
+const (
+	// CNCF TAG-Runtime wasm OCI artifact.
+	MediaTypeConfig = "application/vnd.wasm.config.v0+json"
+	MediaTypeLayer  = "application/wasm"
+	// The older layout (wasm-to-oci and friends).
+	MediaTypeConfigV1 = "application/vnd.wasm.config.v1+json"
+	MediaTypeLayerV1  = "application/vnd.wasm.content.layer.v1+wasm"
+)
+
+// LayoutPrefix marks a reference to an OCI image-layout directory: "oci:./dir:tag" or
+// "oci:./dir@sha256:...".
+const LayoutPrefix = "oci:"
+
+// Options configure a Client. The zero value is ready to use.
+type Options struct {
+	// CacheDir keeps pulled modules by digest. Defaults to the user cache directory's
+	// wasmrec/oci; "-" keeps nothing.
+	CacheDir string
+	// Insecure lists registries ("host:port") reached over plain HTTP. Others use HTTPS.
+	Insecure []string
+	// Progress, if set, receives a line per step of a pull or push.
+	Progress io.Writer
+}
+
+// Client pulls and pushes modules.
+type Client struct {
+	opts  Options
+	creds credentials.Store
+}
+
+// New returns a Client with credentials from the usual docker config file.
+func New(opts Options) (*Client, error) {
+	if opts.CacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		opts.CacheDir = filepath.Join(base, "wasmrec", "oci")
+	}
+	store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("oci: reading the docker credentials: %w", err)
+	}
+	return &Client{opts: opts, creds: store}, nil
+}
+
+func (c *Client) progress(format string, args ...any) {
+	if c.opts.Progress != nil {
+		fmt.Fprintf(c.opts.Progress, format+"\n", args...)
+	}
+}
+
+// target opens the repository or layout a reference names, and returns the tag or digest in it.
+func (c *Client) target(ctx context.Context, ref string) (oras.GraphTarget, string, error) {
+	if path, ok := strings.CutPrefix(ref, LayoutPrefix); ok {
+		dir, reference := path, ""
+		if i := strings.LastIndex(path, "@"); i > 0 {
+			dir, reference = path[:i], path[i+1:]
+		} else if i := strings.LastIndex(path, ":"); i > 0 && !strings.Contains(path[i:], "/") {
+			dir, reference = path[:i], path[i+1:]
+		}
+		store, err := orasoci.NewWithContext(ctx, dir)
+		if err != nil {
+			return nil, "", fmt.Errorf("oci: image layout %s: %w", dir, err)
+		}
+		if reference == "" {
+			reference = "latest"
+		}
+		return store, reference, nil
+	}
+	repo, err := remote.NewRepository(ref)
+	if err != nil {
+		return nil, "", fmt.Errorf("oci: %q is not a reference (registry/repository:tag or @digest, or oci:dir:tag): %w", ref, err)
+	}
+	repo.PlainHTTP = slices.Contains(c.opts.Insecure, repo.Reference.Registry)
+	repo.Client = &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache(), Credential: credentials.Credential(c.creds)}
+	reference := repo.Reference.Reference
+	if reference == "" {
+		reference = "latest"
+	}
+	return repo, reference, nil
+}
+
+// Resolve returns the digest of the manifest ref names now (a tag moves; a digest does not).
+func (c *Client) Resolve(ctx context.Context, ref string) (string, error) {
+	t, reference, err := c.target(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	desc, err := t.Resolve(ctx, reference)
+	if err != nil {
+		return "", fmt.Errorf("oci: resolving %s: %w: check the reference, the registry's address and credentials, and --insecure for a plain-HTTP registry", ref, err)
+	}
+	return desc.Digest.String(), nil
+}
+
+// Module is a pulled plugin module.
+type Module struct {
+	Ref            string
+	ManifestDigest string
+	Digest         string // the wasm layer's, "sha256:..."
+	Wasm           []byte
+	Cached         bool // read from the on-disk cache, not the registry
+}
+
+// Pull fetches the wasm module ref names. The layer's digest is verified, from the registry and
+// from the cache alike; a module already in the cache is not downloaded again.
+func (c *Client) Pull(ctx context.Context, ref string) (*Module, error) {
+	t, reference, err := c.target(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := t.Resolve(ctx, reference)
+	if err != nil {
+		return nil, fmt.Errorf("oci: resolving %s: %w: check the reference, the registry's address and credentials, and --insecure for a plain-HTTP registry", ref, err)
+	}
+	raw, err := content.FetchAll(ctx, t, desc)
+	if err != nil {
+		return nil, fmt.Errorf("oci: fetching the manifest of %s: %w", ref, err)
+	}
+	var manifest ocispec.Manifest
+	if err := json.Unmarshal(raw, &manifest); err != nil {
+		return nil, fmt.Errorf("oci: the manifest of %s is not an OCI image manifest: %w", ref, err)
+	}
+	layer, err := wasmLayer(manifest)
+	if err != nil {
+		return nil, fmt.Errorf("oci: %s: %w", ref, err)
+	}
+	m := &Module{Ref: ref, ManifestDigest: desc.Digest.String(), Digest: layer.Digest.String()}
+	if b, ok := c.cached(layer.Digest); ok {
+		m.Wasm, m.Cached = b, true
+		c.progress("%s: %s from the cache (%d bytes)", ref, layer.Digest, len(b))
+		return m, nil
+	}
+	c.progress("%s: pulling %s (%d bytes)", ref, layer.Digest, layer.Size)
+	// FetchAll checks the size and the digest of what it reads.
+	if m.Wasm, err = content.FetchAll(ctx, t, layer); err != nil {
+		return nil, fmt.Errorf("oci: fetching the module layer %s of %s: %w", layer.Digest, ref, err)
+	}
+	c.keep(layer.Digest, m.Wasm)
+	c.progress("%s: pulled %s", ref, layer.Digest)
+	return m, nil
+}
+
+func wasmLayer(m ocispec.Manifest) (ocispec.Descriptor, error) {
+	var found []ocispec.Descriptor
+	for _, l := range m.Layers {
+		if l.MediaType == MediaTypeLayer || l.MediaType == MediaTypeLayerV1 {
+			found = append(found, l)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return ocispec.Descriptor{}, fmt.Errorf("no wasm layer (%s or %s) in the manifest: is it a wasm artifact?", MediaTypeLayer, MediaTypeLayerV1)
+	}
+	return ocispec.Descriptor{}, fmt.Errorf("%d wasm layers in the manifest: a plugin is one module", len(found))
+}
+
+func (c *Client) cachePath(d digest.Digest) string {
+	return filepath.Join(c.opts.CacheDir, d.Algorithm().String(), d.Encoded())
+}
+
+// cached returns a module from the cache if it is there and still has its digest.
+func (c *Client) cached(d digest.Digest) ([]byte, bool) {
+	if c.opts.CacheDir == "-" || d.Validate() != nil {
+		return nil, false
+	}
+	b, err := os.ReadFile(c.cachePath(d))
+	if err != nil || d.Algorithm().FromBytes(b) != d {
+		return nil, false
+	}
+	return b, true
+}
+
+func (c *Client) keep(d digest.Digest, b []byte) {
+	if c.opts.CacheDir == "-" {
+		return
+	}
+	path := c.cachePath(d)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".pull-*")
+	if err != nil {
+		return
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr != nil || cerr != nil {
+		_ = os.Remove(tmp.Name())
+		return
+	}
+	_ = os.Rename(tmp.Name(), path)
+}
+
+// Push writes a module to ref in the CNCF layout: config application/vnd.wasm.config.v0+json
+// (holding the plugin's manifest under "wasmrec.dev/manifest"), one application/wasm layer.
+// It returns the manifest's digest.
+func (c *Client) Push(ctx context.Context, wasm, pluginManifest []byte, ref string) (string, error) {
+	t, reference, err := c.target(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(reference, "sha256:") {
+		return "", errors.New("oci: push to a tag, not a digest")
+	}
+	store := memory.New()
+	layer := content.NewDescriptorFromBytes(MediaTypeLayer, wasm)
+	config, err := json.Marshal(map[string]any{
+		"architecture": "wasm", "os": "wasip1", "layerDigests": []string{layer.Digest.String()},
+		"wasmrec.dev/manifest": json.RawMessage(pluginManifest),
+	})
+	if err != nil {
+		return "", err
+	}
+	configDesc := content.NewDescriptorFromBytes(MediaTypeConfig, config)
+	for _, b := range []struct {
+		d ocispec.Descriptor
+		b []byte
+	}{{layer, wasm}, {configDesc, config}} {
+		if err := store.Push(ctx, b.d, bytes.NewReader(b.b)); err != nil {
+			return "", err
+		}
+	}
+	desc, err := oras.PackManifest(ctx, store, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{
+		Layers: []ocispec.Descriptor{layer}, ConfigDescriptor: &configDesc,
+	})
+	if err != nil {
+		return "", fmt.Errorf("oci: packing: %w", err)
+	}
+	if err := store.Tag(ctx, desc, reference); err != nil {
+		return "", err
+	}
+	c.progress("%s: pushing %s (%d bytes)", ref, layer.Digest, len(wasm))
+	if _, err := oras.Copy(ctx, store, reference, t, reference, oras.DefaultCopyOptions); err != nil {
+		return "", fmt.Errorf("oci: pushing to %s: %w: check the registry's address and credentials, and --insecure for a plain-HTTP registry", ref, err)
+	}
+	c.progress("%s: pushed, manifest %s", ref, desc.Digest)
+	return desc.Digest.String(), nil
+}

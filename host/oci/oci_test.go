@@ -1,0 +1,84 @@
+package oci_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmrec/wasmrec/host/oci"
+)
+
+var module = []byte("\x00asm\x01\x00\x00\x00 not really a plugin, but bytes are bytes")
+
+func client(t *testing.T) *oci.Client {
+	t.Helper()
+	c, err := oci.New(oci.Options{CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestPushPullLayoutAndCache(t *testing.T) {
+	ctx := context.Background()
+	ref := "oci:" + filepath.Join(t.TempDir(), "layout") + ":v1"
+	c := client(t)
+	if _, err := c.Push(ctx, module, []byte(`{"name":"x"}`), ref); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Pull(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Wasm) != string(module) || m.Cached || !strings.HasPrefix(m.Digest, "sha256:") {
+		t.Fatalf("first pull: %+v", m)
+	}
+	again, err := c.Pull(ctx, ref)
+	if err != nil || !again.Cached || string(again.Wasm) != string(module) {
+		t.Fatalf("second pull should come from the cache: %+v, %v", again, err)
+	}
+	pinned, err := c.Pull(ctx, "oci:"+filepath.Join(filepath.Dir(strings.TrimPrefix(ref, "oci:")), "layout")+"@"+m.ManifestDigest)
+	if err != nil || pinned.Digest != m.Digest {
+		t.Fatalf("pull by digest: %+v, %v", pinned, err)
+	}
+}
+
+// A blob whose bytes do not match its digest is refused, not run.
+func TestCorruptBlobIsRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "layout")
+	ref := "oci:" + dir + ":v1"
+	c := client(t)
+	if _, err := c.Push(ctx, module, []byte(`{}`), ref); err != nil {
+		t.Fatal(err)
+	}
+	// Find the module's blob and flip its bytes, keeping its size.
+	blobs, _ := filepath.Glob(filepath.Join(dir, "blobs", "sha256", "*"))
+	corrupted := false
+	for _, b := range blobs {
+		data, _ := os.ReadFile(b)
+		if string(data) == string(module) {
+			data[len(data)-1] ^= 0xff
+			if err := os.WriteFile(b, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			corrupted = true
+		}
+	}
+	if !corrupted {
+		t.Fatal("module blob not found in the layout")
+	}
+	_, err := client(t).Pull(ctx, ref) // a fresh cache: the blob must be read
+	if err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Fatalf("Pull of a corrupt blob = %v, want a digest error", err)
+	}
+}
+
+func TestNotAWasmArtifact(t *testing.T) {
+	_, err := client(t).Pull(context.Background(), "oci:"+t.TempDir()+":missing")
+	if err == nil || !strings.Contains(err.Error(), "resolving") {
+		t.Fatalf("Pull of a missing tag = %v", err)
+	}
+}
