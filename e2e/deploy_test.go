@@ -56,16 +56,18 @@ func readManifests(t *testing.T) []*unstructured.Unstructured {
 // the host config in them loads, the ClusterRole covers every permission it grants, and the
 // Deployment's flags exist.
 func TestDeployManifests(t *testing.T) {
-	a, err := os.ReadFile("../deploy/crd-apps.yaml")
-	must(t, err)
-	b, err := os.ReadFile("../host/demo/app.yaml")
-	must(t, err)
-	if !bytes.Equal(a, b) {
-		t.Error("deploy/crd-apps.yaml differs from host/demo/app.yaml: copy it again")
+	for deployed, source := range map[string]string{"../deploy/crd-apps.yaml": "../host/demo/app.yaml", "../deploy/crd-plugins.yaml": "../host/plugin/plugins.crd.yaml"} {
+		a, err := os.ReadFile(deployed)
+		must(t, err)
+		b, err := os.ReadFile(source)
+		must(t, err)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from %s: copy it again", deployed, source)
+		}
 	}
 
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	_, err = cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wasmrec-system"}}, metav1.CreateOptions{})
+	_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wasmrec-system"}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

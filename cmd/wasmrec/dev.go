@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/host/controlplane"
+	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
@@ -92,6 +93,13 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	fmt.Fprintf(stdout, "control plane up at %s; kubeconfig written to %s\n", cp.Config.Host, o.kubeconfigOut)
 
 	if err := demo.InstallCRD(ctx, cp.Config); err != nil {
+		return err
+	}
+	pluginCRDs, err := crd.Parse(plugin.PluginCRD)
+	if err == nil {
+		err = crd.Install(ctx, cp.Config, pluginCRDs, 0)
+	}
+	if err != nil {
 		return err
 	}
 	if err := demo.SeedObjects(ctx, cp.Config); err != nil {

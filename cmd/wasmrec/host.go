@@ -64,6 +64,14 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	if host.OCI, err = o.ociClient(nil); err != nil {
 		return err
 	}
+	// Plugin objects (plugins.wasmrec.dev) run plugins too, once their CRD is installed.
+	resources, err := host.Resources()
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(resources); err != nil {
+		return err
+	}
 	var ready atomic.Bool // caches synced and every plugin loaded or refused
 	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": m.Handler()}); err != nil {
 		return err
@@ -148,7 +156,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	}()
 	if loaded == 0 && len(hc.Plugins) > 0 && mctx.Err() == nil {
 		stop()
-		return errors.Join(fmt.Errorf("no plugin could be loaded: %w", errors.Join(loadErrs...)), <-stopped)
+		return errors.Join(fmt.Errorf("no plugin in the config could be loaded: %w", errors.Join(loadErrs...)), <-stopped)
 	}
 	return <-stopped
 }

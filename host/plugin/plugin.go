@@ -93,6 +93,10 @@ type Plugin struct {
 	keys     []cache.Key // what the sources watch
 
 	manifestDigest atomic.Pointer[string] // of the OCI manifest the module came from, if it did
+
+	// OnSwap, if set, is told of every swap attempt: the digests before and after, and the
+	// error that refused it (nil for a swap that happened).
+	OnSwap func(from, to string, err error)
 }
 
 var (
@@ -248,10 +252,17 @@ func (w warmer) Start(ctx context.Context) error {
 // Run adds the plugin to the manager: its controller (on the leader) and its informers (on
 // every replica), each running only while every kind the plugin watches is served.
 func (h *Host) Run(p *Plugin) error {
+	_, err := h.run(p)
+	return err
+}
+
+// run is Run, returning what it added so that it can be removed.
+func (h *Host) run(p *Plugin) ([]manager.Runnable, error) {
 	kinds := p.Kinds()
 	log := h.log.WithValues("plugin", p.cfg.Name)
-	if err := h.mgr.Add(crdwatch.Follow(h.crds, kinds, warmer{p}, log)); err != nil {
-		return err
+	warm := crdwatch.Follow(h.crds, kinds, warmer{p}, log)
+	if err := h.mgr.Add(warm); err != nil {
+		return nil, err
 	}
 	ctrl := crdwatch.Follow(h.crds, kinds, p, log)
 	if h.metrics != nil {
@@ -265,7 +276,10 @@ func (h *Host) Run(p *Plugin) error {
 			}
 		}
 	}
-	return h.mgr.Add(ctrl)
+	if err := h.mgr.Add(ctrl); err != nil {
+		return []manager.Runnable{warm}, err
+	}
+	return []manager.Runnable{warm, ctrl}, nil
 }
 
 func (p *Plugin) stats() metrics.PluginStats {

@@ -37,13 +37,16 @@ func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 	start := time.Now()
 	mod, err := p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions())
 	if err != nil {
-		return p.refused(err)
+		return p.swapRefused(old.Digest(), err)
 	}
 	if err := p.checkSwap(old.Manifest(), mod.Manifest()); err != nil {
 		_ = mod.Close(ctx)
-		return p.refused(fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+		return p.swapRefused(old.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
 	}
 	p.module.Store(mod)
+	if p.OnSwap != nil {
+		p.OnSwap(old.Digest(), mod.Digest(), nil)
+	}
 	p.log.Info("swapped the module", "from", old.Digest(), "to", mod.Digest(), "took", time.Since(start).Round(time.Millisecond))
 	if p.host.metrics != nil {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "swapped").Inc()
@@ -56,6 +59,13 @@ func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 		p.log.Error(err, "closing the swapped-out module", "digest", old.Digest())
 	}
 	return nil
+}
+
+func (p *Plugin) swapRefused(from string, err error) error {
+	if p.OnSwap != nil {
+		p.OnSwap(from, "", err)
+	}
+	return p.refused(err)
 }
 
 func (p *Plugin) refused(err error) error {
@@ -201,7 +211,7 @@ func (t *TagPoller) Start(ctx context.Context) error {
 		}
 		digest, err := p.host.OCI.Resolve(ctx, ref)
 		if err != nil {
-			_ = p.refused(fmt.Errorf("polling %s: %w", ref, err))
+			_ = p.swapRefused(p.Module().Digest(), fmt.Errorf("polling %s: %w", ref, err))
 			continue
 		}
 		if cur := p.manifestDigest.Load(); cur != nil && *cur == digest {
@@ -209,7 +219,7 @@ func (t *TagPoller) Start(ctx context.Context) error {
 		}
 		m, err := p.host.OCI.Pull(ctx, ref)
 		if err != nil {
-			_ = p.refused(err)
+			_ = p.swapRefused(p.Module().Digest(), err)
 			continue
 		}
 		p.log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)

@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/crd"
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/oci"
+	"github.com/wasmrec/wasmrec/host/plugin"
+)
+
+var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1alpha1", Resource: "plugins"}
+
+// A Plugin object runs a plugin; changing spec.module swaps it, with an Event and the new
+// digest in status; a module that must not run sets Degraded with a message and the last good
+// one keeps serving; deleting the object stops the plugin and releases its informers.
+func TestPluginResource(t *testing.T) {
+	ctx := context.Background()
+	crds, err := crd.Parse(plugin.PluginCRD)
+	must(t, err)
+	must(t, crd.Install(ctx, cfg, crds, 0))
+	t.Cleanup(func() { _ = crd.Uninstall(ctx, cfg, []string{"plugins.wasmrec.dev"}, 0) })
+	installThings(t)
+	ns := namespace(t)
+
+	layout := filepath.Join(t.TempDir(), "layout")
+	client, err := oci.New(oci.Options{CacheDir: t.TempDir()})
+	must(t, err)
+	for _, v := range []string{"v1", "v2"} {
+		_, err := client.Push(ctx, module2(t, "swap-"+v), []byte(`{}`), "oci:"+layout+":"+v)
+		must(t, err)
+	}
+
+	logs := &logLines{}
+	mgr := startManagerWith(t, cfg, manager.Options{Logger: logr.Discard()})
+	host, err := plugin.NewHost(mgr, sharedEngine(t), nil, logs.logger())
+	must(t, err)
+	host.OCI = client
+	t.Cleanup(host.Close)
+	res, err := host.Resources()
+	must(t, err)
+	must(t, mgr.Add(res))
+
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
+		"metadata": map[string]any{"name": "swapper"},
+		"spec": map[string]any{"module": "oci:" + layout + ":v1", "namespaces": []any{ns},
+			"permissions": []any{map[string]any{"group": "follow.wasmrec.dev", "resources": []any{"things"}, "verbs": []any{"get", "list", "watch"}}}}}}
+	_, err = dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	must(t, err)
+	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "swapper", metav1.DeleteOptions{}) })
+
+	condition := func(typ string) (string, string) {
+		u, err := dyn(t).Resource(pluginGVR).Get(ctx, "swapper", metav1.GetOptions{})
+		if err != nil {
+			return "", err.Error()
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			m := c.(map[string]any)
+			if m["type"] == typ {
+				return fmt.Sprint(m["status"]), fmt.Sprint(m["message"])
+			}
+		}
+		return "", ""
+	}
+	digest := func() string {
+		u, _ := dyn(t).Resource(pluginGVR).Get(ctx, "swapper", metav1.GetOptions{})
+		d, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
+		return d
+	}
+	waitStatus := func(what string, ok func() bool) {
+		t.Helper()
+		eventually(t, 30*time.Second, what, func() error {
+			if !ok() {
+				r, rm := condition("Ready")
+				d, dm := condition("Degraded")
+				return fmt.Errorf("Ready=%s (%s) Degraded=%s (%s) digest=%s", r, rm, d, dm, digest())
+			}
+			return nil
+		})
+	}
+	setModule := func(m string) {
+		t.Helper()
+		patch := fmt.Appendf(nil, `{"spec":{"module":%q}}`, m)
+		_, err := dyn(t).Resource(pluginGVR).Patch(ctx, "swapper", types.MergePatchType, patch, metav1.PatchOptions{})
+		must(t, err)
+	}
+	events := func(reason string) error {
+		evs, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
+		if err != nil || len(evs.Items) == 0 {
+			return fmt.Errorf("no %s event (%v)", reason, err)
+		}
+		return nil
+	}
+
+	waitStatus("Ready with v1", func() bool {
+		r, _ := condition("Ready")
+		return r == "True" && digest() == digestOf(module2(t, "swap-v1"))
+	})
+	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "follow.wasmrec.dev/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": "a"}, "spec": map[string]any{"n": int64(1)}}}
+	eventually(t, 30*time.Second, "creating a thing", func() error {
+		_, err := dyn(t).Resource(thingGVR).Namespace(ns).Create(ctx, thing, metav1.CreateOptions{})
+		return err
+	})
+	logs.waitFor(t, 30*time.Second, "v1 reconciled a n=1")
+
+	setModule("oci:" + layout + ":v2")
+	waitStatus("swapped to v2", func() bool { return digest() == digestOf(module2(t, "swap-v2")) })
+	logs.waitFor(t, 30*time.Second, "v2 reconciled a n=1")
+	eventually(t, 10*time.Second, "a Swapped event", func() error { return events("Swapped") })
+
+	setModule(wasmFile(t, "testguests", "abi7"))
+	waitStatus("Degraded by the ABI v7 module", func() bool {
+		d, msg := condition("Degraded")
+		r, _ := condition("Ready")
+		return d == "True" && r == "True" && strings.Contains(msg, "plugin speaks ABI v7, host speaks v1")
+	})
+	if digest() != digestOf(module2(t, "swap-v2")) {
+		t.Fatalf("the refused module replaced v2: %s", digest())
+	}
+	eventually(t, 10*time.Second, "a SwapRefused event", func() error { return events("SwapRefused") })
+
+	must(t, dyn(t).Resource(pluginGVR).Delete(ctx, "swapper", metav1.DeleteOptions{}))
+	logs.waitFor(t, 30*time.Second, "plugin unloaded", `"plugin"="swapper"`)
+	thingKey := cache.Key{GroupVersionKind: schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}}
+	eventually(t, 10*time.Second, "the plugin's informers released", func() error {
+		if mgr.GetCache().Active(thingKey) {
+			return fmt.Errorf("still active")
+		}
+		return nil
+	})
+}

@@ -1,0 +1,300 @@
+package plugin
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/controller"
+	"github.com/wasmrec/wasmrec/host/crdwatch"
+	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/predicate"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/source"
+)
+
+// PluginCRD is the CustomResourceDefinition of Plugin (plugins.wasmrec.dev, v1alpha1).
+//
+//go:embed plugins.crd.yaml
+var PluginCRD []byte
+
+// PluginGVK is the Plugin kind.
+var PluginGVK = schema.GroupVersionKind{Group: "wasmrec.dev", Version: "v1alpha1", Kind: "Plugin"}
+
+var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1alpha1", Resource: "plugins"}
+
+// pluginSpec is a Plugin's spec: a Config without its name, and paused.
+type pluginSpec struct {
+	Config      // its fields are the spec's; name comes from the object
+	Paused bool `json:"paused,omitempty"`
+}
+
+// Resources runs the plugins that Plugin objects describe: a controller of controllers. It
+// loads a plugin when its object appears, swaps its module when spec.module changes, reloads it
+// when another setting changes, stops it when paused or deleted, and reports in the object's
+// status (Ready, Degraded, activeDigest) and in Events on it. Add it to the manager; it waits
+// while the Plugin CRD is not installed.
+func (h *Host) Resources() (manager.Runnable, error) {
+	r := &resources{host: h, running: map[string]*loaded{},
+		recorder: h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec"})}
+	key := cache.Key{GroupVersionKind: PluginGVK}
+	ctrl, err := controller.New("plugins", r, controller.Options{Logger: h.log.WithName("plugins")})
+	if err != nil {
+		return nil, err
+	}
+	// Status writes do not change the generation; spec changes and deletions pass.
+	if err := ctrl.Watch(source.Kind(h.mgr.GetCache(), key, handler.EnqueueRequestForObject(), predicate.GenerationChanged())); err != nil {
+		return nil, err
+	}
+	r.ctrl = ctrl
+	return crdwatch.Follow(h.crds, []schema.GroupVersionKind{PluginGVK}, &resourcesRunnable{r: r, ctrl: ctrl}, h.log.WithName("plugins")), nil
+}
+
+// resourcesRunnable runs the Plugin controller and unloads every plugin when it stops (the CRD
+// went away, or the host stops).
+type resourcesRunnable struct {
+	r    *resources
+	ctrl *controller.Controller
+}
+
+func (rr *resourcesRunnable) Name() string { return "plugins" }
+func (rr *resourcesRunnable) Start(ctx context.Context) error {
+	err := rr.ctrl.Start(ctx)
+	rr.r.unloadAll(context.WithoutCancel(ctx))
+	return err
+}
+
+type resources struct {
+	host     *Host
+	ctrl     *controller.Controller
+	recorder record.EventRecorder
+
+	mu      sync.Mutex
+	running map[string]*loaded
+}
+
+// loaded is a plugin a Plugin object runs.
+type loaded struct {
+	p         *Plugin
+	runnables []manager.Runnable
+	settings  string // the spec without the module: a change reloads
+	module    string
+	lastErr   string // the last refusal, cleared by a good swap
+}
+
+func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	inf, err := r.host.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: PluginGVK})
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	defer inf.Release()
+	obj, err := inf.Get("", req.Name)
+	if apierrors.IsNotFound(err) {
+		r.unload(ctx, req.Name, nil)
+		return reconcile.Result{}, nil
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	u := obj.(*unstructured.Unstructured)
+	var spec pluginSpec
+	raw, _ := json.Marshal(u.Object["spec"])
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		r.status(ctx, u, nil, fmt.Sprintf("spec is not a plugin's settings: %v: fix the Plugin object", err))
+		return reconcile.Result{}, nil
+	}
+	cfg := spec.Config
+	cfg.Name = u.GetName()
+	if spec.Paused {
+		r.unload(ctx, cfg.Name, u)
+		r.status(ctx, u, nil, "")
+		return reconcile.Result{}, nil
+	}
+	module := cfg.Module
+	cfg.Module = ""
+	settings, _ := json.Marshal(cfg)
+	cfg.Module = module
+
+	r.mu.Lock()
+	l := r.running[cfg.Name]
+	r.mu.Unlock()
+	if l != nil && l.settings != string(settings) {
+		r.unload(ctx, cfg.Name, u) // other settings: reload
+		l = nil
+	}
+	switch {
+	case l == nil:
+		if err := cfg.Validate(); err != nil {
+			r.refuse(ctx, u, "Invalid", err)
+			return reconcile.Result{}, nil
+		}
+		p, err := r.host.LoadFile(ctx, cfg)
+		if err != nil {
+			r.refuse(ctx, u, "LoadFailed", err)
+			return reconcile.Result{RequeueAfter: 30 * time.Second}, nil // a registry may come back
+		}
+		l = &loaded{p: p, settings: string(settings), module: module}
+		p.OnSwap = r.onSwap(u, l)
+		if l.runnables, err = r.host.run(p); err == nil {
+			var watcher manager.Runnable = &FileWatcher{Plugin: p, Path: module}
+			if _, fromRegistry := cfg.OCIRef(); fromRegistry {
+				watcher = &TagPoller{Plugin: p}
+			}
+			if err = r.host.mgr.Add(watcher); err == nil {
+				l.runnables = append(l.runnables, watcher)
+			}
+		}
+		r.mu.Lock()
+		r.running[cfg.Name] = l
+		r.mu.Unlock()
+		if err != nil {
+			r.unload(ctx, cfg.Name, u)
+			r.refuse(ctx, u, "StartFailed", err)
+			return reconcile.Result{}, nil
+		}
+		r.recorder.Eventf(u, corev1.EventTypeNormal, "Loaded", "running %s (%s)", module, p.Module().Digest())
+	case l.module != module:
+		wasmBytes, err := r.read(ctx, cfg)
+		if err == nil {
+			err = l.p.Swap(ctx, wasmBytes) // OnSwap records the outcome
+		} else {
+			l.p.OnSwap(l.p.Module().Digest(), "", err)
+		}
+		if err == nil {
+			r.mu.Lock()
+			l.module = module
+			r.mu.Unlock()
+		}
+	}
+	r.status(ctx, u, l, "")
+	return reconcile.Result{}, nil
+}
+
+// read fetches the module a config names.
+func (r *resources) read(ctx context.Context, cfg Config) ([]byte, error) {
+	if ref, ok := cfg.OCIRef(); ok {
+		if r.host.OCI == nil {
+			return nil, fmt.Errorf("module %s comes from a registry, and this host has no OCI client", cfg.Module)
+		}
+		m, err := r.host.OCI.Pull(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		return m.Wasm, nil
+	}
+	return os.ReadFile(cfg.Module)
+}
+
+// onSwap records a swap's outcome on the Plugin object, whoever triggered it.
+func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(from, to string, err error) {
+	return func(from, to string, err error) {
+		r.mu.Lock()
+		if err != nil {
+			l.lastErr = err.Error()
+		} else {
+			l.lastErr = ""
+		}
+		r.mu.Unlock()
+		if err != nil {
+			r.recorder.Eventf(u, corev1.EventTypeWarning, "SwapRefused", "%s keeps serving: %v", from, err)
+		} else {
+			r.recorder.Eventf(u, corev1.EventTypeNormal, "Swapped", "%s -> %s", from, to)
+		}
+		r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}})
+	}
+}
+
+func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) {
+	r.recorder.Eventf(u, corev1.EventTypeWarning, reason, "%v", err)
+	r.status(ctx, u, nil, err.Error())
+}
+
+// status writes the Plugin's status: Ready while a module serves, Degraded while the last
+// attempt (load or swap) failed, with its message.
+func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, loadErr string) {
+	now := metav1.NewTime(time.Now()).UTC().Format(time.RFC3339)
+	cond := func(typ string, ok bool, reason, msg string) map[string]any {
+		status := "False"
+		if ok {
+			status = "True"
+		}
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg,
+			"observedGeneration": u.GetGeneration(), "lastTransitionTime": now}
+	}
+	st := map[string]any{"observedGeneration": u.GetGeneration()}
+	lastErr := loadErr
+	if l != nil {
+		r.mu.Lock()
+		lastErr = l.lastErr
+		r.mu.Unlock()
+		st["activeDigest"] = l.p.Module().Digest()
+	}
+	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
+	switch {
+	case paused:
+		st["conditions"] = []any{cond("Ready", false, "Paused", "spec.paused is set"), cond("Degraded", false, "Paused", "")}
+	case l == nil:
+		st["conditions"] = []any{cond("Ready", false, "NotLoaded", lastErr), cond("Degraded", true, "LoadFailed", lastErr)}
+	case lastErr != "":
+		st["conditions"] = []any{cond("Ready", true, "Serving", "the last good module serves"), cond("Degraded", true, "SwapRefused", lastErr)}
+	default:
+		st["conditions"] = []any{cond("Ready", true, "Serving", "the module serves"), cond("Degraded", false, "Healthy", "")}
+	}
+	if lastErr != "" {
+		st["lastError"] = lastErr
+	}
+	patch, _ := json.Marshal(map[string]any{"status": st})
+	if _, err := r.host.dynamic.Resource(pluginGVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+		r.host.log.Error(err, "writing a Plugin's status", "plugin", u.GetName())
+	}
+}
+
+// unload stops a plugin, removes it from the manager and closes its module.
+func (r *resources) unload(ctx context.Context, name string, u *unstructured.Unstructured) {
+	r.mu.Lock()
+	l := r.running[name]
+	delete(r.running, name)
+	r.mu.Unlock()
+	if l == nil {
+		return
+	}
+	for i := len(l.runnables) - 1; i >= 0; i-- {
+		if err := r.host.mgr.Remove(ctx, l.runnables[i]); err != nil {
+			r.host.log.Error(err, "stopping a plugin", "plugin", name)
+		}
+	}
+	if err := l.p.Close(ctx); err != nil {
+		r.host.log.Error(err, "closing a plugin's module", "plugin", name)
+	}
+	r.host.log.Info("plugin unloaded", "plugin", name)
+	if u != nil {
+		r.recorder.Eventf(u, corev1.EventTypeNormal, "Unloaded", "stopped %s", l.p.Module().Digest())
+	}
+}
+
+func (r *resources) unloadAll(ctx context.Context) {
+	r.mu.Lock()
+	names := make([]string, 0, len(r.running))
+	for n := range r.running {
+		names = append(names, n)
+	}
+	r.mu.Unlock()
+	for _, n := range names {
+		r.unload(ctx, n, nil)
+	}
+}
