@@ -79,18 +79,21 @@ func (h *Host) Close() { h.broadcaster.Shutdown() }
 // Plugin is a loaded plugin: a compiled module and the controller that runs it. It is a
 // manager Runnable.
 type Plugin struct {
-	cfg      Config
-	host     *Host
-	module   atomic.Pointer[wasm.Module] // swapped whole; a reconcile keeps the one it started on
-	swapMu   sync.Mutex                  // one swap at a time
-	ctrl     *controller.Controller
-	reader   *reader
-	forGVK   schema.GroupVersionKind
-	writes   *rate.Limiter
-	recorder record.EventRecorder
-	log      logr.Logger
-	ids      atomic.Uint64
-	keys     []cache.Key // what the sources watch
+	cfg    Config
+	host   *Host
+	module atomic.Pointer[wasm.Module] // swapped whole; a reconcile keeps the one it started on
+	swapMu sync.Mutex                  // one swap at a time; guards recent
+
+	recent      map[string]*wasm.Module // swapped-out versions kept compiled, by digest
+	recentOrder []string                // their digests, oldest first
+	ctrl        *controller.Controller
+	reader      *reader
+	forGVK      schema.GroupVersionKind
+	writes      *rate.Limiter
+	recorder    record.EventRecorder
+	log         logr.Logger
+	ids         atomic.Uint64
+	keys        []cache.Key // what the sources watch
 
 	manifestDigest atomic.Pointer[string] // of the OCI manifest the module came from, if it did
 
@@ -212,8 +215,19 @@ func (p *Plugin) Start(ctx context.Context) error {
 	return err
 }
 
-// Close closes the plugin's module. Call it after the plugin has stopped for good.
-func (p *Plugin) Close(ctx context.Context) error { return p.Module().Close(ctx) }
+// Close closes the plugin's module and the versions it kept. Call it after the plugin has
+// stopped for good.
+func (p *Plugin) Close(ctx context.Context) error {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	errs := []error{p.Module().Close(ctx)}
+	for d, m := range p.recent {
+		errs = append(errs, m.Close(ctx))
+		delete(p.recent, d)
+	}
+	p.recentOrder = nil
+	return errors.Join(errs...)
+}
 
 // Kinds are the kinds the plugin watches: For, Owns and Watches.
 func (p *Plugin) Kinds() []schema.GroupVersionKind {

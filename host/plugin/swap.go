@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,17 +32,24 @@ func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 	defer p.swapMu.Unlock()
 	old := p.Module()
 	sum := sha256.Sum256(wasmBytes)
-	if digest := "sha256:" + hex.EncodeToString(sum[:]); digest == old.Digest() {
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	if digest == old.Digest() {
 		return nil
 	}
 	start := time.Now()
-	mod, err := p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions())
-	if err != nil {
-		return p.swapRefused(old.Digest(), err)
-	}
-	if err := p.checkSwap(old.Manifest(), mod.Manifest()); err != nil {
-		_ = mod.Close(ctx)
-		return p.swapRefused(old.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+	mod := p.recent[digest] // a version swapped out lately: checked already, still compiled
+	if mod != nil {
+		delete(p.recent, digest)
+		mod.Reactivate()
+	} else {
+		var err error
+		if mod, err = p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions()); err != nil {
+			return p.swapRefused(old.Digest(), err)
+		}
+		if err := p.checkSwap(old.Manifest(), mod.Manifest()); err != nil {
+			_ = mod.Close(ctx)
+			return p.swapRefused(old.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+		}
 	}
 	p.module.Store(mod)
 	if p.OnSwap != nil {
@@ -52,13 +60,35 @@ func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "swapped").Inc()
 	}
 	p.enqueueAll(ctx)
-	// In-flight reconciles hold the old module; Close waits for them (bounded by the timeout).
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.timeout()+5*time.Second)
+	// In-flight reconciles hold the old module; Retire waits for them (bounded by the timeout)
+	// and keeps it compiled, so a swap back to it is immediate.
+	retireCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.timeout()+5*time.Second)
 	defer cancel()
-	if err := old.Close(closeCtx); err != nil {
-		p.log.Error(err, "closing the swapped-out module", "digest", old.Digest())
+	if err := old.Retire(retireCtx); err != nil {
+		p.log.Error(err, "retiring the swapped-out module", "digest", old.Digest())
 	}
+	p.keepRecent(ctx, old)
 	return nil
+}
+
+// keptVersions is how many swapped-out versions a plugin keeps compiled.
+const keptVersions = 3
+
+// keepRecent keeps a retired module for a swap back, closing the oldest beyond keptVersions.
+func (p *Plugin) keepRecent(ctx context.Context, m *wasm.Module) {
+	if p.recent == nil {
+		p.recent = map[string]*wasm.Module{}
+	}
+	p.recent[m.Digest()] = m
+	p.recentOrder = append(slices.DeleteFunc(p.recentOrder, func(d string) bool { return d == m.Digest() }), m.Digest())
+	for len(p.recentOrder) > keptVersions {
+		oldest := p.recentOrder[0]
+		p.recentOrder = p.recentOrder[1:]
+		if mod := p.recent[oldest]; mod != nil {
+			delete(p.recent, oldest)
+			_ = mod.Close(context.WithoutCancel(ctx))
+		}
+	}
 }
 
 func (p *Plugin) swapRefused(from string, err error) error {

@@ -162,3 +162,90 @@ func BenchmarkColdStart(b *testing.B) {
 		}
 	}
 }
+
+// withCustomSection appends a custom section to a module: still the same code, a new digest,
+// so nothing can come from a compilation cache.
+func withCustomSection(wasmBytes []byte, tag string) []byte {
+	name := "wasmrec-bench"
+	payload := append([]byte{byte(len(name))}, name...)
+	payload = append(payload, tag...)
+	out := append([]byte(nil), wasmBytes...)
+	out = append(out, 0)       // custom section id
+	for n := len(payload); ; { // size, unsigned LEB128
+		b := byte(n & 0x7f)
+		n >>= 7
+		if n != 0 {
+			out = append(out, b|0x80)
+			continue
+		}
+		out = append(out, b)
+		break
+	}
+	return append(out, payload...)
+}
+
+// BenchmarkSwapToFirstReconcile measures what a hot swap costs between a new module becoming
+// available and the first reconcile on it: compile (through the compilation cache), check,
+// first instance (Compile does all three), then a reconcile. "kept" swaps back to a version
+// the plugin kept compiled (retired, then reactivated: only a new instance); "warm" compiles a
+// digest the compilation cache has seen; "cold" gives every swap a new digest. The registry pull and the queue hop are not included: the e2e test
+// TestPluginFromRegistry reports the whole path.
+func BenchmarkSwapToFirstReconcile(b *testing.B) {
+	for _, guest := range []struct{ name, file string }{{"c", "benchc"}, {"go-17MB", "bench-go"}} {
+		base := module(b, "testguests", guest.file)
+		b.Run(guest.name+"/kept", func(b *testing.B) {
+			e := engine(b)
+			mods := []*wasm.Module{
+				compile(b, e, withCustomSection(base, "k1"), wasm.Options{Name: guest.name}),
+				compile(b, e, withCustomSection(base, "k2"), wasm.Options{Name: guest.name}),
+			}
+			call := &wasm.Call{Request: abi.Request{Namespace: "bench", Name: "noop"}, Logger: logr.Discard()}
+			cur := 0
+			for b.Loop() {
+				if err := mods[cur].Retire(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				cur = 1 - cur
+				mods[cur].Reactivate()
+				if _, err := mods[cur].Reconcile(context.Background(), call); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		for _, cache := range []string{"warm", "cold"} {
+			b.Run(guest.name+"/"+cache, func(b *testing.B) {
+				e := engine(b)
+				versions := [][]byte{withCustomSection(base, "v1"), withCustomSection(base, "v2")}
+				if cache == "warm" {
+					for _, v := range versions {
+						compile(b, e, v, wasm.Options{Name: "warmup"}).Close(context.Background())
+					}
+				}
+				call := &wasm.Call{Request: abi.Request{Namespace: "bench", Name: "noop"}, Logger: logr.Discard()}
+				var old *wasm.Module
+				i := 0
+				for b.Loop() {
+					next := versions[i%2]
+					if cache == "cold" {
+						next = withCustomSection(base, fmt.Sprint("cold-", i))
+					}
+					i++
+					m, err := e.Compile(context.Background(), next, wasm.Options{Name: guest.name})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := m.Reconcile(context.Background(), call); err != nil {
+						b.Fatal(err)
+					}
+					if old != nil {
+						old.Close(context.Background())
+					}
+					old = m
+				}
+				if old != nil {
+					old.Close(context.Background())
+				}
+			})
+		}
+	}
+}

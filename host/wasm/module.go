@@ -172,32 +172,49 @@ func (m *Module) Instances() (idle int, memory uint64) {
 	return len(m.idle), memory
 }
 
-// Close waits, at most until ctx ends, for checked-out instances to come back, then closes
-// the module and all its instances.
-func (m *Module) Close(ctx context.Context) error {
+// Retire takes the module out of service but keeps it compiled: new reconciles get ErrClosed,
+// Retire waits (at most until ctx ends) for checked-out instances to come back, and closes the
+// idle ones. Reactivate puts it back in service at the cost of new instances only.
+func (m *Module) Retire(ctx context.Context) error {
 	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil
-	}
 	m.closed = true
 	m.mu.Unlock()
 	var waitErr error
+	taken := 0
 	for range cap(m.tokens) {
 		select {
 		case <-m.tokens:
+			taken++
+			continue
 		case <-ctx.Done():
-			waitErr = fmt.Errorf("plugin %q: closing with reconciles still running: %w", m.opts.Name, context.Cause(ctx))
+			waitErr = fmt.Errorf("plugin %q: retiring with reconciles still running: %w", m.opts.Name, context.Cause(ctx))
 		}
-		if waitErr != nil {
-			break
-		}
+		break
 	}
 	m.mu.Lock()
-	m.stats.Live.Add(-int64(len(m.idle)))
+	idle := m.idle
 	m.idle = nil
 	m.mu.Unlock()
-	return errors.Join(waitErr, m.runtime.Close(context.WithoutCancel(ctx)))
+	for _, inst := range idle {
+		m.stats.Live.Add(-1)
+		_ = inst.mod.Close(context.WithoutCancel(ctx))
+	}
+	for range taken {
+		m.tokens <- struct{}{}
+	}
+	return waitErr
+}
+
+// Reactivate puts a retired module back in service.
+func (m *Module) Reactivate() {
+	m.mu.Lock()
+	m.closed = false
+	m.mu.Unlock()
+}
+
+// Close retires the module and releases its compiled code and runtime.
+func (m *Module) Close(ctx context.Context) error {
+	return errors.Join(m.Retire(ctx), m.runtime.Close(context.WithoutCancel(ctx)))
 }
 
 // get checks out an instance, creating one if the pool has room and none is idle.
