@@ -15,12 +15,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
@@ -247,7 +250,7 @@ func TestSwapRefusals(t *testing.T) {
 	}{
 		{"abi v7", module2(t, "abi7"), "plugin speaks ABI v7, host speaks v1"},
 		{"greedy", mustRead(t, wasmFile(t, "plugins", "app")), "asks for permissions it was not granted"},
-		{"other watches", module2(t, "misbehave"), "watches other kinds"},
+		{"another For kind", module2(t, "misbehave"), "a plugin keeps its For kind"},
 		{"corrupt", v1[:len(v1)/2], "not a valid WebAssembly module"},
 	} {
 		err := p.Swap(context.Background(), tc.wasm)
@@ -280,4 +283,55 @@ func mustRead(t *testing.T, path string) []byte {
 func digestOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// A swap to a module that watches more adds the watch (and its informer) without a restart; a
+// swap back removes it and releases the informer.
+func TestSwapChangesWatches(t *testing.T) {
+	installThings(t)
+	ns := namespace(t)
+	path := filepath.Join(t.TempDir(), "swap.wasm")
+	writeModule(t, path, module2(t, "swap-v1"))
+	logs := &logLines{}
+	mgr, plugins := pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "swap", Module: path, Namespaces: []string{ns}, Permissions: []abi.Permission{
+		grant("follow.wasmrec.dev", []string{"things"}, "get", "list", "watch"), grant("", []string{"configmaps"}, "list", "watch")}})
+	p := plugins["swap"]
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "follow.wasmrec.dev/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": "a"}, "spec": map[string]any{"n": int64(1)}}}
+	eventually(t, 30*time.Second, "creating a thing", func() error {
+		_, err := dyn(t).Resource(thingGVR).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+		return err
+	})
+	logs.waitFor(t, 30*time.Second, "v1 reconciled a n=1")
+	cmKey := cache.Key{GroupVersionKind: corev1.SchemeGroupVersion.WithKind("ConfigMap")}
+	if mgr.GetCache().Active(cmKey) {
+		t.Fatal("a configmap informer runs before any module watches configmaps")
+	}
+
+	must(t, p.Swap(context.Background(), module2(t, "swap-v3")))
+	logs.waitFor(t, 30*time.Second, "v3 reconciled a n=1") // the re-enqueue after the swap
+	before, _ := logs.matching("v3 reconciled a n=1")
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nudge"}}, metav1.CreateOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "a reconcile caused by the configmap", func() error {
+		if after, _ := logs.matching("v3 reconciled a n=1"); len(after) <= len(before) {
+			return fmt.Errorf("no new reconcile")
+		}
+		return nil
+	})
+	if !mgr.GetCache().Active(cmKey) {
+		t.Fatal("no configmap informer while the module watches configmaps")
+	}
+	if lines, _ := logs.matching(`"msg"="starting workers"`, `"controller"="swap"`); len(lines) != 1 {
+		t.Errorf("the controller started %d times: changing watches must not restart it", len(lines))
+	}
+
+	must(t, p.Swap(context.Background(), module2(t, "swap-v1")))
+	eventually(t, 10*time.Second, "the configmap informer released", func() error {
+		if mgr.GetCache().Active(cmKey) {
+			return fmt.Errorf("still active")
+		}
+		return nil
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -134,6 +135,21 @@ func (c *Controller) Watch(src source.Source) error {
 		}
 	}
 	c.sources = append(c.sources, src)
+	return nil
+}
+
+// Unwatch stops a source and forgets it; its informer is released.
+func (c *Controller) Unwatch(src source.Source) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.Index(c.sources, src)
+	if i < 0 {
+		return fmt.Errorf("controller %q: %s is not watched", c.name, src)
+	}
+	c.sources = slices.Delete(c.sources, i, i+1)
+	if c.run != nil {
+		return src.Stop()
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -24,6 +25,7 @@ func Follow(w *Watcher, kinds []schema.GroupVersionKind, r manager.Runnable, log
 // Following is a runnable that follows its kinds' CRDs.
 type Following struct {
 	w     *Watcher
+	mu    sync.Mutex
 	kinds []schema.GroupVersionKind
 	inner manager.Runnable
 	log   logr.Logger
@@ -56,10 +58,20 @@ func (f *Following) Name() string {
 	return fmt.Sprintf("%T", f.inner)
 }
 
+// SetKinds changes the kinds followed from now on.
+func (f *Following) SetKinds(kinds []schema.GroupVersionKind) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.kinds = kinds
+}
+
 // missing lists the kinds not served now.
 func (f *Following) missing() []string {
+	f.mu.Lock()
+	kinds := f.kinds
+	f.mu.Unlock()
 	var out []string
-	for _, k := range f.kinds {
+	for _, k := range kinds {
 		if !f.w.Served(k) {
 			out = append(out, k.String())
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,11 @@ type Plugin struct {
 	recorder    record.EventRecorder
 	log         logr.Logger
 	ids         atomic.Uint64
-	keys        []cache.Key // what the sources watch
+	watchMu     sync.Mutex         // guards keys
+	keys        []cache.Key        // what the sources watch
+	srcs        map[string]watched // the controller's sources; changed by swaps, under swapMu
+	warm        *warmer
+	follows     []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
 
 	manifestDigest atomic.Pointer[string] // of the OCI manifest the module came from, if it did
 
@@ -180,15 +185,16 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if p.ctrl, err = controller.New(cfg.Name, p, copts); err != nil {
 		return fail(err)
 	}
-	srcs, err := p.sources()
-	if err != nil {
+	if p.srcs, err = p.sourcesFor(m); err != nil {
 		return fail(err)
 	}
-	for _, s := range srcs {
-		if err := p.ctrl.Watch(s); err != nil {
+	for _, w := range p.srcs {
+		if err := p.ctrl.Watch(w.src); err != nil {
 			return fail(err)
 		}
 	}
+	p.keys = keysOf(p.srcs)
+	p.warm = &warmer{p: p}
 	return p, nil
 }
 
@@ -231,35 +237,75 @@ func (p *Plugin) Close(ctx context.Context) error {
 
 // Kinds are the kinds the plugin watches: For, Owns and Watches.
 func (p *Plugin) Kinds() []schema.GroupVersionKind {
-	out := make([]schema.GroupVersionKind, len(p.keys))
-	for i, k := range p.keys {
-		out[i] = k.GroupVersionKind
+	var out []schema.GroupVersionKind
+	for _, k := range p.currentKeys() {
+		if !slices.Contains(out, k.GroupVersionKind) {
+			out = append(out, k.GroupVersionKind)
+		}
 	}
 	return out
 }
 
+func (p *Plugin) currentKeys() []cache.Key {
+	p.watchMu.Lock()
+	defer p.watchMu.Unlock()
+	return slices.Clone(p.keys)
+}
+
 // warmer holds the informers a plugin's sources use on every replica, leader or not, so a
 // follower's caches are synced when it takes over.
-type warmer struct{ p *Plugin }
+type warmer struct {
+	p    *Plugin
+	mu   sync.Mutex
+	held map[cache.Key]*cache.Informer // nil while not running
+}
 
-func (w warmer) Name() string             { return w.p.cfg.Name + " (informers)" }
-func (w warmer) NeedLeaderElection() bool { return false }
-func (w warmer) Start(ctx context.Context) error {
-	c := w.p.host.mgr.GetCache()
-	var held []*cache.Informer
-	defer func() {
-		for _, inf := range held {
-			inf.Release()
+func (w *warmer) Name() string             { return w.p.cfg.Name + " (informers)" }
+func (w *warmer) NeedLeaderElection() bool { return false }
+func (w *warmer) Start(ctx context.Context) error {
+	w.mu.Lock()
+	w.held = map[cache.Key]*cache.Informer{}
+	err := w.holdLocked(w.p.currentKeys())
+	w.mu.Unlock()
+	if err == nil {
+		<-ctx.Done()
+	}
+	w.mu.Lock()
+	for _, inf := range w.held {
+		inf.Release()
+	}
+	w.held = nil
+	w.mu.Unlock()
+	return err
+}
+
+// update holds exactly keys, if the warmer runs.
+func (w *warmer) update(keys []cache.Key) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held == nil {
+		return nil
+	}
+	return w.holdLocked(keys)
+}
+
+func (w *warmer) holdLocked(keys []cache.Key) error {
+	for _, k := range keys {
+		if _, ok := w.held[k]; ok {
+			continue
 		}
-	}()
-	for _, k := range w.p.keys {
-		inf, err := c.Acquire(k)
+		inf, err := w.p.host.mgr.GetCache().Acquire(k)
 		if err != nil {
 			return err
 		}
-		held = append(held, inf)
+		w.held[k] = inf
 	}
-	<-ctx.Done()
+	for k, inf := range w.held {
+		if !slices.Contains(keys, k) {
+			inf.Release()
+			delete(w.held, k)
+		}
+	}
 	return nil
 }
 
@@ -274,7 +320,7 @@ func (h *Host) Run(p *Plugin) error {
 func (h *Host) run(p *Plugin) ([]manager.Runnable, error) {
 	kinds := p.Kinds()
 	log := h.log.WithValues("plugin", p.cfg.Name)
-	warm := crdwatch.Follow(h.crds, kinds, warmer{p}, log)
+	warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
 	if err := h.mgr.Add(warm); err != nil {
 		return nil, err
 	}
@@ -290,6 +336,7 @@ func (h *Host) run(p *Plugin) ([]manager.Runnable, error) {
 			}
 		}
 	}
+	p.follows = []*crdwatch.Following{warm, ctrl}
 	if err := h.mgr.Add(ctrl); err != nil {
 		return []manager.Runnable{warm}, err
 	}
@@ -339,12 +386,18 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	return reconcile.Result{Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}, nil
 }
 
-// sources builds the controller's sources from the manifest.
-func (p *Plugin) sources() ([]source.Source, error) {
-	m := p.Module().Manifest()
+// watched is one source of the controller and the informer it uses.
+type watched struct {
+	key cache.Key
+	src source.Source
+}
+
+// sourcesFor builds the sources a manifest asks for, keyed by what each watches and how, so
+// that two manifests can be compared source by source.
+func (p *Plugin) sourcesFor(m *abi.Manifest) (map[string]watched, error) {
 	c := p.host.mgr.GetCache()
-	var out []source.Source
-	add := func(w abi.Watch, metadataOnly bool, h handler.EventHandler) error {
+	out := map[string]watched{}
+	add := func(role string, w abi.Watch, metadataOnly bool, h handler.EventHandler) error {
 		gvk, err := parseGVK(w)
 		if err != nil {
 			return err
@@ -357,25 +410,40 @@ func (p *Plugin) sources() ([]source.Source, error) {
 			preds = append(preds, predicate.Namespace(p.cfg.Namespaces...))
 		}
 		key := cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly}
-		p.keys = append(p.keys, key)
-		out = append(out, source.Kind(c, key, h, preds...))
+		id, _ := json.Marshal(struct {
+			Role  string
+			Watch abi.Watch
+		}{role, w})
+		out[string(id)] = watched{key: key, src: source.Kind(c, key, h, preds...)}
 		return nil
 	}
-	if err := add(m.For, false, handler.EnqueueRequestForObject()); err != nil {
+	if err := add("for", m.For, false, handler.EnqueueRequestForObject()); err != nil {
 		return nil, fmt.Errorf("for: %w", err)
 	}
 	for i, w := range m.Owns {
 		owns := handler.EnqueueRequestForOwner(c.RESTMapper(), p.forGVK.GroupKind(), handler.OnlyControllerOwner())
-		if err := add(w, true, owns); err != nil {
+		if err := add("owns", w, true, owns); err != nil {
 			return nil, fmt.Errorf("owns[%d]: %w", i, err)
 		}
 	}
 	for i, w := range m.Watches {
-		if err := add(w, false, handler.EnqueueRequestsFromMapFunc(p.mapper(w.Map))); err != nil {
+		if err := add("watches", w, false, handler.EnqueueRequestsFromMapFunc(p.mapper(w.Map))); err != nil {
 			return nil, fmt.Errorf("watches[%d]: %w", i, err)
 		}
 	}
 	return out, nil
+}
+
+// keysOf lists the distinct informers sources use, in a stable order.
+func keysOf(ws map[string]watched) []cache.Key {
+	var keys []cache.Key
+	for _, w := range ws {
+		if !slices.Contains(keys, w.key) {
+			keys = append(keys, w.key)
+		}
+	}
+	slices.SortFunc(keys, func(a, b cache.Key) int { return strings.Compare(a.String(), b.String()) })
+	return keys
 }
 
 // mapper maps a watched object to For requests.

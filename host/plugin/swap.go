@@ -38,20 +38,28 @@ func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 	}
 	start := time.Now()
 	mod := p.recent[digest] // a version swapped out lately: checked already, still compiled
-	if mod != nil {
-		delete(p.recent, digest)
-		mod.Reactivate()
-	} else {
+	reused := mod != nil
+	if !reused {
 		var err error
 		if mod, err = p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions()); err != nil {
 			return p.swapRefused(old.Digest(), err)
 		}
-		if err := p.checkSwap(old.Manifest(), mod.Manifest()); err != nil {
+	}
+	srcs, err := p.checkSwap(old.Manifest(), mod.Manifest())
+	if err != nil {
+		if !reused {
 			_ = mod.Close(ctx)
-			return p.swapRefused(old.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
 		}
+		return p.swapRefused(old.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+	}
+	if reused {
+		delete(p.recent, digest)
+		mod.Reactivate()
 	}
 	p.module.Store(mod)
+	if srcs != nil {
+		p.applyWatches(srcs)
+	}
 	if p.OnSwap != nil {
 		p.OnSwap(old.Digest(), mod.Digest(), nil)
 	}
@@ -117,19 +125,67 @@ func (p *Plugin) moduleOptions() wasm.Options {
 	}
 }
 
-// checkSwap refuses a module asking for more than the grant, or watching something else.
-func (p *Plugin) checkSwap(old, next *abi.Manifest) error {
+// checkSwap refuses a module asking for more than the grant, reconciling another kind, or
+// watching a kind that is not served. If the watches change it returns the new sources.
+func (p *Plugin) checkSwap(old, next *abi.Manifest) (map[string]watched, error) {
 	if missing := abi.Missing(p.cfg.Permissions, next.Permissions); len(missing) > 0 {
-		return fmt.Errorf("the new module asks for permissions it was not granted: %s: grant them, or use a module that needs less", joinRules(missing))
+		return nil, fmt.Errorf("the new module asks for permissions it was not granted: %s: grant them, or use a module that needs less", joinRules(missing))
 	}
 	watches := func(m *abi.Manifest) string {
 		b, _ := json.Marshal([]any{m.For, m.Owns, m.Watches})
 		return string(b)
 	}
-	if watches(old) != watches(next) {
-		return fmt.Errorf("the new module watches other kinds or with other predicates than the running one; a swap keeps the running watches: restart the host to change them")
+	if watches(old) == watches(next) {
+		return nil, nil
 	}
-	return nil
+	if next.For.APIVersion != old.For.APIVersion || next.For.Kind != old.For.Kind {
+		return nil, fmt.Errorf("the new module reconciles %s %s, the running one %s %s: a plugin keeps its For kind; run it as another plugin",
+			next.For.APIVersion, next.For.Kind, old.For.APIVersion, old.For.Kind)
+	}
+	srcs, err := p.sourcesFor(next)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keysOf(srcs) {
+		if !p.host.crds.Served(k.GroupVersionKind) {
+			return nil, fmt.Errorf("the new module watches %s, which the API server does not serve: install its CRD first", k.GroupVersionKind)
+		}
+	}
+	return srcs, nil
+}
+
+// applyWatches moves the controller to the new sources: new ones start before the ones they
+// replace stop, so a kind watched by both keeps its informer.
+func (p *Plugin) applyWatches(next map[string]watched) {
+	for id, w := range next {
+		if cur, ok := p.srcs[id]; ok {
+			next[id] = cur // unchanged: keep the running source
+			continue
+		}
+		if err := p.ctrl.Watch(w.src); err != nil {
+			p.log.Error(err, "adding a watch after a swap")
+		}
+	}
+	for id, w := range p.srcs {
+		if _, ok := next[id]; !ok {
+			if err := p.ctrl.Unwatch(w.src); err != nil {
+				p.log.Error(err, "removing a watch after a swap")
+			}
+		}
+	}
+	p.srcs = next
+	keys := keysOf(next)
+	p.watchMu.Lock()
+	p.keys = keys
+	p.watchMu.Unlock()
+	if err := p.warm.update(keys); err != nil {
+		p.log.Error(err, "holding the informers of the new watches")
+	}
+	kinds := p.Kinds()
+	for _, f := range p.follows {
+		f.SetKinds(kinds)
+	}
+	p.log.Info("applied the new module's watches", "kinds", kinds)
 }
 
 // enqueueAll enqueues every object of the For kind the plugin sees.

@@ -1,6 +1,7 @@
 /* The hot-swap test guest, built twice (VERSION 1 and 2). For each Thing
  * (follow.wasmrec.dev/v1) it logs "v<N> begin <name>", reads the Thing and logs
- * "v<N> reconciled <name> n=<spec.n>", then "v<N> end <name>". */
+ * "v<N> reconciled <name> n=<spec.n>", then "v<N> end <name>". With WATCH_CONFIGMAPS it also
+ * watches the ConfigMaps of the Things' namespaces. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,8 +12,15 @@
 #endif
 
 const char *wasmrec_plugin_manifest(void) {
+#ifdef WATCH_CONFIGMAPS /* a version that also reconciles the Things of a namespace when its ConfigMaps change */
+  return "{\"name\":\"swap\",\"for\":{\"apiVersion\":\"follow.wasmrec.dev/v1\",\"kind\":\"Thing\"},"
+         "\"watches\":[{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"map\":\"namespace\"}],"
+         "\"permissions\":[{\"group\":\"follow.wasmrec.dev\",\"resources\":[\"things\"],\"verbs\":[\"get\",\"list\",\"watch\"]},"
+         "{\"group\":\"\",\"resources\":[\"configmaps\"],\"verbs\":[\"list\",\"watch\"]}]}";
+#else
   return "{\"name\":\"swap\",\"for\":{\"apiVersion\":\"follow.wasmrec.dev/v1\",\"kind\":\"Thing\"},"
          "\"permissions\":[{\"group\":\"follow.wasmrec.dev\",\"resources\":[\"things\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]}";
+#endif
 }
 
 static char line[512];
