@@ -81,6 +81,12 @@ func TestPluginFromRegistry(t *testing.T) {
 		}
 	}
 	push("swap-v1")
+	// Plain HTTP only when asked: without --insecure the same registry is refused.
+	strict, err := oci.New(oci.Options{CacheDir: t.TempDir()})
+	must(t, err)
+	if _, err := strict.Resolve(ctx, ref); err == nil {
+		t.Fatal("a plain-HTTP registry was reached without being listed as insecure")
+	}
 
 	logs := &logLines{}
 	m := metrics.New()

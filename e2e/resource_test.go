@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,6 +135,47 @@ func TestPluginResource(t *testing.T) {
 		t.Fatalf("the refused module replaced v2: %s", digest())
 	}
 	eventually(t, 10*time.Second, "a SwapRefused event", func() error { return events("SwapRefused") })
+
+	// A corrupt blob, a module asking for more than the grant, an unreachable registry: each is
+	// Degraded with a message saying what to do, and v2 keeps serving.
+	_, err = client.Push(ctx, module2(t, "swap-v3"), []byte(`{}`), "oci:"+layout+":bad")
+	must(t, err)
+	blobs, _ := filepath.Glob(filepath.Join(layout, "blobs", "sha256", "*"))
+	v3 := module2(t, "swap-v3")
+	for _, b := range blobs {
+		if data, _ := os.ReadFile(b); bytes.Equal(data, v3) {
+			data[len(data)/2] ^= 0xff
+			must(t, os.WriteFile(b, data, 0o644))
+		}
+	}
+	for _, c := range []struct{ module, want string }{
+		{"oci:" + layout + ":bad", "digest"},
+		{wasmFile(t, "plugins", "app"), "asks for permissions it was not granted"},
+		{"oci://127.0.0.1:1/plugins/nowhere:v1", "check the reference, the registry's address and credentials"},
+	} {
+		setModule(c.module)
+		waitStatus("Degraded: "+c.want, func() bool {
+			d, msg := condition("Degraded")
+			r, _ := condition("Ready")
+			return d == "True" && r == "True" && strings.Contains(msg, c.want)
+		})
+		if digest() != digestOf(module2(t, "swap-v2")) {
+			t.Fatalf("%s replaced v2: %s", c.module, digest())
+		}
+	}
+	u, err := dyn(t).Resource(pluginGVR).Get(ctx, "swapper", metav1.GetOptions{})
+	must(t, err)
+	swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
+	refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
+	if swaps != 1 || refusals != 4 {
+		t.Errorf("status counts swaps=%d refusals=%d, want 1 and 4", swaps, refusals)
+	}
+	// And a good module clears Degraded.
+	setModule("oci:" + layout + ":v1")
+	waitStatus("healthy on v1 again", func() bool {
+		d, _ := condition("Degraded")
+		return d == "False" && digest() == digestOf(module2(t, "swap-v1"))
+	})
 
 	must(t, dyn(t).Resource(pluginGVR).Delete(ctx, "swapper", metav1.DeleteOptions{}))
 	logs.waitFor(t, 30*time.Second, "plugin unloaded", `"plugin"="swapper"`)

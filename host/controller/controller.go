@@ -279,8 +279,10 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 		log.Error(err, "reconciler error: terminal, not retried")
 	case err != nil:
 		result = "error"
+		// Log before requeueing, so the log's order is the order of events: the retry's delay
+		// starts after this line.
+		log.Error(err, "reconciler error", "retries", q.NumRequeues(req)+1)
 		q.AddRateLimited(req)
-		log.Error(err, "reconciler error", "retries", q.NumRequeues(req))
 	case res.RequeueAfter > 0:
 		result = "requeue_after"
 		q.Forget(req)

@@ -160,13 +160,47 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Module, error) {
 		return m, nil
 	}
 	c.progress("%s: pulling %s (%d bytes)", ref, layer.Digest, layer.Size)
-	// FetchAll checks the size and the digest of what it reads.
-	if m.Wasm, err = content.FetchAll(ctx, t, layer); err != nil {
+	if m.Wasm, err = c.fetch(ctx, t, layer, ref); err != nil {
 		return nil, fmt.Errorf("oci: fetching the module layer %s of %s: %w", layer.Digest, ref, err)
 	}
 	c.keep(layer.Digest, m.Wasm)
 	c.progress("%s: pulled %s", ref, layer.Digest)
 	return m, nil
+}
+
+// fetch reads a blob, checking its size and digest, and reports progress every 10% of a large
+// one.
+func (c *Client) fetch(ctx context.Context, t oras.ReadOnlyTarget, desc ocispec.Descriptor, ref string) ([]byte, error) {
+	if c.opts.Progress == nil || desc.Size < 4<<20 {
+		return content.FetchAll(ctx, t, desc)
+	}
+	rc, err := t.Fetch(ctx, desc)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	vr := content.NewVerifyReader(rc, desc)
+	buf := make([]byte, 0, desc.Size)
+	chunk := make([]byte, 256<<10)
+	next := desc.Size / 10
+	for {
+		n, err := vr.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if int64(len(buf)) >= next && next > 0 {
+			c.progress("%s: %d%% (%d of %d bytes)", ref, int64(len(buf))*100/desc.Size, len(buf), desc.Size)
+			next += desc.Size / 10
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := vr.Verify(); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 func wasmLayer(m ocispec.Manifest) (ocispec.Descriptor, error) {

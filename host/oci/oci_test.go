@@ -1,11 +1,18 @@
 package oci_test
 
 import (
+	"bytes"
+
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	orasoci "oras.land/oras-go/v2/content/oci"
 
 	"github.com/wasmrec/wasmrec/host/oci"
 )
@@ -80,5 +87,49 @@ func TestNotAWasmArtifact(t *testing.T) {
 	_, err := client(t).Pull(context.Background(), "oci:"+t.TempDir()+":missing")
 	if err == nil || !strings.Contains(err.Error(), "resolving") {
 		t.Fatalf("Pull of a missing tag = %v", err)
+	}
+}
+
+// The older layout (wasm-to-oci: application/vnd.wasm.content.layer.v1+wasm) pulls too, and a
+// large module reports its progress.
+func TestOlderLayoutAndProgress(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "layout")
+	store, err := orasoci.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := append(append([]byte(nil), module...), make([]byte, 5<<20)...)
+	layer := content.NewDescriptorFromBytes(oci.MediaTypeLayerV1, big)
+	config := content.NewDescriptorFromBytes(oci.MediaTypeConfigV1, []byte(`{}`))
+	for _, b := range []struct {
+		d    ocispec.Descriptor
+		data []byte
+	}{{layer, big}, {config, []byte(`{}`)}} {
+		if err := store.Push(ctx, b.d, bytes.NewReader(b.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	desc, err := oras.PackManifest(ctx, store, oras.PackManifestVersion1_1, "", oras.PackManifestOptions{Layers: []ocispec.Descriptor{layer}, ConfigDescriptor: &config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Tag(ctx, desc, "old"); err != nil {
+		t.Fatal(err)
+	}
+	var progress bytes.Buffer
+	c, err := oci.New(oci.Options{CacheDir: t.TempDir(), Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Pull(ctx, "oci:"+dir+":old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(m.Wasm, big) || m.Digest != layer.Digest.String() {
+		t.Fatalf("pulled %d bytes, digest %s", len(m.Wasm), m.Digest)
+	}
+	if strings.Count(progress.String(), "% (") < 5 || !strings.Contains(progress.String(), "pulled "+m.Digest) {
+		t.Fatalf("no progress for a 5 MiB module:\n%s", progress.String())
 	}
 }

@@ -95,7 +95,15 @@ type loaded struct {
 	settings  string // the spec without the module: a change reloads
 	module    string
 	lastErr   string // the last refusal, cleared by a good swap
+	swaps     int64
+	refusals  int64
+	tried     string    // the last module a swap was tried to, and when: a refused one is
+	triedAt   time.Time // tried again after retryRefused, not on every reconcile
 }
+
+// retryRefused is how long a refused spec.module waits before it is tried again (a registry
+// may come back; a bad module is not retried in a loop).
+const retryRefused = 30 * time.Second
 
 func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	inf, err := r.host.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: PluginGVK})
@@ -169,17 +177,30 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		}
 		r.recorder.Eventf(u, corev1.EventTypeNormal, "Loaded", "running %s (%s)", module, p.Module().Digest())
 	case l.module != module:
+		r.mu.Lock()
+		wait := retryRefused - time.Since(l.triedAt)
+		recent := l.tried == module && wait > 0
+		if !recent {
+			l.tried, l.triedAt = module, time.Now()
+		}
+		r.mu.Unlock()
+		if recent {
+			r.status(ctx, u, l, "")
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
 		wasmBytes, err := r.read(ctx, cfg)
 		if err == nil {
 			err = l.p.Swap(ctx, wasmBytes) // OnSwap records the outcome
 		} else {
 			l.p.OnSwap(l.p.Module().Digest(), "", err)
 		}
-		if err == nil {
-			r.mu.Lock()
-			l.module = module
-			r.mu.Unlock()
+		if err != nil {
+			r.status(ctx, u, l, "")
+			return reconcile.Result{RequeueAfter: retryRefused}, nil
 		}
+		r.mu.Lock()
+		l.module = module
+		r.mu.Unlock()
 	}
 	r.status(ctx, u, l, "")
 	return reconcile.Result{}, nil
@@ -206,8 +227,10 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(from, t
 		r.mu.Lock()
 		if err != nil {
 			l.lastErr = err.Error()
+			l.refusals++
 		} else {
 			l.lastErr = ""
+			l.swaps++
 		}
 		r.mu.Unlock()
 		if err != nil {
@@ -241,6 +264,7 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 	if l != nil {
 		r.mu.Lock()
 		lastErr = l.lastErr
+		st["swaps"], st["refusals"] = l.swaps, l.refusals
 		r.mu.Unlock()
 		st["activeDigest"] = l.p.Module().Digest()
 	}
