@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,7 +81,14 @@ func TestPluginFromRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	push("swap-v1")
+	// v1 goes in with the CLI, as a user would push it.
+	bin, err := filepath.Abs("../bin/wasmrec")
+	must(t, err)
+	if out, err := exec.Command(bin, "push", wasmFile(t, "testguests", "swap-v1"), ref, "--insecure", reg.addr, "--oci-cache", t.TempDir()).CombinedOutput(); err != nil {
+		t.Fatalf("wasmrec push: %v\n%s", err, out)
+	} else if !strings.Contains(string(out), "pushed "+ref+": sha256:") {
+		t.Fatalf("wasmrec push printed:\n%s", out)
+	}
 	// Plain HTTP only when asked: without --insecure the same registry is refused.
 	strict, err := oci.New(oci.Options{CacheDir: t.TempDir()})
 	must(t, err)

@@ -177,6 +177,18 @@ func TestPluginResource(t *testing.T) {
 		return d == "False" && digest() == digestOf(module2(t, "swap-v1"))
 	})
 
+	// The CRD of the kind it reconciles goes and comes back: status follows.
+	waitStatus("Running", func() bool { r, _ := condition("Running"); return r == "True" })
+	must(t, crd.Uninstall(ctx, cfg, []string{"things.follow.wasmrec.dev"}, 0))
+	waitStatus("waiting for its CRD", func() bool {
+		r, msg := condition("Running")
+		return r == "False" && strings.Contains(msg, "follow.wasmrec.dev/v1, Kind=Thing")
+	})
+	thingCRDs, err := crd.Read("testdata/things.yaml")
+	must(t, err)
+	must(t, crd.Install(ctx, cfg, thingCRDs, 0))
+	waitStatus("Running again", func() bool { r, _ := condition("Running"); return r == "True" })
+
 	must(t, dyn(t).Resource(pluginGVR).Delete(ctx, "swapper", metav1.DeleteOptions{}))
 	logs.waitFor(t, 30*time.Second, "plugin unloaded", `"plugin"="swapper"`)
 	thingKey := cache.Key{GroupVersionKind: schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}}

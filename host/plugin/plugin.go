@@ -105,6 +105,10 @@ type Plugin struct {
 	// OnSwap, if set, is told of every swap attempt: the digests before and after, and the
 	// error that refused it (nil for a swap that happened).
 	OnSwap func(from, to string, err error)
+
+	// running is whether the controller runs (false while a kind it watches is not served).
+	running   atomic.Bool
+	onRunning func(bool) // set by the Plugin resource controller to refresh the status
 }
 
 var (
@@ -235,6 +239,10 @@ func (p *Plugin) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Running reports whether the plugin's controller runs: false while a kind it watches is not
+// served (its CRD is missing), or on a replica that is not the leader.
+func (p *Plugin) Running() bool { return p.running.Load() }
+
 // Kinds are the kinds the plugin watches: For, Owns and Watches.
 func (p *Plugin) Kinds() []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
@@ -325,15 +333,22 @@ func (h *Host) run(p *Plugin) ([]manager.Runnable, error) {
 		return nil, err
 	}
 	ctrl := crdwatch.Follow(h.crds, kinds, p, log)
+	var gauge interface{ Set(float64) }
 	if h.metrics != nil {
-		running := h.metrics.Running.WithLabelValues(p.cfg.Name)
-		running.Set(0)
-		ctrl.OnState = func(on bool) {
+		gauge = h.metrics.Running.WithLabelValues(p.cfg.Name)
+		gauge.Set(0)
+	}
+	ctrl.OnState = func(on bool) {
+		p.running.Store(on)
+		if gauge != nil {
+			v := 0.0
 			if on {
-				running.Set(1)
-			} else {
-				running.Set(0)
+				v = 1
 			}
+			gauge.Set(v)
+		}
+		if p.onRunning != nil {
+			p.onRunning(on)
 		}
 	}
 	p.follows = []*crdwatch.Following{warm, ctrl}

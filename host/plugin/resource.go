@@ -158,6 +158,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		}
 		l = &loaded{p: p, settings: string(settings), module: module}
 		p.OnSwap = r.onSwap(u, l)
+		p.onRunning = func(bool) { r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}}) }
 		if l.runnables, err = r.host.run(p); err == nil {
 			var watcher manager.Runnable = &FileWatcher{Plugin: p, Path: module}
 			if _, fromRegistry := cfg.OCIRef(); fromRegistry {
@@ -278,6 +279,13 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 		st["conditions"] = []any{cond("Ready", true, "Serving", "the last good module serves"), cond("Degraded", true, "SwapRefused", lastErr)}
 	default:
 		st["conditions"] = []any{cond("Ready", true, "Serving", "the module serves"), cond("Degraded", false, "Healthy", "")}
+	}
+	if l != nil {
+		running := cond("Running", true, "Reconciling", "the controller runs")
+		if !l.p.Running() {
+			running = cond("Running", false, "Waiting", fmt.Sprintf("waiting until %v are served (their CRDs installed) and this replica leads", l.p.Kinds()))
+		}
+		st["conditions"] = append(st["conditions"].([]any), running)
 	}
 	if lastErr != "" {
 		st["lastError"] = lastErr
