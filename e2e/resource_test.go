@@ -58,7 +58,7 @@ func TestPluginResource(t *testing.T) {
 
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
 		"metadata": map[string]any{"name": "swapper"},
-		"spec": map[string]any{"module": "oci:" + layout + ":v1", "namespaces": []any{ns},
+		"spec": map[string]any{"module": "oci:" + layout + ":v1", "namespaces": []any{ns}, "pollInterval": "200ms",
 			"permissions": []any{map[string]any{"group": "follow.wasmrec.dev", "resources": []any{"things"}, "verbs": []any{"get", "list", "watch"}}}}}}
 	_, err = dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
 	must(t, err)
@@ -124,6 +124,26 @@ func TestPluginResource(t *testing.T) {
 	waitStatus("swapped to v2", func() bool { return digest() == digestOf(module2(t, "swap-v2")) })
 	logs.waitFor(t, 30*time.Second, "v2 reconciled a n=1")
 	eventually(t, 10*time.Second, "a Swapped event", func() error { return events("Swapped") })
+
+	// The tag the plugin left moves: it is no longer the plugin's source, so nothing is tried
+	// (swap-v3 asks for more than the grant: an attempt would be a refusal).
+	refusalsBefore := func() int64 {
+		u, _ := dyn(t).Resource(pluginGVR).Get(ctx, "swapper", metav1.GetOptions{})
+		n, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
+		return n
+	}()
+	_, err = client.Push(ctx, module2(t, "swap-v3"), []byte(`{}`), "oci:"+layout+":v1")
+	must(t, err)
+	time.Sleep(time.Second) // five polls
+	if d, msg := condition("Degraded"); d != "False" || digest() != digestOf(module2(t, "swap-v2")) {
+		t.Fatalf("the old tag moving touched the plugin: Degraded=%s (%s), digest %s", d, msg, digest())
+	}
+	u0, _ := dyn(t).Resource(pluginGVR).Get(ctx, "swapper", metav1.GetOptions{})
+	if n, _, _ := unstructured.NestedInt64(u0.Object, "status", "refusals"); n != refusalsBefore {
+		t.Fatalf("the poller tried the tag the plugin left: refusals %d -> %d", refusalsBefore, n)
+	}
+	_, err = client.Push(ctx, module2(t, "swap-v1"), []byte(`{}`), "oci:"+layout+":v1") // put v1 back
+	must(t, err)
 
 	setModule(wasmFile(t, "testguests", "abi7"))
 	waitStatus("Degraded by the ABI v7 module", func() bool {

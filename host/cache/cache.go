@@ -88,13 +88,12 @@ type Cache struct {
 }
 
 type entry struct {
-	key        Key
-	mapping    *meta.RESTMapping
-	informer   toolscache.SharedIndexInformer
-	refs       int
-	cancel     context.CancelFunc // nil until the informer runs
-	done       chan struct{}      // closed when the informer has stopped
-	hasStarted bool
+	key      Key
+	mapping  *meta.RESTMapping
+	informer toolscache.SharedIndexInformer
+	refs     int
+	cancel   context.CancelFunc // nil until the informer runs
+	done     chan struct{}      // closed when the informer has stopped
 }
 
 // New returns a Cache that reads from the API server cfg points at. It does not contact the
@@ -245,7 +244,7 @@ func stripManagedFields(obj any) (any, error) {
 // runLocked starts e under the cache's context. c.mu must be held and c.ctx set.
 func (c *Cache) runLocked(e *entry) {
 	ctx, cancel := context.WithCancel(c.ctx)
-	e.cancel, e.done, e.hasStarted = cancel, make(chan struct{}), true
+	e.cancel, e.done = cancel, make(chan struct{})
 	go func() {
 		defer close(e.done)
 		e.informer.RunWithContext(ctx)

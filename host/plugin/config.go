@@ -152,12 +152,14 @@ func (c *Config) Validate() error {
 }
 
 // OCIRef returns the registry or layout reference of the module, if it comes from one.
-func (c *Config) OCIRef() (string, bool) {
-	if ref, ok := strings.CutPrefix(c.Module, "oci://"); ok {
+func (c *Config) OCIRef() (string, bool) { return ociRef(c.Module) }
+
+func ociRef(module string) (string, bool) {
+	if ref, ok := strings.CutPrefix(module, "oci://"); ok {
 		return ref, true
 	}
-	if strings.HasPrefix(c.Module, "oci:") {
-		return c.Module, true
+	if strings.HasPrefix(module, "oci:") {
+		return module, true
 	}
 	return "", false
 }

@@ -100,7 +100,7 @@ type Plugin struct {
 	warm        *warmer
 	follows     []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
 
-	manifestDigest atomic.Pointer[string] // of the OCI manifest the module came from, if it did
+	source atomic.Pointer[moduleSource] // where the running module came from
 
 	// OnSwap, if set, is told of every swap attempt: the digests before and after, and the
 	// error that refused it (nil for a swap that happened).
@@ -120,25 +120,35 @@ var (
 // LoadFile loads cfg.Module, from a file or, for an oci:// reference, from a registry or an
 // image layout through the Host's OCI client.
 func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
-	if ref, ok := cfg.OCIRef(); ok {
+	wasmBytes, manifest, err := h.fetch(ctx, cfg.Module)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
+	}
+	p, err := h.Load(ctx, cfg, wasmBytes)
+	if p != nil {
+		p.source.Store(&moduleSource{ref: cfg.Module, manifestDigest: manifest})
+	}
+	return p, err
+}
+
+// fetch reads a module from where module says: a file, or a registry or image layout (then it
+// also returns the manifest's digest).
+func (h *Host) fetch(ctx context.Context, module string) (wasm []byte, manifestDigest string, err error) {
+	if ref, ok := ociRef(module); ok {
 		if h.OCI == nil {
-			return nil, fmt.Errorf("plugin %q: module %s comes from a registry, and this host has no OCI client", cfg.Name, cfg.Module)
+			return nil, "", fmt.Errorf("module %s comes from a registry, and this host has no OCI client", module)
 		}
 		m, err := h.OCI.Pull(ctx, ref)
 		if err != nil {
-			return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
+			return nil, "", err
 		}
-		p, err := h.Load(ctx, cfg, m.Wasm)
-		if p != nil {
-			p.manifestDigest.Store(&m.ManifestDigest)
-		}
-		return p, err
+		return m.Wasm, m.ManifestDigest, nil
 	}
-	wasmBytes, err := os.ReadFile(cfg.Module)
+	b, err := os.ReadFile(module)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %q: reading its module: %w", cfg.Name, err)
+		return nil, "", fmt.Errorf("reading its module: %w", err)
 	}
-	return h.Load(ctx, cfg, wasmBytes)
+	return b, "", nil
 }
 
 // Load compiles and checks a module and builds its controller. The plugin runs once added to
@@ -150,6 +160,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	workers := max(cfg.MaxConcurrentReconciles, 1)
 	log := h.log.WithValues("plugin", cfg.Name)
 	p := &Plugin{cfg: cfg, host: h, log: log}
+	p.source.Store(&moduleSource{ref: cfg.Module})
 	mod, err := h.engine.Compile(ctx, wasmBytes, p.moduleOptions())
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -93,7 +92,6 @@ type loaded struct {
 	p         *Plugin
 	runnables []manager.Runnable
 	settings  string // the spec without the module: a change reloads
-	module    string
 	lastErr   string // the last refusal, cleared by a good swap
 	swaps     int64
 	refusals  int64
@@ -156,16 +154,21 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			r.refuse(ctx, u, "LoadFailed", err)
 			return reconcile.Result{RequeueAfter: 30 * time.Second}, nil // a registry may come back
 		}
-		l = &loaded{p: p, settings: string(settings), module: module}
+		l = &loaded{p: p, settings: string(settings)}
 		p.OnSwap = r.onSwap(u, l)
 		p.onRunning = func(bool) { r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}}) }
 		if l.runnables, err = r.host.run(p); err == nil {
-			var watcher manager.Runnable = &FileWatcher{Plugin: p, Path: module}
-			if _, fromRegistry := cfg.OCIRef(); fromRegistry {
-				watcher = &TagPoller{Plugin: p}
+			// spec.module may move between files and registries: the poller follows the current
+			// source; the file watcher acts only while the module is the file it watches.
+			watchers := []manager.Runnable{&TagPoller{Plugin: p}}
+			if _, fromRegistry := cfg.OCIRef(); !fromRegistry {
+				watchers = append(watchers, &FileWatcher{Plugin: p, Path: module})
 			}
-			if err = r.host.mgr.Add(watcher); err == nil {
-				l.runnables = append(l.runnables, watcher)
+			for _, w := range watchers {
+				if err = r.host.mgr.Add(w); err != nil {
+					break
+				}
+				l.runnables = append(l.runnables, w)
 			}
 		}
 		r.mu.Lock()
@@ -177,7 +180,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			return reconcile.Result{}, nil
 		}
 		r.recorder.Eventf(u, corev1.EventTypeNormal, "Loaded", "running %s (%s)", module, p.Module().Digest())
-	case l.module != module:
+	case l.p.ModuleRef() != module:
 		r.mu.Lock()
 		wait := retryRefused - time.Since(l.triedAt)
 		recent := l.tried == module && wait > 0
@@ -189,37 +192,13 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			r.status(ctx, u, l, "")
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
-		wasmBytes, err := r.read(ctx, cfg)
-		if err == nil {
-			err = l.p.Swap(ctx, wasmBytes) // OnSwap records the outcome
-		} else {
-			l.p.OnSwap(l.p.Module().Digest(), "", err)
-		}
-		if err != nil {
+		if err := l.p.SwapTo(ctx, module); err != nil { // OnSwap records the outcome
 			r.status(ctx, u, l, "")
 			return reconcile.Result{RequeueAfter: retryRefused}, nil
 		}
-		r.mu.Lock()
-		l.module = module
-		r.mu.Unlock()
 	}
 	r.status(ctx, u, l, "")
 	return reconcile.Result{}, nil
-}
-
-// read fetches the module a config names.
-func (r *resources) read(ctx context.Context, cfg Config) ([]byte, error) {
-	if ref, ok := cfg.OCIRef(); ok {
-		if r.host.OCI == nil {
-			return nil, fmt.Errorf("module %s comes from a registry, and this host has no OCI client", cfg.Module)
-		}
-		m, err := r.host.OCI.Pull(ctx, ref)
-		if err != nil {
-			return nil, err
-		}
-		return m.Wasm, nil
-	}
-	return os.ReadFile(cfg.Module)
 }
 
 // onSwap records a swap's outcome on the Plugin object, whoever triggered it.

@@ -202,7 +202,7 @@ func (p *Plugin) enqueueAll(ctx context.Context) {
 	reqs := make([]reconcile.Request, 0, len(objs))
 	for _, o := range objs {
 		m := o.(metav1.Object)
-		if len(p.cfg.Namespaces) > 0 && !contains(p.cfg.Namespaces, m.GetNamespace()) {
+		if len(p.cfg.Namespaces) > 0 && !slices.Contains(p.cfg.Namespaces, m.GetNamespace()) {
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
@@ -210,13 +210,28 @@ func (p *Plugin) enqueueAll(ctx context.Context) {
 	p.ctrl.Enqueue(reqs...)
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
+// moduleSource is where a plugin's running module came from: a file path or an OCI
+// reference, and for the latter the manifest digest it resolved to.
+type moduleSource struct {
+	ref            string
+	manifestDigest string
+}
+
+// ModuleRef is where the running module came from.
+func (p *Plugin) ModuleRef() string { return p.source.Load().ref }
+
+// SwapTo swaps to the module at module (a file or an OCI reference); on success the plugin's
+// triggers follow that source from then on.
+func (p *Plugin) SwapTo(ctx context.Context, module string) error {
+	wasmBytes, manifest, err := p.host.fetch(ctx, module)
+	if err != nil {
+		return p.swapRefused(p.Module().Digest(), err)
 	}
-	return false
+	if err := p.Swap(ctx, wasmBytes); err != nil {
+		return err
+	}
+	p.source.Store(&moduleSource{ref: module, manifestDigest: manifest})
+	return nil
 }
 
 // FileWatcher swaps a plugin's module when its file changes. It is a manager Runnable that
@@ -256,6 +271,9 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			w.Plugin.log.Error(err, "watching the module file", "path", w.Path)
 		case <-settle:
 			settle = nil
+			if w.Plugin.ModuleRef() != w.Path {
+				continue // the plugin was moved to another module since
+			}
 			b, err := os.ReadFile(w.Path)
 			if err != nil {
 				w.Plugin.log.Error(err, "reading the changed module file; the current module keeps serving", "path", w.Path)
@@ -266,8 +284,9 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 	}
 }
 
-// TagPoller swaps a plugin's module when the registry tag it was loaded from moves to a new
-// digest. A failure (registry unreachable, a module refused) leaves the running module serving,
+// TagPoller swaps a plugin's module when the registry tag its module came from moves to a new
+// digest. It follows the plugin's current source: after a swap to another reference it polls
+// that one, and it idles while the module is a file or pinned by digest. A failure (registry unreachable, a module refused) leaves the running module serving,
 // is logged and counted, and the next poll tries again. It runs on every replica.
 type TagPoller struct {
 	Plugin *Plugin
@@ -282,11 +301,6 @@ func (t *TagPoller) Name() string { return t.Plugin.cfg.Name + " (tag poller)" }
 // Start polls until ctx is done.
 func (t *TagPoller) Start(ctx context.Context) error {
 	p := t.Plugin
-	ref, ok := p.cfg.OCIRef()
-	if !ok || strings.Contains(ref, "@") || p.host.OCI == nil {
-		<-ctx.Done() // a file, or pinned by digest: nothing moves
-		return nil
-	}
 	tick := time.NewTicker(p.cfg.pollInterval())
 	defer tick.Stop()
 	for {
@@ -295,12 +309,17 @@ func (t *TagPoller) Start(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
+		src := p.source.Load()
+		ref, ok := ociRef(src.ref)
+		if !ok || strings.Contains(ref, "@") || p.host.OCI == nil {
+			continue // a file, or pinned by digest: nothing moves
+		}
 		digest, err := p.host.OCI.Resolve(ctx, ref)
 		if err != nil {
 			_ = p.swapRefused(p.Module().Digest(), fmt.Errorf("polling %s: %w", ref, err))
 			continue
 		}
-		if cur := p.manifestDigest.Load(); cur != nil && *cur == digest {
+		if digest == src.manifestDigest {
 			continue
 		}
 		m, err := p.host.OCI.Pull(ctx, ref)
@@ -310,7 +329,8 @@ func (t *TagPoller) Start(ctx context.Context) error {
 		}
 		p.log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
 		_ = p.Swap(ctx, m.Wasm) // logs and counts a refusal
-		// Refused or not, this manifest has been tried: wait for the tag to move again.
-		p.manifestDigest.Store(&m.ManifestDigest)
+		// Refused or not, this manifest has been tried: wait for the tag to move again. If the
+		// plugin moved to another source meanwhile, that one stays.
+		p.source.CompareAndSwap(src, &moduleSource{ref: src.ref, manifestDigest: m.ManifestDigest})
 	}
 }
