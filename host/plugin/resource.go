@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,8 +74,15 @@ type resourcesRunnable struct {
 
 func (rr *resourcesRunnable) Name() string { return "plugins" }
 func (rr *resourcesRunnable) Start(ctx context.Context) error {
-	err := rr.ctrl.Start(ctx)
+	inf, err := rr.r.host.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: PluginGVK})
+	if err != nil {
+		return err
+	}
+	rr.r.reads.Store(inf)
+	err = rr.ctrl.Start(ctx)
 	rr.r.unloadAll(context.WithoutCancel(ctx))
+	rr.r.reads.Store(nil)
+	inf.Release()
 	return err
 }
 
@@ -82,6 +90,7 @@ type resources struct {
 	host     *Host
 	ctrl     *controller.Controller
 	recorder record.EventRecorder
+	reads    atomic.Pointer[cache.Informer] // the Plugin informer, held while the controller runs
 
 	mu      sync.Mutex
 	running map[string]*loaded
@@ -104,11 +113,10 @@ type loaded struct {
 const retryRefused = 30 * time.Second
 
 func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	inf, err := r.host.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: PluginGVK})
-	if err != nil {
-		return reconcile.Result{}, err
+	inf := r.reads.Load()
+	if inf == nil {
+		return reconcile.Result{}, fmt.Errorf("the Plugin informer is not held")
 	}
-	defer inf.Release()
 	obj, err := inf.Get("", req.Name)
 	if apierrors.IsNotFound(err) {
 		r.unload(ctx, req.Name, nil)
