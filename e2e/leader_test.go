@@ -10,11 +10,15 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
@@ -127,4 +131,161 @@ func TestLeaderElectionFailover(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// pluginReplica is one host of a leader-elected pair that runs plugins from Plugin objects.
+type pluginReplica struct {
+	mgr  *manager.Manager
+	logs *logLines
+	stop context.CancelFunc
+	done chan error
+}
+
+func startPluginReplica(t *testing.T, ns, identity string) *pluginReplica {
+	t.Helper()
+	le := &manager.LeaderElection{Namespace: ns, Name: "wasmrec-e2e-plugins", Identity: identity,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: ptr.To(false)}
+	mgr, err := manager.New(cfg, manager.Options{LeaderElection: le, Logger: logr.Discard()})
+	must(t, err)
+	r := &pluginReplica{mgr: mgr, logs: &logLines{}, done: make(chan error, 1)}
+	host, err := plugin.NewHost(mgr, sharedEngine(t), nil, r.logs.logger())
+	must(t, err)
+	t.Cleanup(host.Close)
+	res, err := host.Resources()
+	must(t, err)
+	must(t, mgr.Add(res))
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	go func() { r.done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-r.done })
+	return r
+}
+
+func (r *pluginReplica) isLeader() bool {
+	select {
+	case <-r.mgr.Elected():
+		return true
+	default:
+		return false
+	}
+}
+
+// Two hosts run the plugins of Plugin objects: both load them, so the follower's informers are
+// warm; only the leader reconciles and writes status and Events. When the leader dies, the
+// follower takes over: it reconciles what changed meanwhile and rewrites every Plugin's status.
+func TestPluginResourceOnTwoReplicas(t *testing.T) {
+	ctx := context.Background()
+	crds, err := crd.Parse(plugin.PluginCRD)
+	must(t, err)
+	must(t, crd.Install(ctx, cfg, crds, 0))
+	t.Cleanup(func() { _ = crd.Uninstall(ctx, cfg, []string{"plugins.wasmrec.dev"}, 0) })
+	installThings(t)
+	ns := namespace(t)
+
+	a := startPluginReplica(t, ns, "a")
+	eventually(t, 30*time.Second, "a becoming the leader", func() error {
+		if !a.isLeader() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	b := startPluginReplica(t, ns, "b")
+
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
+		"metadata": map[string]any{"name": "paired"},
+		"spec": map[string]any{"module": wasmFile(t, "testguests", "swap-v1"), "namespaces": []any{ns},
+			"permissions": []any{map[string]any{"group": "follow.wasmrec.dev", "resources": []any{"things"}, "verbs": []any{"get", "list", "watch"}}}}}}
+	_, err = dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	must(t, err)
+	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "paired", metav1.DeleteOptions{}) })
+	// A paused one: nothing of it runs, so nothing but the election makes the new leader look
+	// at it again.
+	paused := obj.DeepCopy()
+	paused.SetName("paired-paused")
+	must(t, unstructured.SetNestedField(paused.Object, true, "spec", "paused"))
+	_, err = dyn(t).Resource(pluginGVR).Create(ctx, paused, metav1.CreateOptions{})
+	must(t, err)
+	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "paired-paused", metav1.DeleteOptions{}) })
+	readyIs := func(name, status, reason string) func() error {
+		return func() error {
+			u, err := dyn(t).Resource(pluginGVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m := c.(map[string]any); m["type"] == "Ready" && m["status"] == status && m["reason"] == reason {
+					return nil
+				}
+			}
+			return fmt.Errorf("%s: want Ready=%s (%s): %v", name, status, reason, u.Object["status"])
+		}
+	}
+	eventually(t, 30*time.Second, "the Plugin Ready", readyIs("paired", "True", "Serving"))
+	eventually(t, 30*time.Second, "the paused Plugin's status", readyIs("paired-paused", "False", "Paused"))
+
+	// Both replicas loaded it; the follower holds its informers but does not reconcile.
+	thingKey := cache.Key{GroupVersionKind: schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}}
+	eventually(t, 30*time.Second, "the follower's Thing informer warm", func() error {
+		if !b.mgr.GetCache().Active(thingKey) {
+			return errors.New("no Thing informer on b")
+		}
+		return nil
+	})
+	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "follow.wasmrec.dev/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": "a"}, "spec": map[string]any{"n": int64(1)}}}
+	eventually(t, 30*time.Second, "creating a thing", func() error {
+		_, err := dyn(t).Resource(thingGVR).Namespace(ns).Create(ctx, thing, metav1.CreateOptions{})
+		return err
+	})
+	a.logs.waitFor(t, 30*time.Second, "v1 reconciled a n=1")
+	if lines, _ := b.logs.matching("v1 reconciled"); len(lines) > 0 || b.isLeader() {
+		t.Fatalf("the follower reconciled (leader %v): %q", b.isLeader(), lines)
+	}
+	loaded := func() (n int32) {
+		evs, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Events("default").List(ctx,
+			metav1.ListOptions{FieldSelector: "reason=Loaded,involvedObject.name=paired"})
+		must(t, err)
+		for _, e := range evs.Items {
+			n += max(e.Count, 1)
+		}
+		return n
+	}
+	eventually(t, 10*time.Second, "a Loaded event", func() error {
+		if loaded() == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // the follower's, if it sent one, would be in by now
+	if n := loaded(); n != 1 {
+		t.Errorf("%d Loaded events, want 1 (the leader's)", n)
+	}
+
+	// The leader dies without releasing its lease. While nobody leads, the thing changes and
+	// the Plugin's status goes stale; the new leader reconciles the one and rewrites the other.
+	a.stop()
+	if err := <-a.done; err != nil {
+		t.Fatalf("a: %v", err)
+	}
+	a.done <- nil // for the cleanup
+	_, err = dyn(t).Resource(thingGVR).Namespace(ns).Patch(ctx, "a", types.MergePatchType, []byte(`{"spec":{"n":2}}`), metav1.PatchOptions{})
+	must(t, err)
+	stale := []byte(`{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"Stale","message":"written by the test","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`)
+	for _, name := range []string{"paired", "paired-paused"} {
+		_, err = dyn(t).Resource(pluginGVR).Patch(ctx, name, types.MergePatchType, stale, metav1.PatchOptions{}, "status")
+		must(t, err)
+	}
+	if b.isLeader() {
+		t.Fatal("b led before a's lease ran out: the stale status may have been written after b's election")
+	}
+	eventually(t, 30*time.Second, "b taking over", func() error {
+		if !b.isLeader() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	b.logs.waitFor(t, 30*time.Second, "v1 reconciled a n=2")
+	eventually(t, 30*time.Second, "b rewriting the Plugin's status", readyIs("paired", "True", "Serving"))
+	eventually(t, 30*time.Second, "b rewriting the paused Plugin's status", readyIs("paired-paused", "False", "Paused"))
 }

@@ -197,6 +197,15 @@ func TestPluginResource(t *testing.T) {
 		return d == "False" && digest() == digestOf(module2(t, "swap-v1"))
 	})
 
+	// spec.module moves from the registry to a file: the file is watched from then on, and a
+	// module written to it is swapped in.
+	file := filepath.Join(t.TempDir(), "swapper.wasm")
+	writeModule(t, file, module2(t, "swap-v2"))
+	setModule(file)
+	waitStatus("swapped to v2 from the file", func() bool { return digest() == digestOf(module2(t, "swap-v2")) })
+	writeModule(t, file, module2(t, "swap-v1"))
+	waitStatus("the module written to the file swapped in", func() bool { return digest() == digestOf(module2(t, "swap-v1")) })
+
 	// The CRD of the kind it reconciles goes and comes back: status follows.
 	waitStatus("Running", func() bool { r, _ := condition("Running"); return r == "True" })
 	must(t, crd.Uninstall(ctx, cfg, []string{"things.follow.wasmrec.dev"}, 0))

@@ -81,7 +81,7 @@ func TestSwapUnderLoad(t *testing.T) {
 	mgr, plugins := pluginHostWithMetrics(t, cfg, logs.logger(), m, plugin.Config{Name: "swap", Module: path, Namespaces: []string{ns},
 		MaxConcurrentReconciles: 4, Permissions: []abi.Permission{grant("follow.wasmrec.dev", []string{"things"}, "get", "list", "watch")}})
 	p := plugins["swap"]
-	must(t, mgr.Add(&plugin.FileWatcher{Plugin: p, Path: path}))
+	must(t, mgr.Add(&plugin.FileWatcher{Plugin: p}))
 
 	const objects = 10
 	for i := range objects {

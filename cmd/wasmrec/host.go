@@ -120,10 +120,10 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 				err = host.Run(p)
 			}
 			if err == nil { // a new module, in the file or under the tag, is swapped in while the host runs
-				if _, fromRegistry := pc.OCIRef(); fromRegistry {
-					err = mgr.Add(&plugin.TagPoller{Plugin: p})
-				} else {
-					err = mgr.Add(&plugin.FileWatcher{Plugin: p, Path: pc.Module})
+				for _, t := range p.Triggers() {
+					if err = mgr.Add(t); err != nil {
+						break
+					}
 				}
 			}
 			mu.Lock()

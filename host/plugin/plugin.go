@@ -100,7 +100,9 @@ type Plugin struct {
 	warm        *warmer
 	follows     []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
 
-	source atomic.Pointer[moduleSource] // where the running module came from
+	source  atomic.Pointer[moduleSource] // where the running module came from
+	movedMu sync.Mutex                   // guards moved
+	moved   chan struct{}                // closed when source changes; see currentSource
 
 	// OnSwap, if set, is told of every swap attempt: the digests before and after, and the
 	// error that refused it (nil for a swap that happened).

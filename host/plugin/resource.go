@@ -49,6 +49,9 @@ type pluginSpec struct {
 // when another setting changes, stops it when paused or deleted, and reports in the object's
 // status (Ready, Degraded, activeDigest) and in Events on it. Add it to the manager; it waits
 // while the Plugin CRD is not installed.
+//
+// It runs on every replica, so that a follower loads the same plugins and keeps their informers
+// warm; their controllers run on the leader only, and only the leader writes status and Events.
 func (h *Host) Resources() (manager.Runnable, error) {
 	r := &resources{host: h, running: map[string]*loaded{},
 		recorder: h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec"})}
@@ -73,13 +76,34 @@ type resourcesRunnable struct {
 }
 
 func (rr *resourcesRunnable) Name() string { return "plugins" }
+
+// NeedLeaderElection is false: every replica loads the plugins (see Resources).
+func (rr *resourcesRunnable) NeedLeaderElection() bool { return false }
+
 func (rr *resourcesRunnable) Start(ctx context.Context) error {
 	inf, err := rr.r.host.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: PluginGVK})
 	if err != nil {
 		return err
 	}
 	rr.r.reads.Store(inf)
+	// A follower that becomes the leader writes every Plugin's status: it wrote none so far.
+	// (Objects reconciled after the election write it anyway; this covers the ones before.)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-done:
+			return
+		case <-rr.r.host.mgr.Elected():
+		}
+		objs, _ := inf.List("", nil)
+		for _, o := range objs {
+			rr.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: o.(metav1.Object).GetName()}})
+		}
+	})
 	err = rr.ctrl.Start(ctx)
+	close(done)
+	wg.Wait()
 	rr.r.unloadAll(context.WithoutCancel(ctx))
 	rr.r.reads.Store(nil)
 	inf.Release()
@@ -162,17 +186,15 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			r.refuse(ctx, u, "LoadFailed", err)
 			return reconcile.Result{RequeueAfter: 30 * time.Second}, nil // a registry may come back
 		}
-		l = &loaded{p: p, settings: string(settings)}
+		// The counts are the object's: a reload, a restart or a new leader carries them on.
+		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
+		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
+		l = &loaded{p: p, settings: string(settings), swaps: swaps, refusals: refusals}
 		p.OnSwap = r.onSwap(u, l)
 		p.onRunning = func(bool) { r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}}) }
 		if l.runnables, err = r.host.run(p); err == nil {
-			// spec.module may move between files and registries: the poller follows the current
-			// source; the file watcher acts only while the module is the file it watches.
-			watchers := []manager.Runnable{&TagPoller{Plugin: p}}
-			if _, fromRegistry := cfg.OCIRef(); !fromRegistry {
-				watchers = append(watchers, &FileWatcher{Plugin: p, Path: module})
-			}
-			for _, w := range watchers {
+			// spec.module may move between files and registries: the triggers follow it.
+			for _, w := range p.Triggers() {
 				if err = r.host.mgr.Add(w); err != nil {
 					break
 				}
@@ -187,7 +209,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			r.refuse(ctx, u, "StartFailed", err)
 			return reconcile.Result{}, nil
 		}
-		r.recorder.Eventf(u, corev1.EventTypeNormal, "Loaded", "running %s (%s)", module, p.Module().Digest())
+		r.event(u, corev1.EventTypeNormal, "Loaded", "running %s (%s)", module, p.Module().Digest())
 	case l.p.ModuleRef() != module:
 		r.mu.Lock()
 		wait := retryRefused - time.Since(l.triedAt)
@@ -222,22 +244,42 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(from, t
 		}
 		r.mu.Unlock()
 		if err != nil {
-			r.recorder.Eventf(u, corev1.EventTypeWarning, "SwapRefused", "%s keeps serving: %v", from, err)
+			r.event(u, corev1.EventTypeWarning, "SwapRefused", "%s keeps serving: %v", from, err)
 		} else {
-			r.recorder.Eventf(u, corev1.EventTypeNormal, "Swapped", "%s -> %s", from, to)
+			r.event(u, corev1.EventTypeNormal, "Swapped", "%s -> %s", from, to)
 		}
 		r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}})
 	}
 }
 
 func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) {
-	r.recorder.Eventf(u, corev1.EventTypeWarning, reason, "%v", err)
+	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
 	r.status(ctx, u, nil, err.Error())
+}
+
+// leading is whether this replica leads: only the leader writes status and Events, so that
+// replicas loading the same plugins do not report everything twice.
+func (r *resources) leading() bool {
+	select {
+	case <-r.host.mgr.Elected():
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *resources) event(u *unstructured.Unstructured, typ, reason, format string, args ...any) {
+	if r.leading() {
+		r.recorder.Eventf(u, typ, reason, format, args...)
+	}
 }
 
 // status writes the Plugin's status: Ready while a module serves, Degraded while the last
 // attempt (load or swap) failed, with its message.
 func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, loadErr string) {
+	if !r.leading() {
+		return
+	}
 	now := metav1.NewTime(time.Now()).UTC().Format(time.RFC3339)
 	cond := func(typ string, ok bool, reason, msg string) map[string]any {
 		status := "False"
@@ -302,7 +344,7 @@ func (r *resources) unload(ctx context.Context, name string, u *unstructured.Uns
 	}
 	r.host.log.Info("plugin unloaded", "plugin", name)
 	if u != nil {
-		r.recorder.Eventf(u, corev1.EventTypeNormal, "Unloaded", "stopped %s", l.p.Module().Digest())
+		r.event(u, corev1.EventTypeNormal, "Unloaded", "stopped %s", l.p.Module().Digest())
 	}
 }
 

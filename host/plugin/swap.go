@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
@@ -28,12 +29,23 @@ import (
 // The queue and the informers stay. If any step fails the current module keeps serving and the
 // error says why. A swap to the digest already running does nothing.
 func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
+	return p.swap(ctx, wasmBytes, "", nil)
+}
+
+// swap is Swap for the triggers. A non-empty onlyFrom skips the swap unless the plugin's source
+// is still onlyFrom (a trigger acting on a source the plugin has left must not move it back); a
+// non-nil to becomes the plugin's source once its module serves.
+func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to *moduleSource) error {
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
+	if onlyFrom != "" && p.ModuleRef() != onlyFrom {
+		return nil
+	}
 	old := p.Module()
 	sum := sha256.Sum256(wasmBytes)
 	digest := "sha256:" + hex.EncodeToString(sum[:])
 	if digest == old.Digest() {
+		p.setSource(to)
 		return nil
 	}
 	start := time.Now()
@@ -57,6 +69,7 @@ func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 		mod.Reactivate()
 	}
 	p.module.Store(mod)
+	p.setSource(to)
 	if srcs != nil {
 		p.applyWatches(srcs)
 	}
@@ -220,6 +233,30 @@ type moduleSource struct {
 // ModuleRef is where the running module came from.
 func (p *Plugin) ModuleRef() string { return p.source.Load().ref }
 
+// setSource makes src (if not nil) the plugin's source and wakes the triggers following it.
+func (p *Plugin) setSource(src *moduleSource) {
+	if src == nil {
+		return
+	}
+	p.movedMu.Lock()
+	defer p.movedMu.Unlock()
+	p.source.Store(src)
+	if p.moved != nil {
+		close(p.moved)
+		p.moved = nil
+	}
+}
+
+// currentSource returns the plugin's source and a channel closed when it next changes.
+func (p *Plugin) currentSource() (<-chan struct{}, *moduleSource) {
+	p.movedMu.Lock()
+	defer p.movedMu.Unlock()
+	if p.moved == nil {
+		p.moved = make(chan struct{})
+	}
+	return p.moved, p.source.Load()
+}
+
 // SwapTo swaps to the module at module (a file or an OCI reference); on success the plugin's
 // triggers follow that source from then on.
 func (p *Plugin) SwapTo(ctx context.Context, module string) error {
@@ -227,18 +264,22 @@ func (p *Plugin) SwapTo(ctx context.Context, module string) error {
 	if err != nil {
 		return p.swapRefused(p.Module().Digest(), err)
 	}
-	if err := p.Swap(ctx, wasmBytes); err != nil {
-		return err
-	}
-	p.source.Store(&moduleSource{ref: module, manifestDigest: manifest})
-	return nil
+	return p.swap(ctx, wasmBytes, "", &moduleSource{ref: module, manifestDigest: manifest})
 }
 
-// FileWatcher swaps a plugin's module when its file changes. It is a manager Runnable that
-// runs on every replica, so a follower also has the new module when it takes over.
+// Triggers are the runnables that swap a plugin's module when its source changes: a
+// FileWatcher and a TagPoller. Both follow the plugin's current source, file or registry, so
+// add both whatever the module is now.
+func (p *Plugin) Triggers() []manager.Runnable {
+	return []manager.Runnable{&FileWatcher{Plugin: p}, &TagPoller{Plugin: p}}
+}
+
+// FileWatcher swaps a plugin's module when its file changes. It follows the plugin's current
+// source: after a swap to another file it watches that one, and it idles while the module comes
+// from a registry. It is a manager Runnable that runs on every replica, so a follower also has
+// the new module when it takes over.
 type FileWatcher struct {
 	Plugin *Plugin
-	Path   string
 }
 
 // NeedLeaderElection is false: every replica follows the file.
@@ -247,47 +288,75 @@ func (w *FileWatcher) NeedLeaderElection() bool { return false }
 // Name names the watcher in logs.
 func (w *FileWatcher) Name() string { return w.Plugin.cfg.Name + " (module file)" }
 
-// Start watches the file's directory (editors and `cp` replace files rather than write them in
-// place) until ctx is done.
+// Start watches the module file's directory (editors and `cp` replace files rather than write
+// them in place) until ctx is done. A directory that cannot be watched is logged, not fatal:
+// the plugin keeps serving, and a later move to another file is followed.
 func (w *FileWatcher) Start(ctx context.Context) error {
+	p := w.Plugin
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		return fmt.Errorf("plugin %q: watching its module file: %w", p.cfg.Name, err)
 	}
 	defer fw.Close()
-	if err := fw.Add(filepath.Dir(w.Path)); err != nil {
-		return fmt.Errorf("plugin %q: watching %s: %w", w.Plugin.cfg.Name, w.Path, err)
+	var (
+		path, dir string           // the file followed ("" for none) and the directory watched
+		settle    <-chan time.Time // changes come in bursts: act once they stop
+	)
+	follow := func() <-chan struct{} {
+		moved, src := p.currentSource()
+		next := src.ref
+		if _, fromRegistry := ociRef(next); fromRegistry {
+			next = ""
+		}
+		if next == path {
+			return moved
+		}
+		path, settle = next, nil
+		if d := filepath.Dir(next); next == "" || d != dir {
+			if dir != "" {
+				_ = fw.Remove(dir)
+				dir = ""
+			}
+			if next != "" {
+				if err := fw.Add(d); err != nil {
+					p.log.Error(err, "cannot watch the module file: changes to it are not swapped in", "path", next)
+				} else {
+					dir = d
+				}
+			}
+		}
+		return moved
 	}
-	var settle <-chan time.Time // changes come in bursts: act once they stop
+	moved := follow()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-moved:
+			moved = follow()
 		case ev := <-fw.Events:
-			if filepath.Clean(ev.Name) == filepath.Clean(w.Path) && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
+			if path != "" && filepath.Clean(ev.Name) == filepath.Clean(path) && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
 				settle = time.After(100 * time.Millisecond)
 			}
 		case err := <-fw.Errors:
-			w.Plugin.log.Error(err, "watching the module file", "path", w.Path)
+			p.log.Error(err, "watching the module file", "path", path)
 		case <-settle:
 			settle = nil
-			if w.Plugin.ModuleRef() != w.Path {
-				continue // the plugin was moved to another module since
-			}
-			b, err := os.ReadFile(w.Path)
+			b, err := os.ReadFile(path)
 			if err != nil {
-				w.Plugin.log.Error(err, "reading the changed module file; the current module keeps serving", "path", w.Path)
+				p.log.Error(err, "reading the changed module file; the current module keeps serving", "path", path)
 				continue
 			}
-			_ = w.Plugin.Swap(ctx, b) // Swap logs and counts its outcome
+			_ = p.swap(ctx, b, path, nil) // logs and counts its outcome
 		}
 	}
 }
 
 // TagPoller swaps a plugin's module when the registry tag its module came from moves to a new
 // digest. It follows the plugin's current source: after a swap to another reference it polls
-// that one, and it idles while the module is a file or pinned by digest. A failure (registry unreachable, a module refused) leaves the running module serving,
-// is logged and counted, and the next poll tries again. It runs on every replica.
+// that one, and it idles while the module is a file or pinned by digest. A failure (registry
+// unreachable, a module refused) leaves the running module serving, is logged and counted, and
+// the next poll tries again. It runs on every replica.
 type TagPoller struct {
 	Plugin *Plugin
 }
@@ -328,7 +397,7 @@ func (t *TagPoller) Start(ctx context.Context) error {
 			continue
 		}
 		p.log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
-		_ = p.Swap(ctx, m.Wasm) // logs and counts a refusal
+		_ = p.swap(ctx, m.Wasm, src.ref, nil) // logs and counts a refusal
 		// Refused or not, this manifest has been tried: wait for the tag to move again. If the
 		// plugin moved to another source meanwhile, that one stays.
 		p.source.CompareAndSwap(src, &moduleSource{ref: src.ref, manifestDigest: m.ManifestDigest})
