@@ -206,6 +206,28 @@ func TestPluginResource(t *testing.T) {
 	writeModule(t, file, module2(t, "swap-v1"))
 	waitStatus("the module written to the file swapped in", func() bool { return digest() == digestOf(module2(t, "swap-v1")) })
 
+	// Another setting changes: the plugin is reloaded, and its counts carry on.
+	counts := func() (generation, observed, swaps, refusals int64) {
+		u, err := dyn(t).Resource(pluginGVR).Get(ctx, "swapper", metav1.GetOptions{})
+		must(t, err)
+		observed, _, _ = unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		swaps, _, _ = unstructured.NestedInt64(u.Object, "status", "swaps")
+		refusals, _, _ = unstructured.NestedInt64(u.Object, "status", "refusals")
+		return u.GetGeneration(), observed, swaps, refusals
+	}
+	_, _, swapsBefore, refusalsBefore := counts()
+	if swapsBefore != 4 || refusalsBefore != 4 {
+		t.Errorf("status counts swaps=%d refusals=%d, want 4 and 4", swapsBefore, refusalsBefore)
+	}
+	_, err = dyn(t).Resource(pluginGVR).Patch(ctx, "swapper", types.MergePatchType, []byte(`{"spec":{"pollInterval":"300ms"}}`), metav1.PatchOptions{})
+	must(t, err)
+	logs.waitFor(t, 30*time.Second, "plugin unloaded", `"plugin"="swapper"`)
+	waitStatus("reloaded with the counts carried over", func() bool {
+		gen, observed, swaps, refusals := counts()
+		r, _ := condition("Ready")
+		return r == "True" && observed == gen && swaps == swapsBefore && refusals == refusalsBefore
+	})
+
 	// The CRD of the kind it reconciles goes and comes back: status follows.
 	waitStatus("Running", func() bool { r, _ := condition("Running"); return r == "True" })
 	must(t, crd.Uninstall(ctx, cfg, []string{"things.follow.wasmrec.dev"}, 0))
@@ -218,8 +240,14 @@ func TestPluginResource(t *testing.T) {
 	must(t, crd.Install(ctx, cfg, thingCRDs, 0))
 	waitStatus("Running again", func() bool { r, _ := condition("Running"); return r == "True" })
 
+	unloads, _ := logs.matching("plugin unloaded", `"plugin"="swapper"`)
 	must(t, dyn(t).Resource(pluginGVR).Delete(ctx, "swapper", metav1.DeleteOptions{}))
-	logs.waitFor(t, 30*time.Second, "plugin unloaded", `"plugin"="swapper"`)
+	eventually(t, 30*time.Second, "the plugin unloaded", func() error {
+		if now, _ := logs.matching("plugin unloaded", `"plugin"="swapper"`); len(now) == len(unloads) {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
 	thingKey := cache.Key{GroupVersionKind: schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}}
 	eventually(t, 10*time.Second, "the plugin's informers released", func() error {
 		if mgr.GetCache().Active(thingKey) {
