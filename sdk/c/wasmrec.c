@@ -49,18 +49,30 @@ static uint32_t get32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* A request envelope (16 bytes, a namespace of at most 63 and a name of at most 253) fits
+ * here, so a reconcile needs no malloc for its key. A longer one goes to the heap. */
+static char request_buf[512];
+
 EXPORT("wasmrec_reconcile") uint64_t wasmrec_reconcile(uint32_t n) {
-  uint8_t *env = (uint8_t *)read_pending(n);
   if (n < 16) __builtin_trap();
-  uint32_t ns_len = get32(env), name_len = get32(env + 4);
+  /* The envelope is read to the end of the buffer, then its two strings are moved to the front
+   * with their NULs (n - 14 bytes: always before where they came from). */
+  int small = (size_t)n + 2 <= sizeof request_buf;
+  size_t size = small ? sizeof request_buf : (size_t)n + 2;
+  char *buf = small ? request_buf : malloc(size);
+  if (!buf) __builtin_trap();
+  uint8_t *env = (uint8_t *)buf + size - n;
+  if (wasmrec_host_read(env, n) < 0) __builtin_trap();
+  uint32_t ns_len = get32(env), name_len = get32(env + 4), retries = get32(env + 8);
   if ((uint64_t)ns_len + name_len != n - 16) __builtin_trap();
-  char *ns = strndup((char *)env + 16, ns_len);
-  char *name = strndup((char *)env + 16 + ns_len, name_len);
-  wasmrec_request req = {.namespace_ = ns, .name = name, .retries = get32(env + 8)};
+  char *ns = buf, *name = buf + ns_len + 1;
+  memmove(ns, env + 16, ns_len);
+  ns[ns_len] = 0;
+  memmove(name, env + 16 + ns_len, name_len);
+  name[name_len] = 0;
+  wasmrec_request req = {.namespace_ = ns, .name = name, .retries = retries};
   wasmrec_result res = wasmrec_plugin_reconcile(&req);
-  free(env);
-  free(ns);
-  free(name);
+  if (!small) free(buf);
 
   if (!res.failed && !res.requeue && res.requeue_after_ns <= 0) return 0;
   uint32_t flags = 0, msg_len = 0;
