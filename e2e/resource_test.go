@@ -196,6 +196,7 @@ func TestPluginResource(t *testing.T) {
 		d, _ := condition("Degraded")
 		return d == "False" && digest() == digestOf(module2(t, "swap-v1"))
 	})
+	eventually(t, 10*time.Second, "a RolledBack event (v1 served before)", func() error { return events("RolledBack") })
 
 	// spec.module moves from the registry to a file: the file is watched from then on, and a
 	// module written to it is swapped in.

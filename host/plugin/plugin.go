@@ -104,9 +104,8 @@ type Plugin struct {
 	movedMu sync.Mutex                   // guards moved
 	moved   chan struct{}                // closed when source changes; see currentSource
 
-	// OnSwap, if set, is told of every swap attempt: the digests before and after, and the
-	// error that refused it (nil for a swap that happened).
-	OnSwap func(from, to string, err error)
+	// OnSwap, if set, is told of every swap attempt.
+	OnSwap func(SwapEvent)
 
 	// running is whether the controller runs (false while a kind it watches is not served).
 	running   atomic.Bool

@@ -232,21 +232,24 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 }
 
 // onSwap records a swap's outcome on the Plugin object, whoever triggered it.
-func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(from, to string, err error) {
-	return func(from, to string, err error) {
+func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(SwapEvent) {
+	return func(s SwapEvent) {
 		r.mu.Lock()
-		if err != nil {
-			l.lastErr = err.Error()
+		if s.Err != nil {
+			l.lastErr = s.Err.Error()
 			l.refusals++
 		} else {
 			l.lastErr = ""
 			l.swaps++
 		}
 		r.mu.Unlock()
-		if err != nil {
-			r.event(u, corev1.EventTypeWarning, "SwapRefused", "%s keeps serving: %v", from, err)
-		} else {
-			r.event(u, corev1.EventTypeNormal, "Swapped", "%s -> %s", from, to)
+		switch {
+		case s.Err != nil:
+			r.event(u, corev1.EventTypeWarning, "SwapRefused", "%s keeps serving: %v", s.From, s.Err)
+		case s.Rollback:
+			r.event(u, corev1.EventTypeNormal, "RolledBack", "%s -> %s, a version that served before (kept compiled)", s.From, s.To)
+		default:
+			r.event(u, corev1.EventTypeNormal, "Swapped", "%s -> %s", s.From, s.To)
 		}
 		r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}})
 	}

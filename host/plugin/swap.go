@@ -74,9 +74,9 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		p.applyWatches(srcs)
 	}
 	if p.OnSwap != nil {
-		p.OnSwap(old.Digest(), mod.Digest(), nil)
+		p.OnSwap(SwapEvent{From: old.Digest(), To: mod.Digest(), Rollback: reused})
 	}
-	p.log.Info("swapped the module", "from", old.Digest(), "to", mod.Digest(), "took", time.Since(start).Round(time.Millisecond))
+	p.log.Info("swapped the module", "from", old.Digest(), "to", mod.Digest(), "rollback", reused, "took", time.Since(start).Round(time.Millisecond))
 	if p.host.metrics != nil {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "swapped").Inc()
 	}
@@ -90,6 +90,14 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 	}
 	p.keepRecent(ctx, old)
 	return nil
+}
+
+// SwapEvent is one swap attempt.
+type SwapEvent struct {
+	From, To string // module digests; To is empty for a refused swap
+	// Rollback is true for a swap to a version that served before and was kept compiled.
+	Rollback bool
+	Err      error // what refused the swap; nil for one that happened
 }
 
 // keptVersions is how many swapped-out versions a plugin keeps compiled.
@@ -114,7 +122,7 @@ func (p *Plugin) keepRecent(ctx context.Context, m *wasm.Module) {
 
 func (p *Plugin) swapRefused(from string, err error) error {
 	if p.OnSwap != nil {
-		p.OnSwap(from, "", err)
+		p.OnSwap(SwapEvent{From: from, Err: err})
 	}
 	return p.refused(err)
 }
