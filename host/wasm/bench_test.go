@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/tetratelabs/wazero"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -247,5 +248,48 @@ func BenchmarkSwapToFirstReconcile(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// emptyExport is a module exporting one function that does nothing: (func (export "f")).
+var emptyExport = []byte{
+	0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version 1
+	0x01, 0x04, 0x01, 0x60, 0x00, 0x00, // types: () -> ()
+	0x03, 0x02, 0x01, 0x00, // functions: type 0
+	0x07, 0x05, 0x01, 0x01, 'f', 0x00, 0x00, // exports: "f" = func 0
+	0x0a, 0x04, 0x01, 0x02, 0x00, 0x0b, // code: empty body
+}
+
+// BenchmarkWazeroCallFloor calls an empty export with wazero alone, plain and interruptible
+// (with a deadline, as BenchmarkReconcile's "interruptible"): the part of a reconcile's cost that
+// is wazero's, not wasmrec's. With interruption wazero starts a goroutine per call to watch the
+// context; that goroutine is most of the interruptible overhead.
+func BenchmarkWazeroCallFloor(b *testing.B) {
+	for _, interruptible := range []bool{false, true} {
+		name := "plain"
+		if interruptible {
+			name = "interruptible"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(interruptible))
+			defer r.Close(ctx)
+			mod, err := r.Instantiate(ctx, emptyExport)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f := mod.ExportedFunction("f")
+			for b.Loop() {
+				callCtx, cancel := ctx, context.CancelFunc(func() {})
+				if interruptible {
+					callCtx, cancel = context.WithTimeout(ctx, 30*time.Second)
+				}
+				err := f.CallWithStack(callCtx, nil)
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
