@@ -31,66 +31,88 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 }
 func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
-// SIGTERM during a slow reconcile: the host stops taking work, lets the reconcile finish, and
-// exits 0 well within its graceful-shutdown timeout.
-func TestSIGTERMLetsAReconcileFinish(t *testing.T) {
+// hostProcess is `wasmrec run` started by a test, with its output.
+type hostProcess struct {
+	cmd    *exec.Cmd
+	out    lockedBuffer
+	exited chan error
+}
+
+// startHost runs bin/wasmrec run with config (a host config's YAML) against the test's API
+// server. It is killed at the end of the test if it is still running.
+func startHost(t *testing.T, config string) *hostProcess {
+	t.Helper()
 	bin, err := filepath.Abs("../bin/wasmrec")
 	must(t, err)
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("%v: run `make build`", err)
 	}
-	ns := namespace(t)
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), cp.Kubeconfig, 0o600))
-	must(t, os.WriteFile(filepath.Join(dir, "host.yaml"), fmt.Appendf(nil, `plugins:
+	must(t, os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(config), 0o600))
+	h := &hostProcess{exited: make(chan error, 1)}
+	h.cmd = exec.Command(bin, "run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", filepath.Join(dir, "kubeconfig"))
+	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
+	must(t, h.cmd.Start())
+	go func() { h.exited <- h.cmd.Wait() }()
+	t.Cleanup(func() {
+		if h.cmd.ProcessState == nil {
+			_ = h.cmd.Process.Kill()
+			<-h.exited
+		}
+	})
+	return h
+}
+
+// waitOut waits until the output holds what.
+func (h *hostProcess) waitOut(t *testing.T, what string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(h.out.String(), what) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output after 60s:\n%s", what, h.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// terminate sends SIGTERM and waits (at most 30 s) for an exit 0.
+func (h *hostProcess) terminate(t *testing.T) {
+	t.Helper()
+	must(t, h.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-h.exited:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			t.Fatalf("exited with %v:\n%s", err, h.out.String())
+		}
+		must(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30s after SIGTERM:\n%s", h.out.String())
+	}
+}
+
+// SIGTERM during a slow reconcile: the host stops taking work, lets the reconcile finish, and
+// exits 0 well within its graceful-shutdown timeout.
+func TestSIGTERMLetsAReconcileFinish(t *testing.T) {
+	ns := namespace(t)
+	h := startHost(t, fmt.Sprintf(`plugins:
   - name: misbehave
     module: %s
     namespaces: [%s]
     permissions:
       - {group: "", resources: [configmaps], verbs: [get, list, watch]}
-`, wasmFile(t, "testguests", "misbehave"), ns), 0o600))
-
-	var out lockedBuffer
-	cmd := exec.Command(bin, "run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", filepath.Join(dir, "kubeconfig"))
-	cmd.Stdout, cmd.Stderr = &out, &out
-	must(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	waitOut := func(what string) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for !strings.Contains(out.String(), what) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %q in the output after 60s:\n%s", what, out.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+`, wasmFile(t, "testguests", "misbehave"), ns))
+	waitOut := func(what string) { t.Helper(); h.waitOut(t, what) }
 	waitOut(`msg="starting workers" plugin=misbehave`)
-	_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: "sleep", Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
 	must(t, err)
 	waitOut(`msg=sleeping`)
 
 	signalled := time.Now()
-	must(t, cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-exited:
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			t.Fatalf("exited with %v:\n%s", err, out.String())
-		}
-		must(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("still running 30s after SIGTERM:\n%s", out.String())
-	}
-	log := out.String()
+	h.terminate(t)
+	log := h.out.String()
 	took := time.Since(signalled)
 	if !strings.Contains(log, "msg=slept") {
 		t.Fatalf("the in-flight reconcile did not finish:\n%s", log)
@@ -102,4 +124,29 @@ func TestSIGTERMLetsAReconcileFinish(t *testing.T) {
 		t.Fatalf("the reconcile did not run on after the stop began:\n%s", log)
 	}
 	t.Logf("exited 0 %s after SIGTERM, once the 2s reconcile had finished", took.Round(time.Millisecond))
+}
+
+// A plugin whose module is not there when the host starts is reported, the others run, and it
+// is tried again with backoff: once the module appears it loads, without a restart.
+func TestRunLoadsAPluginOnceItsModuleAppears(t *testing.T) {
+	ns := namespace(t)
+	late := filepath.Join(t.TempDir(), "late.wasm")
+	h := startHost(t, fmt.Sprintf(`plugins:
+  - name: misbehave
+    module: %[1]s
+    namespaces: [%[3]s]
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
+  - name: late
+    module: %[2]s
+    namespaces: [%[3]s]
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
+`, wasmFile(t, "testguests", "misbehave"), late, ns))
+	h.waitOut(t, `msg="plugin not loaded; the others run, and it is tried again" err="plugin \"late\": reading its module`)
+	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
+	writeModule(t, late, mustRead(t, wasmFile(t, "testguests", "misbehave")))
+	h.waitOut(t, `msg="plugin loaded" plugin=late`)
+	h.waitOut(t, `msg="starting workers" plugin=late`)
+	h.terminate(t)
 }

@@ -43,8 +43,8 @@ func (o *hostOptions) logger(w io.Writer) logr.Logger {
 
 // runHost runs the plugins of hc, with extra runnables beside, until ctx is done. The manager
 // starts at once and each plugin joins it as soon as it has loaded, so small plugins reconcile
-// while a large one still compiles. A plugin that fails to load is reported and left out; runHost
-// fails if none loads.
+// while a large one still compiles. A plugin that fails to load is reported and tried again with
+// backoff while the others run; runHost fails if none loads at the first attempt.
 func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *hostOptions, log logr.Logger, extra ...manager.Runnable) error {
 	mgr, err := manager.New(cfg, manager.Options{Logger: log.WithName("manager"), LeaderElection: o.leaderElection})
 	if err != nil {
@@ -100,47 +100,85 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	go func() { stopped <- mgr.Start(mctx) }()
 
 	var (
-		wg       sync.WaitGroup
+		wg       sync.WaitGroup // first attempts
+		retries  sync.WaitGroup // plugins whose module could not be loaded, trying again
 		mu       sync.Mutex
 		loadErrs []error
 		loaded   int
 		plugins  []*plugin.Plugin // closed once the manager has stopped
 	)
 	defer func() {
+		stop() // the manager may have stopped on its own: end the retries too
+		retries.Wait()
 		for _, p := range plugins {
 			if err := p.Close(context.WithoutCancel(ctx)); err != nil {
 				log.Error(err, "closing plugin", "plugin", p.Name())
 			}
 		}
 	}()
-	for _, pc := range hc.Plugins {
-		wg.Go(func() {
-			p, err := host.LoadFile(mctx, pc)
-			if err == nil {
-				err = host.Run(p)
-			}
-			if err == nil { // a new module, in the file or under the tag, is swapped in while the host runs
-				for _, t := range p.Triggers() {
-					if err = mgr.Add(t); err != nil {
-						break
-					}
-				}
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if p != nil {
-				plugins = append(plugins, p)
-			}
+	// start loads a plugin and adds it, with the triggers that swap in a new module, to the
+	// running manager. fetched is false when the module itself could not be had: not found,
+	// unreachable, or refused.
+	start := func(pc plugin.Config) (fetched bool, err error) {
+		p, err := host.LoadFile(mctx, pc)
+		if err != nil {
+			return false, err
+		}
+		mu.Lock()
+		plugins = append(plugins, p)
+		mu.Unlock()
+		err = host.Run(p)
+		for _, t := range p.Triggers() {
 			if err != nil {
-				if mctx.Err() == nil {
-					log.Error(err, "plugin not loaded; the others run")
-				}
-				loadErrs = append(loadErrs, err)
-				return
+				break
 			}
-			loaded++
+			err = mgr.Add(t)
+		}
+		if err == nil {
 			m := p.Module().Manifest()
 			log.Info("plugin loaded", "plugin", pc.Name, "digest", p.Module().Digest(), "for", m.For.APIVersion+"/"+m.For.Kind, "module", pc.Module)
+		}
+		return true, err
+	}
+	// retry loads a plugin whose module could not be had, backing off from 1 s to 5 min: a
+	// registry that was down, or a module file not there yet, is picked up without a restart.
+	retry := func(pc plugin.Config) {
+		for delay := time.Second; ; delay = min(2*delay, 5*time.Minute) {
+			select {
+			case <-mctx.Done():
+				return
+			case <-time.After(delay):
+			}
+			fetched, err := start(pc)
+			if err == nil || mctx.Err() != nil {
+				return
+			}
+			if fetched {
+				log.Error(err, "plugin not started", "plugin", pc.Name)
+				return
+			}
+			log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", min(2*delay, 5*time.Minute))
+		}
+	}
+	for _, pc := range hc.Plugins {
+		wg.Go(func() {
+			fetched, err := start(pc)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				loaded++
+				return
+			}
+			loadErrs = append(loadErrs, err)
+			if mctx.Err() != nil {
+				return
+			}
+			if fetched {
+				log.Error(err, "plugin not started; the others run", "plugin", pc.Name)
+				return
+			}
+			log.Error(err, "plugin not loaded; the others run, and it is tried again", "plugin", pc.Name, "in", time.Second)
+			retries.Go(func() { retry(pc) })
 		})
 	}
 	wg.Wait()
