@@ -83,15 +83,25 @@ $(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO)
 	@mkdir -p $(@D)
 	cd host/wasm/testdata/$*go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
 
-# clang, wasm-ld, wasi-libc and the wasm32 compiler runtime, from Debian's packages.
+# clang, wasm-ld, wasi-libc and the compiler runtimes (wasm32; sanitizers for the C SDK test), from
+# Debian's packages.
 .PHONY: c-toolchain
 c-toolchain:
-	@if ! echo 'int main(void){return 0;}' | $(CLANG) $(WASI_CFLAGS) -mexec-model=command -x c -o /dev/null - 2>/dev/null; then \
-		echo ">> installing clang, lld, wasi-libc and the wasm32 compiler runtime with apt-get (C plugins need them)"; \
+	@if ! echo 'int main(void){return 0;}' | $(CLANG) $(WASI_CFLAGS) -mexec-model=command -x c -o /dev/null - 2>/dev/null || \
+	    ! echo 'int main(void){return 0;}' | $(CLANG) $(C_TEST_FLAGS) -x c -o /dev/null - 2>/dev/null; then \
+		echo ">> installing clang, lld, wasi-libc and the compiler runtimes (wasm32, sanitizers) with apt-get (C plugins need them)"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get install -y -q clang lld wasi-libc libclang-rt-dev-wasm32 >/dev/null || \
-		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q clang lld wasi-libc libclang-rt-dev-wasm32 >/dev/null; }; \
+		$$SUDO apt-get install -y -q $(C_PACKAGES) >/dev/null || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q $(C_PACKAGES) >/dev/null; }; \
 	fi
+
+C_PACKAGES   := clang lld wasi-libc libclang-rt-dev-wasm32 libclang-rt-dev
+C_TEST_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -O1 -Wall -Werror -Wno-unknown-attributes -Wno-unused-parameter
+
+# The C SDK's JSON helpers, tested natively under the address and undefined-behaviour sanitizers.
+$(BIN)/sdk-c-test: sdk/c/wasmrec_test.c $(SDK_C) | c-toolchain
+	@mkdir -p $(@D)
+	$(CLANG) $(C_TEST_FLAGS) -I sdk/c -o $@ sdk/c/wasmrec_test.c sdk/c/wasmrec.c
 
 # An OCI registry for the e2e tests: distribution, as Debian packages it.
 .PHONY: registry-tool
@@ -111,9 +121,11 @@ run: controlplane build plugins ## Run the demo: a local control plane with the 
 # "context deadline exceeded" when a -fuzztime duration ends mid-exec (golang/go#75804,
 # fixed in Go 1.27). About 5 s per target on this machine.
 FUZZTIME ?= 250000x
+FUZZTIME_INSTRUMENT ?= 20000x # each input is also compiled by wazero: slower
 
 .PHONY: test
-test: controlplane build plugins testguests registry-tool ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
+test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
+	$(BIN)/sdk-c-test
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd"
 	$(GO) test -race -count=1 -timeout 20m ./...
 	cd abi && $(GO) test -count=1 ./...
@@ -121,6 +133,8 @@ test: controlplane build plugins testguests registry-tool ## Run unit and end-to
 	@echo ">> fuzzing the host's decoding of what guests hand back (-fuzztime $(FUZZTIME) each)"
 	cd abi && for f in FuzzDecodeResult FuzzDecodeRequest FuzzDecodeManifest; do \
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . || exit 1; done
+	@echo ">> fuzzing the loop instrumentation that makes modules interruptible (-fuzztime $(FUZZTIME_INSTRUMENT))"
+	$(GO) test -run '^$$' -fuzz '^FuzzInstrumentLoops$$' -fuzztime $(FUZZTIME_INSTRUMENT) ./host/wasm
 
 .PHONY: bench
 bench: controlplane plugins testguests ## Run the benchmarks and print their figures.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/tetratelabs/wazero"
@@ -36,6 +37,8 @@ type instance struct {
 	mod       api.Module
 	mem       api.Memory
 	reconcile api.Function
+	interrupt api.MutableGlobal // set to 1, it stops the guest at its next loop (nil: not instrumented)
+	deadline  *time.Timer       // sets interrupt at a reconcile's deadline; idle between reconciles
 	stack     []uint64
 	reqBuf    []byte
 
@@ -63,14 +66,17 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	inst.reqBuf = abi.AppendRequest(inst.reqBuf[:0], c.Request)
 	inst.pending = inst.reqBuf
 	inst.stack[0] = uint64(len(inst.reqBuf))
+	stop := inst.armInterrupt(ctx)
 	callErr := inst.reconcile.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), inst.stack)
+	// An instance whose flag was (or is being) set is not used again, even if it returned.
+	interrupted := stop != nil && !stop()
 	inst.stdout.flush()
 	inst.stderr.flush()
 	inst.cur, inst.pending = nil, nil
 
 	if callErr != nil {
 		m.put(inst, false)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if interrupted || errors.Is(ctx.Err(), context.DeadlineExceeded) { // our timer may fire before ctx's own
 			m.stats.Timeouts.Add(1)
 			return abi.Result{}, fmt.Errorf("plugin %q: reconcile interrupted at its deadline: %w", m.opts.Name, explain(callErr, m.opts))
 		}
@@ -79,7 +85,7 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	}
 	ret := inst.stack[0]
 	if ret == 0 {
-		m.put(inst, true)
+		m.put(inst, !interrupted)
 		return abi.Result{}, nil
 	}
 	res, err := inst.readResult(ret)
@@ -88,8 +94,28 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 		m.put(inst, false)
 		return abi.Result{}, fmt.Errorf("plugin %q: %w", m.opts.Name, err)
 	}
-	m.put(inst, true)
+	m.put(inst, !interrupted)
 	return res, nil
+}
+
+// armInterrupt makes an instrumented instance stop at ctx's deadline (with the instance's own
+// timer: no allocation, no goroutine), or when ctx is cancelled if it has no deadline. The
+// returned stop disarms it and reports false if the flag was set. It is nil when there is
+// nothing to arm.
+func (inst *instance) armInterrupt(ctx context.Context) (stop func() bool) {
+	switch {
+	case inst.interrupt == nil || ctx.Done() == nil:
+		return nil
+	case ctx.Err() != nil:
+		inst.interrupt.Set(1)
+		return func() bool { return false }
+	}
+	if d, ok := ctx.Deadline(); ok {
+		inst.deadline.Reset(time.Until(d))
+		return inst.deadline.Stop
+	}
+	flag := inst.interrupt
+	return context.AfterFunc(ctx, func() { flag.Set(1) })
 }
 
 func (inst *instance) readResult(ret uint64) (abi.Result, error) {

@@ -3,6 +3,7 @@ package wasm_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +121,47 @@ func TestModulesRefusedAtLoad(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Guests spinning on every processor at once, while the process collects garbage: each is still
+// interrupted at its deadline. (Guest machine code cannot be preempted by the Go scheduler; a
+// guest that never left it would hold up the collector's stop-the-world, and with it the timer
+// that interrupts it. The instrumented loops yield to Go now and then.)
+func TestLoopsOnEveryProcessorAreInterrupted(t *testing.T) {
+	n := runtime.GOMAXPROCS(0) + 1
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", MaxInstances: n})
+	stop := make(chan struct{})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				runtime.GC()
+			}
+		}
+	}()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			_, err := m.Reconcile(ctx, call("loop"))
+			errs <- err
+		}()
+	}
+	for range n {
+		select {
+		case err := <-errs:
+			if err == nil || !strings.Contains(err.Error(), "interrupted at its deadline") {
+				t.Errorf("err = %v, want an interruption", err)
+			}
+		case <-time.After(time.Minute): // a hang, not a slow machine
+			t.Fatal("a looping guest was not interrupted")
+		}
+	}
+	close(stop)
+	<-gcDone
 }

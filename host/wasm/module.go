@@ -7,11 +7,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
@@ -35,10 +38,12 @@ type Options struct {
 	// this (wasm memory never shrinks). Defaults to half of MemoryLimit.
 	RecycleAbove uint64
 
-	// Interruptible compiles the module so that a reconcile's context deadline interrupts
-	// it wherever it is, a loop included. It costs each call a goroutine and slows guest code
-	// (make bench measures both). Without it a looping guest holds its worker until it
-	// returns. Defaults to true.
+	// Interruptible makes a reconcile's context deadline interrupt the guest wherever it is, a
+	// loop included. The module is instrumented with a check at the top of every loop (see
+	// instrumentLoops); a module using instructions beyond WebAssembly 2.0 is interrupted by
+	// wazero's mechanism instead, which costs each call a goroutine and slows guest code more
+	// (make bench measures both). Without it a looping guest holds its worker until it returns.
+	// Defaults to true.
 	Interruptible *bool
 
 	// Logger receives the guest's stdout, stderr and log calls. Defaults to logr.Discard().
@@ -84,6 +89,9 @@ type Module struct {
 	manifest *abi.Manifest
 	runtime  wazero.Runtime
 	compiled wazero.CompiledModule
+	// loopChecks: the module was instrumented by instrumentLoops, and a reconcile is
+	// interrupted by setting its instance's flag.
+	loopChecks bool
 
 	tokens chan struct{} // one per instance allowed; held while an instance is checked out
 	mu     sync.Mutex
@@ -118,9 +126,17 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (*Modul
 	for range opts.MaxInstances {
 		m.tokens <- struct{}{}
 	}
+	code := wasm
+	if *opts.Interruptible {
+		if instrumented, err := instrumentLoops(wasm); err == nil {
+			code, m.loopChecks = instrumented, true
+		} else {
+			opts.Logger.Info("interrupting this plugin with wazero's slower mechanism", "plugin", opts.Name, "reason", err.Error())
+		}
+	}
 	cfg := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(e.cache).
-		WithCloseOnContextDone(*opts.Interruptible).
+		WithCloseOnContextDone(*opts.Interruptible && !m.loopChecks).
 		WithMemoryLimitPages(uint32(min(opts.MemoryLimit/pageSize, 65536)))
 	m.runtime = wazero.NewRuntimeWithConfig(ctx, cfg)
 	fail := func(err error) (*Module, error) {
@@ -129,7 +145,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (*Modul
 	}
 
 	var err error
-	m.compiled, err = m.runtime.CompileModule(ctx, wasm)
+	m.compiled, err = m.runtime.CompileModule(ctx, code)
 	m.digest = <-digest
 	if err != nil {
 		return fail(fmt.Errorf("not a valid WebAssembly module: %w", err))
@@ -296,6 +312,16 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	inst.mod = mod
 	inst.mem = mod.Memory()
 	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
+	if m.loopChecks {
+		flag, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+		if !ok {
+			_ = mod.Close(ctx)
+			return nil, fmt.Errorf("the instrumented module lacks its %s global", interruptExport)
+		}
+		inst.interrupt = flag
+		inst.deadline = time.AfterFunc(time.Duration(math.MaxInt64), func() { flag.Set(1) })
+		inst.deadline.Stop()
+	}
 	m.stats.Instantiated.Add(1)
 	m.stats.Live.Add(1)
 	return inst, nil

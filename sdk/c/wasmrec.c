@@ -213,12 +213,28 @@ static const char *skip_value(const char *p) {
   return p;
 }
 
-/* find returns where the value at path starts, or NULL. */
+/* find returns where the value at path starts, or NULL. A segment of digits indexes an array
+ * ("spec.containers.0.image"). */
 static const char *find(const char *json, const char *path) {
   const char *p = ws(json);
   while (*path) {
     const char *dot = strchr(path, '.');
     size_t klen = dot ? (size_t)(dot - path) : strlen(path);
+    if (*p == '[') {
+      size_t index = 0, i;
+      for (i = 0; i < klen && path[i] >= '0' && path[i] <= '9'; i++) index = index * 10 + (size_t)(path[i] - '0');
+      if (klen == 0 || i != klen) return NULL;
+      p = ws(p + 1);
+      if (*p == ']') return NULL;
+      for (; index > 0; index--) {
+        if (!(p = skip_value(p))) return NULL;
+        p = ws(p);
+        if (*p != ',') return NULL;
+        p = ws(p + 1);
+      }
+      path = dot ? dot + 1 : path + klen;
+      continue;
+    }
     if (*p != '{') return NULL;
     p = ws(p + 1);
     const char *found = NULL;

@@ -1,0 +1,91 @@
+package wasm
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// builtModules are the modules `make plugins testguests` built: real output of Go and clang.
+func builtModules(t testing.TB) map[string][]byte {
+	paths, _ := filepath.Glob("../../bin/plugins/*.wasm")
+	more, _ := filepath.Glob("../../bin/testguests/*.wasm")
+	paths = append(paths, more...)
+	if len(paths) < 10 {
+		t.Fatalf("found %d modules under bin/: run `make plugins testguests`", len(paths))
+	}
+	out := map[string][]byte{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(p)] = b
+	}
+	return out
+}
+
+// Every module the toolchains build can be instrumented and stays valid. (That the flag is
+// exported and stops a loop, the misbehave tests show: a Module finds the flag on every
+// instance it makes.)
+func TestInstrumentLoops(t *testing.T) {
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter()) // validates, cheaply
+	defer r.Close(ctx)
+	for name, b := range builtModules(t) {
+		start := time.Now()
+		out, err := instrumentLoops(b)
+		took := time.Since(start)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if _, err := r.CompileModule(ctx, out); err != nil {
+			t.Errorf("%s: the instrumented module does not compile: %v", name, err)
+			continue
+		}
+		t.Logf("%s: %d -> %d bytes (%.1f ms)", name, len(b), len(out), float64(took.Microseconds())/1000)
+	}
+}
+
+// Whatever the input, instrumentLoops does not panic, and what it returns for a module wazero
+// accepts, wazero accepts too.
+func FuzzInstrumentLoops(f *testing.F) {
+	for _, b := range builtModules(f) {
+		if len(b) < 128<<10 { // the small C modules; the Go ones are too large to mutate usefully
+			f.Add(b)
+		}
+	}
+	ctx := context.Background()
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer r.Close(ctx)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, err := instrumentLoops(b)
+		if err != nil {
+			return
+		}
+		if _, err := r.CompileModule(ctx, b); err != nil {
+			return
+		}
+		if _, err := r.CompileModule(ctx, out); err != nil {
+			t.Fatalf("the module compiles, its instrumented form does not: %v", err)
+		}
+	})
+}
+
+func BenchmarkInstrumentLoops(b *testing.B) {
+	wasm, err := os.ReadFile("../../bin/testguests/bench-go.wasm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(wasm)))
+	for b.Loop() {
+		if _, err := instrumentLoops(wasm); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
