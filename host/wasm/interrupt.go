@@ -9,22 +9,24 @@ import (
 	"sync"
 )
 
-// interruptExport names the global that instrumentLoops adds: the host sets it to 1 to stop the
-// guest at its next loop iteration.
+// interruptExport names the flag global that instrumentLoops adds and exports: the host sets it
+// to 1 to stop the guest within yieldEvery loop iterations.
 const interruptExport = "wasmrec_interrupt"
 
-// errNotInstrumentable is returned for a module that uses an instruction instrumentLoops does
-// not know (a proposal beyond WebAssembly 2.0): such a module is interrupted by wazero instead.
+// errNotInstrumentable is returned for a module instrumentLoops cannot rewrite: malformed, using
+// an instruction beyond WebAssembly 2.0 with SIMD, or without a memory. Such a module is
+// interrupted by wazero's mechanism instead.
 var errNotInstrumentable = errors.New("not instrumentable")
 
-// instrumentLoops returns wasm with a check at the top of every loop: an exported mutable i32
-// global that, once the host sets it, makes the next iteration trap (unreachable). Every
+// instrumentLoops returns wasm with check (below) at the top of every loop: a countdown that
+// every yieldEvery iterations yields to Go and traps if the exported flag global is set. Every
 // endless run of WebAssembly code passes a loop header (recursion ends in a stack overflow), so
-// the flag stops a guest wherever it spins, for the price of a load and a branch per iteration.
+// the flag stops a guest wherever it spins, for the price of a decrement and a branch per
+// iteration.
 //
-// wazero's own mechanism (RuntimeConfig.WithCloseOnContextDone) calls a trampoline at every
-// loop header and starts a goroutine per call to watch the context: several times slower on
-// guest code, and about 1 µs per call (make bench). DWARF sections are dropped, since their
+// wazero's own mechanism (RuntimeConfig.WithCloseOnContextDone) leaves machine code for Go at
+// every loop header and starts a goroutine per call to watch the context: several times slower
+// on guest code, and about 1 µs per call (make bench). DWARF sections are dropped, since their
 // code offsets no longer hold.
 func instrumentLoops(wasm []byte) ([]byte, error) {
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || binary.LittleEndian.Uint32(wasm[4:8]) != 1 {
@@ -76,7 +78,6 @@ func instrumentLoops(wasm []byte) ([]byte, error) {
 		out = binary.AppendUvarint(out, uint64(len(payload)))
 		out = append(out, payload...)
 	}
-	// The flag: (global (mut i32) (i32.const 0)), exported.
 	// (global $flag (mut i32) (i32.const 0)) (global $count (mut i32) (i32.const yieldEvery))
 	global := append([]byte{0x7f, 0x01, 0x41, 0x00, 0x0b, 0x7f, 0x01, 0x41}, sleb(yieldEvery)...)
 	global = append(global, 0x0b)

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -87,5 +88,40 @@ func BenchmarkInstrumentLoops(b *testing.B) {
 		if _, err := instrumentLoops(wasm); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// What instrumentLoops cannot rewrite is refused with errNotInstrumentable (the module is then
+// interrupted by wazero's mechanism), never mangled.
+func TestInstrumentLoopsRefuses(t *testing.T) {
+	header := []byte{0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00}
+	types := []byte{0x01, 0x04, 0x01, 0x60, 0x00, 0x00} // () -> ()
+	funcs := []byte{0x03, 0x02, 0x01, 0x00}             // one function of type 0
+	memory := []byte{0x05, 0x03, 0x01, 0x00, 0x01}      // one memory, min 1 page
+	code := func(body ...byte) []byte {                 // one function body, no locals
+		b := append([]byte{0x00}, body...)
+		return append([]byte{0x0a, byte(len(b) + 2), 0x01, byte(len(b))}, b...)
+	}
+	module := func(sections ...[]byte) []byte {
+		out := append([]byte(nil), header...)
+		for _, s := range sections {
+			out = append(out, s...)
+		}
+		return out
+	}
+	for name, b := range map[string][]byte{
+		"no memory":        module(types, funcs, code(0x03, 0x40, 0x0b, 0x0b)),
+		"return_call":      module(types, funcs, memory, code(0x12, 0x00, 0x0b)),
+		"truncated body":   module(types, funcs, memory, code(0x41)),
+		"not wasm":         []byte("not a module"),
+		"truncated module": module(types, funcs, memory, code(0x03, 0x40, 0x0b, 0x0b))[:20],
+	} {
+		if _, err := instrumentLoops(b); !errors.Is(err, errNotInstrumentable) {
+			t.Errorf("%s: err = %v, want errNotInstrumentable", name, err)
+		}
+	}
+	// And the same module with a memory is instrumented.
+	if _, err := instrumentLoops(module(types, funcs, memory, code(0x03, 0x40, 0x0b, 0x0b))); err != nil {
+		t.Errorf("a loop in a module with a memory: %v", err)
 	}
 }
