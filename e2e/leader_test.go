@@ -18,7 +18,6 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/cache"
-	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
@@ -58,9 +57,12 @@ func (r *replica) reconciled(t *testing.T) float64 {
 	return v
 }
 
-func (r *replica) isLeader() bool {
+func (r *replica) isLeader() bool { return leads(r.mgr) }
+
+// leads reports whether mgr was elected.
+func leads(mgr *manager.Manager) bool {
 	select {
-	case <-r.mgr.Elected():
+	case <-mgr.Elected():
 		return true
 	default:
 		return false
@@ -161,24 +163,14 @@ func startPluginReplica(t *testing.T, ns, identity string) *pluginReplica {
 	return r
 }
 
-func (r *pluginReplica) isLeader() bool {
-	select {
-	case <-r.mgr.Elected():
-		return true
-	default:
-		return false
-	}
-}
+func (r *pluginReplica) isLeader() bool { return leads(r.mgr) }
 
 // Two hosts run the plugins of Plugin objects: both load them, so the follower's informers are
 // warm; only the leader reconciles and writes status and Events. When the leader dies, the
 // follower takes over: it reconciles what changed meanwhile and rewrites every Plugin's status.
 func TestPluginResourceOnTwoReplicas(t *testing.T) {
 	ctx := context.Background()
-	crds, err := crd.Parse(plugin.PluginCRD)
-	must(t, err)
-	must(t, crd.Install(ctx, cfg, crds, 0))
-	t.Cleanup(func() { _ = crd.Uninstall(ctx, cfg, []string{"plugins.wasmrec.dev"}, 0) })
+	installPluginCRD(t)
 	installThings(t)
 	ns := namespace(t)
 
@@ -195,7 +187,7 @@ func TestPluginResourceOnTwoReplicas(t *testing.T) {
 		"metadata": map[string]any{"name": "paired"},
 		"spec": map[string]any{"module": wasmFile(t, "testguests", "swap-v1"), "namespaces": []any{ns},
 			"permissions": []any{map[string]any{"group": "follow.wasmrec.dev", "resources": []any{"things"}, "verbs": []any{"get", "list", "watch"}}}}}}
-	_, err = dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	_, err := dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
 	must(t, err)
 	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "paired", metav1.DeleteOptions{}) })
 	// A paused one: nothing of it runs, so nothing but the election makes the new leader look

@@ -26,15 +26,21 @@ import (
 
 var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1alpha1", Resource: "plugins"}
 
+// installPluginCRD installs the Plugin CRD for the test and removes it after.
+func installPluginCRD(t *testing.T) {
+	t.Helper()
+	crds, err := crd.Parse(plugin.PluginCRD)
+	must(t, err)
+	must(t, crd.Install(context.Background(), cfg, crds, 0))
+	t.Cleanup(func() { _ = crd.Uninstall(context.Background(), cfg, []string{"plugins.wasmrec.dev"}, 0) })
+}
+
 // A Plugin object runs a plugin; changing spec.module swaps it, with an Event and the new
 // digest in status; a module that must not run sets Degraded with a message and the last good
 // one keeps serving; deleting the object stops the plugin and releases its informers.
 func TestPluginResource(t *testing.T) {
 	ctx := context.Background()
-	crds, err := crd.Parse(plugin.PluginCRD)
-	must(t, err)
-	must(t, crd.Install(ctx, cfg, crds, 0))
-	t.Cleanup(func() { _ = crd.Uninstall(ctx, cfg, []string{"plugins.wasmrec.dev"}, 0) })
+	installPluginCRD(t)
 	installThings(t)
 	ns := namespace(t)
 
