@@ -121,7 +121,8 @@ run: controlplane build plugins ## Run the demo: a local control plane with the 
 # "context deadline exceeded" when a -fuzztime duration ends mid-exec (golang/go#75804,
 # fixed in Go 1.27). About 5 s per target on this machine.
 FUZZTIME ?= 250000x
-FUZZTIME_INSTRUMENT ?= 20000x # each input is also compiled by wazero: slower
+# FuzzInstrumentLoops compiles each input with wazero too: fewer executions.
+FUZZTIME_INSTRUMENT ?= 20000x
 
 .PHONY: test
 test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.

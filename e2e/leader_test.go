@@ -27,29 +27,42 @@ import (
 type replica struct {
 	mgr     *manager.Manager
 	metrics *metrics.Metrics
+	logs    *logLines
 	stop    context.CancelFunc
 	done    chan error
 }
 
-func startReplica(t *testing.T, ns, identity string, release bool) *replica {
+// startReplica starts a host on the test API server that competes for the lease (3 s) named
+// lease in ns; add gives it what to run before it starts. A replica that does not release its
+// lease on stop is like a crashed process.
+func startReplica(t *testing.T, ns, lease, identity string, release bool, add func(*manager.Manager, *plugin.Host)) *replica {
 	t.Helper()
-	le := &manager.LeaderElection{Namespace: ns, Name: "wasmrec-e2e", Identity: identity,
+	le := &manager.LeaderElection{Namespace: ns, Name: lease, Identity: identity,
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: ptr.To(release)}
 	mgr, err := manager.New(cfg, manager.Options{LeaderElection: le, Logger: logr.Discard()})
 	must(t, err)
-	r := &replica{mgr: mgr, metrics: metrics.New(), done: make(chan error, 1)}
-	host, err := plugin.NewHost(mgr, sharedEngine(t), r.metrics, logr.Discard())
+	r := &replica{mgr: mgr, metrics: metrics.New(), logs: &logLines{}, done: make(chan error, 1)}
+	host, err := plugin.NewHost(mgr, sharedEngine(t), r.metrics, r.logs.logger())
 	must(t, err)
 	t.Cleanup(host.Close)
-	p, err := host.LoadFile(context.Background(), plugin.Config{Name: "misbehave", Module: wasmFile(t, "testguests", "misbehave"),
-		Namespaces: []string{ns}, Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch")}})
-	must(t, err)
-	must(t, host.Run(p))
+	add(mgr, host) // its cleanups run after the manager has stopped (registered first, run last)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go func() { r.done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done; p.Close(context.Background()) })
+	t.Cleanup(func() { cancel(); <-r.done })
 	return r
+}
+
+// misbehaveReplica runs the misbehave plugin from the config, in ns.
+func misbehaveReplica(t *testing.T, ns, identity string, release bool) *replica {
+	t.Helper()
+	return startReplica(t, ns, "wasmrec-e2e", identity, release, func(_ *manager.Manager, host *plugin.Host) {
+		p, err := host.LoadFile(context.Background(), plugin.Config{Name: "misbehave", Module: wasmFile(t, "testguests", "misbehave"),
+			Namespaces: []string{ns}, Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch")}})
+		must(t, err)
+		t.Cleanup(func() { p.Close(context.Background()) })
+		must(t, host.Run(p))
+	})
 }
 
 func (r *replica) reconciled(t *testing.T) float64 {
@@ -81,14 +94,14 @@ func TestLeaderElectionFailover(t *testing.T) {
 			Name: name, Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
 		must(t, err)
 	}
-	a := startReplica(t, ns, "a", false) // dies without releasing, like a crashed process
+	a := misbehaveReplica(t, ns, "a", false) // dies without releasing, like a crashed process
 	eventually(t, 30*time.Second, "a becoming the leader", func() error {
 		if !a.isLeader() {
 			return errors.New("not yet")
 		}
 		return nil
 	})
-	b := startReplica(t, ns, "b", true)
+	b := misbehaveReplica(t, ns, "b", true)
 	cmKey := cache.Key{GroupVersionKind: corev1.SchemeGroupVersion.WithKind("ConfigMap")}
 	eventually(t, 30*time.Second, "the follower's informers warm", func() error {
 		if !b.mgr.GetCache().Active(cmKey) {
@@ -135,35 +148,15 @@ func TestLeaderElectionFailover(t *testing.T) {
 	})
 }
 
-// pluginReplica is one host of a leader-elected pair that runs plugins from Plugin objects.
-type pluginReplica struct {
-	mgr  *manager.Manager
-	logs *logLines
-	stop context.CancelFunc
-	done chan error
-}
-
-func startPluginReplica(t *testing.T, ns, identity string) *pluginReplica {
+// pluginReplica runs the plugins of Plugin objects.
+func pluginReplica(t *testing.T, ns, identity string) *replica {
 	t.Helper()
-	le := &manager.LeaderElection{Namespace: ns, Name: "wasmrec-e2e-plugins", Identity: identity,
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, ReleaseOnCancel: ptr.To(false)}
-	mgr, err := manager.New(cfg, manager.Options{LeaderElection: le, Logger: logr.Discard()})
-	must(t, err)
-	r := &pluginReplica{mgr: mgr, logs: &logLines{}, done: make(chan error, 1)}
-	host, err := plugin.NewHost(mgr, sharedEngine(t), nil, r.logs.logger())
-	must(t, err)
-	t.Cleanup(host.Close)
-	res, err := host.Resources()
-	must(t, err)
-	must(t, mgr.Add(res))
-	ctx, cancel := context.WithCancel(context.Background())
-	r.stop = cancel
-	go func() { r.done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done })
-	return r
+	return startReplica(t, ns, "wasmrec-e2e-plugins", identity, false, func(mgr *manager.Manager, host *plugin.Host) {
+		res, err := host.Resources()
+		must(t, err)
+		must(t, mgr.Add(res))
+	})
 }
-
-func (r *pluginReplica) isLeader() bool { return leads(r.mgr) }
 
 // Two hosts run the plugins of Plugin objects: both load them, so the follower's informers are
 // warm; only the leader reconciles and writes status and Events. When the leader dies, the
@@ -174,14 +167,14 @@ func TestPluginResourceOnTwoReplicas(t *testing.T) {
 	installThings(t)
 	ns := namespace(t)
 
-	a := startPluginReplica(t, ns, "a")
+	a := pluginReplica(t, ns, "a")
 	eventually(t, 30*time.Second, "a becoming the leader", func() error {
 		if !a.isLeader() {
 			return errors.New("not yet")
 		}
 		return nil
 	})
-	b := startPluginReplica(t, ns, "b")
+	b := pluginReplica(t, ns, "b")
 
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
 		"metadata": map[string]any{"name": "paired"},
