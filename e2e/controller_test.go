@@ -298,7 +298,7 @@ func TestCacheSyncTimeoutNamesTheKind(t *testing.T) {
 	}
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -103,7 +103,7 @@ func startManagerWith(t *testing.T, restCfg *rest.Config, opts manager.Options) 
 var nsSeq atomic.Int32
 
 // namespace creates a namespace for one test.
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	name := fmt.Sprintf("e2e-%d-%d", os.Getpid()%10000, nsSeq.Add(1))

@@ -38,7 +38,7 @@ import (
 var appGVR = schema.GroupVersionResource{Group: "demo.wasmrec.dev", Version: "v1", Resource: "apps"}
 
 // wasmFile is the path of bin/<dir>/<name>.wasm, built by `make plugins testguests`.
-func wasmFile(t *testing.T, dir, name string) string {
+func wasmFile(t testing.TB, dir, name string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join("..", "bin", dir, name+".wasm"))
 	if err != nil {

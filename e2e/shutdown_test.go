@@ -38,9 +38,9 @@ type hostProcess struct {
 	exited chan error
 }
 
-// startHost runs bin/wasmrec run with config (a host config's YAML) against the test's API
-// server. It is killed at the end of the test if it is still running.
-func startHost(t *testing.T, config string) *hostProcess {
+// startHost runs bin/wasmrec run with config (a host config's YAML) and args against the test's
+// API server. It is killed at the end of the test if it is still running.
+func startHost(t testing.TB, config string, args ...string) *hostProcess {
 	t.Helper()
 	bin, err := filepath.Abs("../bin/wasmrec")
 	must(t, err)
@@ -51,7 +51,7 @@ func startHost(t *testing.T, config string) *hostProcess {
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), cp.Kubeconfig, 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(config), 0o600))
 	h := &hostProcess{exited: make(chan error, 1)}
-	h.cmd = exec.Command(bin, "run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", filepath.Join(dir, "kubeconfig"))
+	h.cmd = exec.Command(bin, append([]string{"run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
 	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out
 	must(t, h.cmd.Start())
 	go func() { h.exited <- h.cmd.Wait() }()
@@ -65,7 +65,7 @@ func startHost(t *testing.T, config string) *hostProcess {
 }
 
 // waitOut waits until the output holds what.
-func (h *hostProcess) waitOut(t *testing.T, what string) {
+func (h *hostProcess) waitOut(t testing.TB, what string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(h.out.String(), what) {
@@ -77,7 +77,7 @@ func (h *hostProcess) waitOut(t *testing.T, what string) {
 }
 
 // terminate sends SIGTERM and waits (at most 30 s) for an exit 0.
-func (h *hostProcess) terminate(t *testing.T) {
+func (h *hostProcess) terminate(t testing.TB) {
 	t.Helper()
 	must(t, h.cmd.Process.Signal(syscall.SIGTERM))
 	select {

@@ -30,6 +30,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/internal/filewatch"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/oci"
@@ -47,6 +48,7 @@ type Host struct {
 	broadcaster record.EventBroadcaster
 	metrics     *metrics.Metrics
 	crds        *crdwatch.Watcher
+	files       *filewatch.Watcher // follows every plugin's module file
 	log         logr.Logger
 
 	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
@@ -71,11 +73,14 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log 
 	if err := mgr.Add(crds); err != nil {
 		return nil, err
 	}
-	return &Host{mgr: mgr, engine: engine, dynamic: dyn, broadcaster: b, metrics: m, crds: crds, log: log}, nil
+	return &Host{mgr: mgr, engine: engine, dynamic: dyn, broadcaster: b, metrics: m, crds: crds, files: filewatch.New(log.WithName("files")), log: log}, nil
 }
 
-// Close stops the event broadcaster.
-func (h *Host) Close() { h.broadcaster.Shutdown() }
+// Close stops the event broadcaster and the file watcher.
+func (h *Host) Close() {
+	h.broadcaster.Shutdown()
+	_ = h.files.Close()
+}
 
 // Plugin is a loaded plugin: a compiled module and the controller that runs it. It is a
 // manager Runnable.

@@ -7,16 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/internal/filewatch"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/wasm"
@@ -296,20 +295,24 @@ func (w *FileWatcher) NeedLeaderElection() bool { return false }
 // Name names the watcher in logs.
 func (w *FileWatcher) Name() string { return w.Plugin.cfg.Name + " (module file)" }
 
-// Start watches the module file's directory (editors and `cp` replace files rather than write
-// them in place) until ctx is done. A directory that cannot be watched is logged, not fatal:
-// the plugin keeps serving, and a later move to another file is followed.
+// Start follows the module file until ctx is done, through the host's one file watcher: a
+// write in place, a file replaced by rename, and a ConfigMap or Secret volume's `..data` swap
+// all wake it, and it swaps once the changes settle (a swap to the digest running does
+// nothing). A file that cannot be watched is logged, not fatal: the plugin keeps serving, and
+// a later move to another file is followed.
 func (w *FileWatcher) Start(ctx context.Context) error {
 	p := w.Plugin
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("plugin %q: watching its module file: %w", p.cfg.Name, err)
-	}
-	defer fw.Close()
 	var (
-		path, dir string           // the file followed ("" for none) and the directory watched
-		settle    <-chan time.Time // changes come in bursts: act once they stop
+		path   string           // the file followed ("" for none)
+		sub    *filewatch.Sub   // its subscription (nil for none)
+		settle <-chan time.Time // changes come in bursts: act once they stop
 	)
+	changed := func() <-chan struct{} {
+		if sub == nil {
+			return nil
+		}
+		return sub.C
+	}
 	follow := func() <-chan struct{} {
 		moved, src := p.currentSource()
 		next := src.ref
@@ -319,35 +322,33 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 		if next == path {
 			return moved
 		}
+		if sub != nil {
+			sub.Stop()
+			sub = nil
+		}
 		path, settle = next, nil
-		if d := filepath.Dir(next); next == "" || d != dir {
-			if dir != "" {
-				_ = fw.Remove(dir)
-				dir = ""
-			}
-			if next != "" {
-				if err := fw.Add(d); err != nil {
-					p.log.Error(err, "cannot watch the module file: changes to it are not swapped in", "path", next)
-				} else {
-					dir = d
-				}
+		if next != "" {
+			var err error
+			if sub, err = p.host.files.Watch(next); err != nil {
+				p.log.Error(err, "cannot watch the module file: changes to it are not swapped in", "path", next)
 			}
 		}
 		return moved
 	}
 	moved := follow()
+	defer func() {
+		if sub != nil {
+			sub.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-moved:
 			moved = follow()
-		case ev := <-fw.Events:
-			if path != "" && filepath.Clean(ev.Name) == filepath.Clean(path) && ev.Op&(fsnotify.Write|fsnotify.Create|fsnotify.Rename) != 0 {
-				settle = time.After(100 * time.Millisecond)
-			}
-		case err := <-fw.Errors:
-			p.log.Error(err, "watching the module file", "path", path)
+		case <-changed():
+			settle = time.After(100 * time.Millisecond)
 		case <-settle:
 			settle = nil
 			b, err := os.ReadFile(path)

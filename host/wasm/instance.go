@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -238,7 +239,7 @@ func hostCall(name string) api.GoModuleFunc {
 			if !ok {
 				trap("%s: request at [%d, %d) is outside the plugin's memory", name, ptr, uint64(ptr)+uint64(n))
 			}
-			status, resp = inst.cur.Host.Call(ctx, name, req)
+			status, resp = inst.serve(ctx, name, req)
 			if len(resp) > maxRequest {
 				status, resp = abi.StatusTooLarge, fmt.Appendf(nil, "%s: response of %d bytes exceeds %d", name, len(resp), maxRequest)
 			}
@@ -248,6 +249,20 @@ func hostCall(name string) api.GoModuleFunc {
 		}
 		stack[0] = abi.PackStatusLen(status, uint32(len(resp)))
 	}
+}
+
+// serve hands a call to the reconcile's Host. A panic there is the host's bug, not the guest's:
+// it is logged with its stack, and the guest gets StatusInternal, as for any failure it cannot
+// fix; the instance stays good.
+func (inst *instance) serve(ctx context.Context, name string, req []byte) (status abi.Status, resp []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			p := &PanicError{Value: r, Stack: debug.Stack()}
+			inst.logger().Error(p, "recovered a panic serving a host call", "call", name, "stack", string(p.Stack))
+			status, resp = abi.StatusInternal, []byte(name+": "+p.Error())
+		}
+	}()
+	return inst.cur.Host.Call(ctx, name, req)
 }
 
 // lineWriter turns a guest's stdout or stderr into log lines.

@@ -3,8 +3,6 @@ package wasm
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -84,6 +82,7 @@ func (o Options) withDefaults() Options {
 // Module is one compiled plugin version with its pool of instances.
 type Module struct {
 	opts     Options
+	engine   *Engine
 	digest   string
 	describe Describe
 	manifest *abi.Manifest
@@ -112,60 +111,66 @@ type Stats struct {
 }
 
 // Compile checks wasm against ABI v1, compiles it, instantiates it once to read and check its
-// manifest, and keeps that instance in the pool. Every error names the plugin.
-func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (*Module, error) {
+// manifest, and keeps that instance in the pool. Every error names the plugin. A panic while
+// compiling or instantiating is recovered, logged with its stack, and returned as a
+// *PanicError: one plugin's module never takes the host down.
+func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Module, err error) {
 	opts = opts.withDefaults()
-	// The digest is hashed while wazero compiles: for a large module it is ~10 ms of a load
-	// that the compilation cache brings down to ~250 ms.
+	// The digest is hashed while the module is instrumented: for a large module it is ~10 ms of
+	// a load that the compilation cache brings down to ~250 ms.
 	digest := make(chan string, 1)
-	go func() {
-		sum := sha256.Sum256(wasm)
-		digest <- "sha256:" + hex.EncodeToString(sum[:])
-	}()
-	m := &Module{opts: opts, tokens: make(chan struct{}, opts.MaxInstances)}
+	go func() { digest <- digestOf(wasm) }()
+	m := &Module{opts: opts, engine: e, tokens: make(chan struct{}, opts.MaxInstances)}
 	for range opts.MaxInstances {
 		m.tokens <- struct{}{}
 	}
-	code := wasm
+	code, mode := wasm, "plain"
 	if *opts.Interruptible {
 		if instrumented, err := instrumentLoops(wasm); err == nil {
-			code, m.loopChecks = instrumented, true
+			code, m.loopChecks, mode = instrumented, true, "loop-checks"
 		} else {
+			mode = "close-on-done"
 			opts.Logger.Info("interrupting this plugin with wazero's slower mechanism", "plugin", opts.Name, "reason", err.Error())
 		}
 	}
+	m.digest = <-digest
 	cfg := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(e.cache).
-		WithCloseOnContextDone(*opts.Interruptible && !m.loopChecks).
+		WithCloseOnContextDone(mode == "close-on-done").
 		WithMemoryLimitPages(uint32(min(opts.MemoryLimit/pageSize, 65536)))
 	m.runtime = wazero.NewRuntimeWithConfig(ctx, cfg)
-	fail := func(err error) (*Module, error) {
+	defer func() {
+		if err == nil {
+			return
+		}
+		var p *PanicError
+		if errors.As(err, &p) {
+			opts.Logger.Error(err, "recovered a panic while loading the plugin's module", "plugin", opts.Name, "digest", m.digest, "stack", string(p.Stack))
+		}
 		_ = m.runtime.Close(ctx)
-		return nil, fmt.Errorf("plugin %q: %w", opts.Name, err)
-	}
+		err = fmt.Errorf("plugin %q: %w", opts.Name, err)
+	}()
+	defer recoverPanic(&err)
 
-	var err error
-	m.compiled, err = m.runtime.CompileModule(ctx, code)
-	m.digest = <-digest
-	if err != nil {
-		return fail(fmt.Errorf("not a valid WebAssembly module: %w", err))
+	if m.compiled, err = e.compile(ctx, m.runtime, code, m.digest+"/"+mode); err != nil {
+		return nil, fmt.Errorf("not a valid WebAssembly module: %w", err)
 	}
 	if m.describe, err = validate(m.compiled); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.runtime); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if err := instantiateHostModule(ctx, m.runtime); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	<-m.tokens
 	inst, err := m.newInstance(ctx)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if m.manifest, err = inst.readManifest(ctx); err != nil {
-		return fail(err)
+		return nil, err
 	}
 	m.put(inst, true)
 	return m, nil
@@ -291,7 +296,10 @@ func (m *Module) put(inst *instance, healthy bool) {
 	_ = inst.mod.Close(context.Background())
 }
 
-func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+// newInstance instantiates the module. A panic in wazero while it does is recovered and
+// returned as a *PanicError, so that a pool's token is never lost to one.
+func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
+	defer recoverPanic(&err)
 	inst := &instance{module: m, stack: make([]uint64, 1)}
 	inst.stdout = &lineWriter{inst: inst, stream: "stdout"}
 	inst.stderr = &lineWriter{inst: inst, stream: "stderr"}
@@ -305,7 +313,7 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		WithSysNanosleep().
 		WithRandSource(rand.Reader).
 		WithStartFunctions(abi.ExportInitialize)
-	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, cfg)
+	mod, err := m.engine.instantiate(ctx, m.runtime, m.compiled, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("instantiating: %w", explain(err, m.opts))
 	}

@@ -1,0 +1,16 @@
+package wasm
+
+import (
+	"context"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// SetInstantiate replaces how e instantiates modules, for tests that inject faults.
+func SetInstantiate(e *Engine, f func(context.Context, wazero.Runtime, wazero.CompiledModule, wazero.ModuleConfig) (api.Module, error)) {
+	e.instantiate = f
+}
+
+// Instantiate is what an Engine instantiates modules with.
+var Instantiate = instantiate
