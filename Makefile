@@ -138,7 +138,7 @@ test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## R
 	$(GO) test -run '^$$' -fuzz '^FuzzInstrumentLoops$$' -fuzztime $(FUZZTIME_INSTRUMENT) ./host/wasm
 
 .PHONY: bench
-bench: controlplane plugins testguests ## Run the benchmarks and print their figures.
+bench: controlplane build plugins testguests ## Run the benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
 # Modules with Go code, and the two that only pin the control plane's versions.
