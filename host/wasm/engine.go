@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"k8s.io/utils/keymutex"
 )
 
@@ -27,9 +29,11 @@ type EngineOptions struct {
 type Engine struct {
 	cache    wazero.CompilationCache
 	cacheDir string
-	// compiling serialises the compilations of the same code: wazero publishes a module read
-	// from its file cache before it is complete (see compile).
+	// compiling serialises the loads of the same bytes: wazero publishes a module read from
+	// its file cache before it is complete (see load).
 	compiling keymutex.KeyMutex
+	mu        sync.Mutex       // guards codes and their refs
+	codes     map[string]*code // by digest and settings
 
 	// instantiate is wazero.Runtime.InstantiateModule; tests replace it to inject faults.
 	instantiate func(context.Context, wazero.Runtime, wazero.CompiledModule, wazero.ModuleConfig) (api.Module, error)
@@ -49,7 +53,7 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		}
 		dir = filepath.Join(base, "wasmrec", "wazero")
 	}
-	e := &Engine{compiling: keymutex.NewHashed(compileLocks), instantiate: instantiate}
+	e := &Engine{compiling: keymutex.NewHashed(compileLocks), codes: map[string]*code{}, instantiate: instantiate}
 	if dir == "-" {
 		e.cache = wazero.NewCompilationCache()
 		return e, nil
@@ -66,16 +70,92 @@ func instantiate(ctx context.Context, r wazero.Runtime, cm wazero.CompiledModule
 	return r.InstantiateModule(ctx, cm, cfg)
 }
 
-// compile compiles code in r, one compilation of the same code (and termination mode) at a
-// time across the engine's runtimes. wazero v1.12.0 shares a compiled module between runtimes
-// through the compilation cache, and publishes one read from the file cache before its entry
-// preambles are compiled: a runtime that finds it then instantiates it with none and panics
-// (wazero issue #2547). Once CompileModule has returned, the module is complete, so holding
-// the lock through compilation is enough. key names the code: its digest and how it is run.
-func (e *Engine) compile(ctx context.Context, r wazero.Runtime, code []byte, key string) (wazero.CompiledModule, error) {
-	e.compiling.LockKey(key)
-	defer func() { _ = e.compiling.UnlockKey(key) }()
-	return r.CompileModule(ctx, code)
+// code is a module compiled in a wazero runtime, shared by every Module that loads the same
+// bytes with the same memory cap and interruption: wazero decodes a module again for each
+// runtime (about 25 MiB for a 16 MB Go module), and the memory cap and interruption are
+// settings of the runtime, so these are what a runtime can be shared by.
+type code struct {
+	key        string
+	refs       int // guarded by Engine.mu
+	runtime    wazero.Runtime
+	compiled   wazero.CompiledModule
+	describe   Describe
+	loopChecks bool // instrumented by instrumentLoops: interrupted by its instances' flags
+}
+
+// load returns the code of wasm for opts, compiling it unless a Module already holds it. Loads
+// of the same bytes run one at a time, whatever their settings. wazero v1.12.0 shares a
+// compiled module between runtimes through the compilation cache, and publishes one read from
+// the file cache before its entry preambles are compiled: a runtime that finds it then
+// instantiates it with none and panics (wazero issue #2547). Once CompileModule has returned
+// the module is complete, so instantiation, the part that grows with plugins, stays concurrent.
+func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Options) (c *code, err error) {
+	interruptible := *opts.Interruptible
+	pages := uint32(min(opts.MemoryLimit/pageSize, 65536))
+	lock := fmt.Sprintf("%s/interruptible=%t", digest, interruptible)
+	key := fmt.Sprintf("%s/pages=%d", lock, pages)
+	e.compiling.LockKey(lock)
+	defer func() { _ = e.compiling.UnlockKey(lock) }()
+	e.mu.Lock()
+	if c := e.codes[key]; c != nil {
+		c.refs++
+		e.mu.Unlock()
+		return c, nil
+	}
+	e.mu.Unlock()
+
+	c = &code{key: key, refs: 1}
+	bin, closeOnDone := wasm, false
+	if interruptible {
+		if instrumented, err := instrumentLoops(wasm); err == nil {
+			bin, c.loopChecks = instrumented, true
+		} else {
+			closeOnDone = true
+			opts.Logger.Info("interrupting this plugin with wazero's slower mechanism", "plugin", opts.Name, "reason", err.Error())
+		}
+	}
+	cfg := wazero.NewRuntimeConfigCompiler().
+		WithCompilationCache(e.cache).
+		WithCloseOnContextDone(closeOnDone).
+		WithMemoryLimitPages(pages)
+	c.runtime = wazero.NewRuntimeWithConfig(ctx, cfg)
+	defer func() {
+		if err != nil {
+			_ = c.runtime.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	defer recoverPanic(&err)
+	if c.compiled, err = c.runtime.CompileModule(ctx, bin); err != nil {
+		return nil, fmt.Errorf("not a valid WebAssembly module: %w", err)
+	}
+	if c.describe, err = validate(c.compiled); err != nil {
+		return nil, err
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, c.runtime); err != nil {
+		return nil, err
+	}
+	if err := instantiateHostModule(ctx, c.runtime); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.codes[key] = c
+	e.mu.Unlock()
+	return c, nil
+}
+
+// release lets go of c, closing its runtime when no Module holds it any more.
+func (e *Engine) release(ctx context.Context, c *code) error {
+	e.mu.Lock()
+	c.refs--
+	last := c.refs == 0
+	if last {
+		delete(e.codes, c.key)
+	}
+	e.mu.Unlock()
+	if !last {
+		return nil
+	}
+	return c.runtime.Close(ctx)
 }
 
 // PanicError is a panic in the host (wazero's code or wasmrec's) while it served one plugin,
@@ -115,7 +195,10 @@ func (e *Engine) Inspect(ctx context.Context, wasm []byte) (_ Describe, err erro
 	defer recoverPanic(&err)
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(e.cache))
 	defer r.Close(ctx)
-	cm, err := e.compile(ctx, r, wasm, digestOf(wasm)+"/plain")
+	lock := digestOf(wasm) + "/interruptible=false" // as load locks
+	e.compiling.LockKey(lock)
+	defer func() { _ = e.compiling.UnlockKey(lock) }()
+	cm, err := r.CompileModule(ctx, wasm)
 	if err != nil {
 		return Describe{}, fmt.Errorf("not a valid WebAssembly module: %w", err)
 	}

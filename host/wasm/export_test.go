@@ -14,3 +14,6 @@ func SetInstantiate(e *Engine, f func(context.Context, wazero.Runtime, wazero.Co
 
 // Instantiate is what an Engine instantiates modules with.
 var Instantiate = instantiate
+
+// SharesCode tells whether two modules run on the same compiled code and runtime.
+func SharesCode(a, b *Module) bool { return a.code == b.code }

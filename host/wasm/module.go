@@ -13,7 +13,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmrec/wasmrec/abi"
@@ -83,14 +82,10 @@ func (o Options) withDefaults() Options {
 type Module struct {
 	opts     Options
 	engine   *Engine
+	code     *code // shared with the other Modules of the same bytes and settings
 	digest   string
-	describe Describe
 	manifest *abi.Manifest
-	runtime  wazero.Runtime
-	compiled wazero.CompiledModule
-	// loopChecks: the module was instrumented by instrumentLoops, and a reconcile is
-	// interrupted by setting its instance's flag.
-	loopChecks bool
+	released sync.Once // code released, by Close
 
 	tokens chan struct{} // one per instance allowed; held while an instance is checked out
 	mu     sync.Mutex
@@ -111,34 +106,16 @@ type Stats struct {
 }
 
 // Compile checks wasm against ABI v1, compiles it, instantiates it once to read and check its
-// manifest, and keeps that instance in the pool. Every error names the plugin. A panic while
-// compiling or instantiating is recovered, logged with its stack, and returned as a
-// *PanicError: one plugin's module never takes the host down.
+// manifest, and keeps that instance in the pool. Modules of the same bytes, memory cap and
+// interruption share their compiled code (see code); each has its own instances. Every error
+// names the plugin. A panic while compiling or instantiating is recovered, logged with its
+// stack, and returned as a *PanicError: one plugin's module never takes the host down.
 func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Module, err error) {
 	opts = opts.withDefaults()
-	// The digest is hashed while the module is instrumented: for a large module it is ~10 ms of
-	// a load that the compilation cache brings down to ~250 ms.
-	digest := make(chan string, 1)
-	go func() { digest <- digestOf(wasm) }()
-	m := &Module{opts: opts, engine: e, tokens: make(chan struct{}, opts.MaxInstances)}
+	m := &Module{opts: opts, engine: e, digest: digestOf(wasm), tokens: make(chan struct{}, opts.MaxInstances)}
 	for range opts.MaxInstances {
 		m.tokens <- struct{}{}
 	}
-	code, mode := wasm, "plain"
-	if *opts.Interruptible {
-		if instrumented, err := instrumentLoops(wasm); err == nil {
-			code, m.loopChecks, mode = instrumented, true, "loop-checks"
-		} else {
-			mode = "close-on-done"
-			opts.Logger.Info("interrupting this plugin with wazero's slower mechanism", "plugin", opts.Name, "reason", err.Error())
-		}
-	}
-	m.digest = <-digest
-	cfg := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(e.cache).
-		WithCloseOnContextDone(mode == "close-on-done").
-		WithMemoryLimitPages(uint32(min(opts.MemoryLimit/pageSize, 65536)))
-	m.runtime = wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer func() {
 		if err == nil {
 			return
@@ -147,23 +124,18 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 		if errors.As(err, &p) {
 			opts.Logger.Error(err, "recovered a panic while loading the plugin's module", "plugin", opts.Name, "digest", m.digest, "stack", string(p.Stack))
 		}
-		_ = m.runtime.Close(ctx)
 		err = fmt.Errorf("plugin %q: %w", opts.Name, err)
 	}()
 	defer recoverPanic(&err)
 
-	if m.compiled, err = e.compile(ctx, m.runtime, code, m.digest+"/"+mode); err != nil {
-		return nil, fmt.Errorf("not a valid WebAssembly module: %w", err)
-	}
-	if m.describe, err = validate(m.compiled); err != nil {
+	if m.code, err = e.load(ctx, wasm, m.digest, opts); err != nil {
 		return nil, err
 	}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, m.runtime); err != nil {
-		return nil, err
-	}
-	if err := instantiateHostModule(ctx, m.runtime); err != nil {
-		return nil, err
-	}
+	defer func() {
+		if err != nil {
+			_ = e.release(context.WithoutCancel(ctx), m.code)
+		}
+	}()
 	<-m.tokens
 	inst, err := m.newInstance(ctx)
 	if err != nil {
@@ -183,7 +155,7 @@ func (m *Module) Digest() string { return m.digest }
 func (m *Module) Manifest() *abi.Manifest { return m.manifest }
 
 // Describe lists the module's exports and imports.
-func (m *Module) Describe() Describe { return m.describe }
+func (m *Module) Describe() Describe { return m.code.describe }
 
 // Name is the plugin's name.
 func (m *Module) Name() string { return m.opts.Name }
@@ -241,9 +213,12 @@ func (m *Module) Reactivate() {
 	m.mu.Unlock()
 }
 
-// Close retires the module and releases its compiled code and runtime.
+// Close retires the module and releases its compiled code and runtime (once no other Module
+// shares them).
 func (m *Module) Close(ctx context.Context) error {
-	return errors.Join(m.Retire(ctx), m.runtime.Close(context.WithoutCancel(ctx)))
+	err := m.Retire(ctx)
+	m.released.Do(func() { err = errors.Join(err, m.engine.release(context.WithoutCancel(ctx), m.code)) })
+	return err
 }
 
 // get checks out an instance, creating one if the pool has room and none is idle.
@@ -313,14 +288,14 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 		WithSysNanosleep().
 		WithRandSource(rand.Reader).
 		WithStartFunctions(abi.ExportInitialize)
-	mod, err := m.engine.instantiate(ctx, m.runtime, m.compiled, cfg)
+	mod, err := m.engine.instantiate(ctx, m.code.runtime, m.code.compiled, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("instantiating: %w", explain(err, m.opts))
 	}
 	inst.mod = mod
 	inst.mem = mod.Memory()
 	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
-	if m.loopChecks {
+	if m.code.loopChecks {
 		flag, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
 		if !ok {
 			_ = mod.Close(ctx)

@@ -3,6 +3,7 @@ package wasm_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,5 +136,37 @@ func TestFailingPluginFails(t *testing.T) {
 	}
 	if !res.Failed || res.Terminal || res.Err != "failing on purpose (attempt 5 for ns/x)" {
 		t.Fatalf("result = %+v", res)
+	}
+}
+
+// Plugins loaded from the same bytes with the same memory cap and interruption share one
+// compiled module and runtime, and each keeps its own instances; other settings get their own.
+// The code stays until the last of them is closed.
+func TestModulesShareCompiledCode(t *testing.T) {
+	e := engine(t)
+	code := module(t, "testguests", "benchc")
+	a, err := e.Compile(context.Background(), code, wasm.Options{Name: "a"})
+	must(t, err)
+	b := compile(t, e, code, wasm.Options{Name: "b", MaxInstances: 2})
+	capped := compile(t, e, code, wasm.Options{Name: "capped", MemoryLimit: 32 << 20})
+	plain := compile(t, e, code, wasm.Options{Name: "plain", Interruptible: new(false)})
+	if !wasm.SharesCode(a, b) {
+		t.Error("two plugins of the same bytes and settings compiled twice")
+	}
+	if wasm.SharesCode(a, capped) || wasm.SharesCode(a, plain) {
+		t.Error("plugins with another memory cap or interruption share a runtime")
+	}
+	must(t, a.Close(context.Background()))
+	must(t, a.Close(context.Background())) // twice releases once
+	for _, m := range []*wasm.Module{b, capped, plain} {
+		if _, err := m.Reconcile(context.Background(), call(m.Name())); err != nil {
+			t.Fatalf("%s after a's close: %v", m.Name(), err)
+		}
+	}
+	if _, err := a.Reconcile(context.Background(), call("a")); !errors.Is(err, wasm.ErrClosed) {
+		t.Fatalf("a after its close: %v, want ErrClosed", err)
+	}
+	if s := b.Stats(); s.Instantiated.Load() != 1 {
+		t.Fatalf("b made %d instances, want its own 1", s.Instantiated.Load())
 	}
 }
