@@ -551,3 +551,31 @@ func TestWriteRateLimit(t *testing.T) {
 		t.Fatal("every write went through despite the limit")
 	}
 }
+
+// A plugin held back by its own write limit gets its writes through, and says so: a log line
+// (once, however many writes wait) and the wait metrics.
+func TestWriteRateLimitWaitIsVisible(t *testing.T) {
+	ns := namespace(t)
+	logs := &logLines{}
+	m := metrics.New()
+	pluginHostWithMetrics(t, cfg, logs.logger(), m, plugin.Config{Name: "crud", Module: wasmFile(t, "testguests", "crud-go"), Namespaces: []string{ns},
+		Writes: plugin.WriteLimit{QPS: 4, Burst: 1}, Permissions: []abi.Permission{
+			grant("", []string{"configmaps"}, "get", "list", "watch", "create", "update", "delete"),
+			grant("demo.wasmrec.dev", []string{"apps"}, "get", "list", "watch"),
+			grant("demo.wasmrec.dev", []string{"apps/status"}, "update"),
+			grant("", []string{"events"}, "create"),
+		}})
+	createApp(t, ns, "crud-app", map[string]any{})
+	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "crud", Labels: map[string]string{"wasmrec.dev/crud": "yes"}}, Data: map[string]string{"app": "crud-app"}}, metav1.CreateOptions{})
+	must(t, err)
+	logs.waitFor(t, 30*time.Second, "crud: all steps passed")
+	if lines, _ := logs.matching("writes are waiting on the plugin's write rate limit", `"plugin"="crud"`, `"qps"=4`, `"burst"=1`); len(lines) != 1 {
+		t.Errorf("%d lines say the writes waited, want 1: %v", len(lines), lines)
+	}
+	waits, _ := value(t, m, "wasmrec_plugin_write_limit_waits_total", map[string]string{"plugin": "crud"})
+	seconds, _ := value(t, m, "wasmrec_plugin_write_limit_wait_seconds_total", map[string]string{"plugin": "crud"})
+	if waits < 3 || seconds < 0.5 {
+		t.Errorf("wait metrics: %g writes, %gs; want the crud guest's writes past the first (at least 3) to have waited about 0.25s each", waits, seconds)
+	}
+}

@@ -28,6 +28,9 @@ type Metrics struct {
 	HostCalls *prometheus.CounterVec
 	// Swaps counts module swaps by plugin and outcome.
 	Swaps *prometheus.CounterVec
+	// WriteLimitWaits and WriteLimitWaitSeconds count the writes that waited on their plugin's
+	// own write rate limit, and how long they waited.
+	WriteLimitWaits, WriteLimitWaitSeconds *prometheus.CounterVec
 	// Running is 1 while a plugin's controller runs, 0 while it waits for its kinds to be
 	// served (its CRD is missing) or for leadership.
 	Running *prometheus.GaugeVec
@@ -68,6 +71,12 @@ func New() *Metrics {
 		Swaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmrec_plugin_swaps_total", Help: "Module swaps by plugin and outcome",
 		}, []string{"plugin", "outcome"}),
+		WriteLimitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_plugin_write_limit_waits_total", Help: "API writes a plugin made that waited on its own write rate limit",
+		}, []string{"plugin"}),
+		WriteLimitWaitSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_plugin_write_limit_wait_seconds_total", Help: "Time a plugin's API writes spent waiting on its own write rate limit",
+		}, []string{"plugin"}),
 		Running: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmrec_plugin_running", Help: "1 while a plugin's controller runs; 0 while it waits for its CRDs or for leadership",
 		}, []string{"plugin"}),
@@ -76,7 +85,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.maxWorkers, m.activeWorkers,
-		m.HostCalls, m.Swaps, m.Running, m.plugins)
+		m.HostCalls, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.Running, m.plugins)
 	m.queue.register(r)
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -139,12 +140,39 @@ func (c *calls) resource(m *meta.RESTMapping, namespace string) dynamic.Resource
 	return r
 }
 
-// waitToWrite takes a token from the plugin's write limit.
+// waitToWrite takes a token from the plugin's write limit. A write that has to wait for it is
+// counted, and said in the log at most every 30 s: a plugin held back by its own limit is
+// otherwise only slow.
 func (c *calls) waitToWrite(ctx context.Context) error {
-	if err := c.p.writes.Wait(ctx); err != nil {
-		return fail(abi.StatusTimeout, "the write rate limit (%g/s, burst %d) would not let this write through before the reconcile's deadline", float64(c.p.writes.Limit()), c.p.writes.Burst())
+	w := c.p.writes
+	r := w.Reserve()
+	d := r.Delay()
+	if d == 0 {
+		return nil
 	}
-	return nil
+	refuse := func() error {
+		r.Cancel()
+		return fail(abi.StatusTimeout, "the write rate limit (%g/s, burst %d) would not let this write through before the reconcile's deadline", float64(w.Limit()), w.Burst())
+	}
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
+		return refuse()
+	}
+	if m := c.p.host.metrics; m != nil {
+		m.WriteLimitWaits.WithLabelValues(c.p.cfg.Name).Inc()
+		m.WriteLimitWaitSeconds.WithLabelValues(c.p.cfg.Name).Add(d.Seconds())
+	}
+	c.p.writeWaitLog.Do(func() {
+		c.p.log.Info("writes are waiting on the plugin's write rate limit; raise writes.qps and writes.burst in its config if this load is expected",
+			"qps", float64(w.Limit()), "burst", w.Burst(), "wait", d.Round(time.Millisecond))
+	})
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return refuse()
+	}
 }
 
 func decode(body []byte, v any) error {

@@ -52,7 +52,8 @@ type Config struct {
 	// RecycleAbove replaces an instance whose memory grew past this. Defaults to half the limit.
 	RecycleAbove *resource.Quantity `json:"recycleAbove,omitempty"`
 	// Writes limits the plugin's writes to the API server (create, update, patch, delete,
-	// events). Defaults to 20 qps, burst 40.
+	// events). Defaults to 500 qps, burst 1000: a bound between plugins that a normal
+	// controller does not meet (the API server's priority and fairness paces it first).
 	Writes WriteLimit `json:"writes,omitempty"`
 }
 
@@ -70,17 +71,17 @@ type RateLimiterConfig struct {
 
 // WriteLimit is a client-side token bucket for API writes.
 type WriteLimit struct {
-	// QPS defaults to 20.
+	// QPS defaults to 500.
 	QPS float64 `json:"qps,omitempty"`
-	// Burst defaults to 40.
+	// Burst defaults to 1000.
 	Burst int `json:"burst,omitempty"`
 }
 
 // Defaults.
 const (
 	DefaultTimeout    = 30 * time.Second
-	DefaultWriteQPS   = 20
-	DefaultWriteBurst = 40
+	DefaultWriteQPS   = 500
+	DefaultWriteBurst = 1000
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
@@ -90,20 +91,21 @@ type Plugin struct {
 	module atomic.Pointer[wasm.Module] // swapped whole; a reconcile keeps the one it started on
 	swapMu sync.Mutex                  // one swap at a time; guards recent
 
-	recent      map[string]*wasm.Module // swapped-out versions kept compiled, by digest
-	recentOrder []string                // their digests, oldest first
-	ctrl        *controller.Controller
-	reader      *reader
-	forGVK      schema.GroupVersionKind
-	writes      *rate.Limiter
-	recorder    record.EventRecorder
-	log         logr.Logger
-	ids         atomic.Uint64
-	watchMu     sync.Mutex         // guards keys
-	keys        []cache.Key        // what the sources watch
-	srcs        map[string]watched // the controller's sources; changed by swaps, under swapMu
-	warm        *warmer
-	follows     []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
+	recent       map[string]*wasm.Module // swapped-out versions kept compiled, by digest
+	recentOrder  []string                // their digests, oldest first
+	ctrl         *controller.Controller
+	reader       *reader
+	forGVK       schema.GroupVersionKind
+	writes       *rate.Limiter
+	writeWaitLog rate.Sometimes // says, now and then, that writes wait on the limit
+	recorder     record.EventRecorder
+	log          logr.Logger
+	ids          atomic.Uint64
+	watchMu      sync.Mutex         // guards keys
+	keys         []cache.Key        // what the sources watch
+	srcs         map[string]watched // the controller's sources; changed by swaps, under swapMu
+	warm         *warmer
+	follows      []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
 
 	source  atomic.Pointer[moduleSource] // where the running module came from
 	movedMu sync.Mutex                   // guards moved
@@ -191,6 +193,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		burst = DefaultWriteBurst
 	}
 	p.writes = rate.NewLimiter(rate.Limit(qps), burst)
+	p.writeWaitLog = rate.Sometimes{Interval: 30 * time.Second}
 	p.recorder = h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec/" + cfg.Name})
 	p.reader = newReader(h.mgr.GetCache())
 
