@@ -31,6 +31,24 @@ type hostOptions struct {
 	leaderElection *manager.LeaderElection
 	insecure       []string
 	ociCache       string
+	kubeAPIQPS     float32
+	kubeAPIBurst   int
+}
+
+// clientConfig is cfg with the host's client-side limit on API requests: none unless
+// --kube-api-qps sets one (as controller-runtime does: the API server's priority and fairness
+// protects it, and client-go's default of 5 requests/s, burst 10, shared by every plugin, made
+// a controller of 2000 objects take minutes). The burst defaults to twice the QPS.
+func (o *hostOptions) clientConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0 // client-go: a negative QPS is no limit
+	if o.kubeAPIQPS > 0 {
+		cfg.QPS, cfg.Burst = o.kubeAPIQPS, o.kubeAPIBurst
+		if cfg.Burst <= 0 {
+			cfg.Burst = max(int(2*o.kubeAPIQPS), 1)
+		}
+	}
+	return cfg
 }
 
 func (o *hostOptions) ociClient(progress io.Writer) (*oci.Client, error) {
@@ -46,6 +64,7 @@ func (o *hostOptions) logger(w io.Writer) logr.Logger {
 // while a large one still compiles. A plugin that fails to load is reported and tried again with
 // backoff while the others run; runHost fails if none loads at the first attempt.
 func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *hostOptions, log logr.Logger, extra ...manager.Runnable) error {
+	cfg = o.clientConfig(cfg)
 	mgr, err := manager.New(cfg, manager.Options{Logger: log.WithName("manager"), LeaderElection: o.leaderElection})
 	if err != nil {
 		return err
