@@ -150,3 +150,100 @@ func TestRunLoadsAPluginOnceItsModuleAppears(t *testing.T) {
 	h.waitOut(t, `msg="starting workers" plugin=late`)
 	h.terminate(t)
 }
+
+// SIGTERM with hundreds of keys queued: the host takes no more of them, lets the in-flight
+// reconciles finish, and exits 0 at once; the keys it dropped are not lost, since a restarted
+// host lists every object again and reconciles it.
+func TestSIGTERMWithAQueueStopsAtOnce(t *testing.T) {
+	const objects, workers = 500, 10
+	ns := namespace(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for i := range objects {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("nap-%03d", i), Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	config := fmt.Sprintf(`plugins:
+  - name: misbehave
+    module: %s
+    namespaces: [%s]
+    maxConcurrentReconciles: %d
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
+`, wasmFile(t, "testguests", "misbehave"), ns, workers)
+	h := startHost(t, config)
+	h.waitOut(t, "msg=\"napped nap-")
+	time.Sleep(300 * time.Millisecond) // a few rounds of naps: most keys are still queued
+	before := strings.Count(h.out.String(), "napped nap-")
+	signalled := time.Now()
+	h.terminate(t)
+	took := time.Since(signalled)
+	out := h.out.String()
+	after := strings.Count(out, "napped nap-") - before
+	if after > workers {
+		t.Errorf("%d reconciles finished after SIGTERM, want at most the %d in flight", after, workers)
+	}
+	if took > 5*time.Second {
+		t.Errorf("exited %s after SIGTERM, want a few seconds at most", took.Round(time.Millisecond))
+	}
+	if strings.Contains(out, "level=ERROR") {
+		t.Errorf("errors while stopping:\n%s", tail(out, 40))
+	}
+	if !strings.Contains(out, "droppedQueuedKeys=") {
+		t.Errorf("the stop does not say how many queued keys it dropped:\n%s", tail(out, 20))
+	}
+	t.Logf("exited 0 %s after SIGTERM; %d of %d objects reconciled before it, %d after", took.Round(time.Millisecond), before, objects, after)
+
+	again := startHost(t, config)
+	deadline := time.Now().Add(time.Minute)
+	for i := 0; i < objects; {
+		if strings.Contains(again.out.String(), fmt.Sprintf("napped nap-%03d", i)) {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restarted host did not reconcile nap-%03d within a minute", i)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	again.terminate(t)
+}
+
+// A second SIGTERM while the host waits for a reconcile exits at once, non-zero, and names
+// what was still running.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	ns := namespace(t)
+	h := startHost(t, fmt.Sprintf(`plugins:
+  - name: misbehave
+    module: %s
+    namespaces: [%s]
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
+`, wasmFile(t, "testguests", "misbehave"), ns))
+	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
+	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "sleep", Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
+	must(t, err)
+	h.waitOut(t, "msg=sleeping")
+	must(t, h.cmd.Process.Signal(syscall.SIGTERM))
+	h.waitOut(t, "stopping workers")
+	signalled := time.Now()
+	must(t, h.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-h.exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 128+int(syscall.SIGTERM) {
+			t.Fatalf("exit: %v, want status %d:\n%s", err, 128+int(syscall.SIGTERM), h.out.String())
+		}
+	case <-time.After(time.Second):
+		t.Fatalf("still running 1s after the second SIGTERM:\n%s", h.out.String())
+	}
+	out := h.out.String()
+	if !strings.Contains(out, "exiting at once; still running:") || !strings.Contains(out, `"misbehave"`) {
+		t.Fatalf("the exit does not name what was running:\n%s", tail(out, 10))
+	}
+	if strings.Contains(out, "msg=slept") {
+		t.Fatal("the host waited for the reconcile")
+	}
+	t.Logf("exited %s after the second SIGTERM: %s", time.Since(signalled).Round(time.Millisecond), out[strings.LastIndex(out, "wasmrec: "):])
+}

@@ -113,6 +113,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 	}
 
+	setStillRunning(ctx, mgr.Running)
 	mctx, stop := context.WithCancel(ctx)
 	defer stop()
 	stopped := make(chan error, 1)

@@ -219,7 +219,9 @@ func (c *Controller) Start(ctx context.Context) error {
 		})
 	}
 	<-ctx.Done()
-	c.opts.Logger.Info("stopping workers; in-flight reconciles finish first")
+	// Queued keys are dropped, not drained: the world is level-triggered, and the next start
+	// (or the next leader) lists every object again.
+	c.opts.Logger.Info("stopping workers; in-flight reconciles finish first", "droppedQueuedKeys", queue.Len())
 	queue.ShutDown()
 	wg.Wait()
 	return nil
@@ -244,7 +246,8 @@ func (c *Controller) rateLimiter() workqueue.TypedRateLimiter[reconcile.Request]
 	return DefaultRateLimiter(c.opts.Clock)
 }
 
-// processNextWorkItem handles one Request. It returns false only when the queue has shut down:
+// processNextWorkItem handles one Request. It returns false only when the controller stops (the
+// queue has shut down, or ctx is done: a stopping controller takes no more keys from its queue);
 // a failed reconcile never ends the worker loop (no restart delay between retries).
 func (c *Controller) processNextWorkItem(ctx context.Context, q handler.Queue) bool {
 	req, shutdown := q.Get()
@@ -252,6 +255,9 @@ func (c *Controller) processNextWorkItem(ctx context.Context, q handler.Queue) b
 		return false
 	}
 	defer q.Done(req)
+	if ctx.Err() != nil {
+		return false
+	}
 	c.reconcileHandler(ctx, q, req)
 	return true
 }

@@ -423,3 +423,50 @@ func TestNewValidates(t *testing.T) {
 		t.Error("New accepted a nil reconciler")
 	}
 }
+
+// A stopping controller lets its in-flight reconciles finish and takes no more keys from its
+// queue: the world is level-triggered, so the next start lists them again.
+func TestStopDropsQueuedKeys(t *testing.T) {
+	const workers, queued = 2, 100
+	var (
+		mu       sync.Mutex
+		started  []string
+		release  = make(chan struct{})
+		inFlight = make(chan struct{}, queued)
+	)
+	c, err := New("stopping", reconcile.Func(func(_ context.Context, r reconcile.Request) (reconcile.Result, error) {
+		mu.Lock()
+		started = append(started, r.Name)
+		mu.Unlock()
+		inFlight <- struct{}{}
+		<-release
+		return reconcile.Result{}, nil
+	}), Options{MaxConcurrentReconciles: workers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []reconcile.Request
+	for i := range queued {
+		keys = append(keys, req(fmt.Sprint(i)))
+	}
+	if err := c.Watch(newQueueSource(keys...)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	for range workers {
+		<-inFlight
+	}
+	cancel()
+	time.Sleep(50 * time.Millisecond) // the stop reaches the workers while they are busy
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(started) != workers {
+		t.Fatalf("%d reconciles ran, want only the %d in flight at the stop: %v", len(started), workers, started)
+	}
+}

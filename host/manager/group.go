@@ -160,19 +160,25 @@ func (g *group) stopAndWait(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	g.mu.Lock()
-	var names []string
-	for _, e := range g.entries {
-		if e.cancel != nil { // started and not yet returned
-			names = append(names, describe(e.r))
-		}
-	}
-	g.mu.Unlock()
+	names := g.running()
 	if len(names) == 0 {
 		return nil
 	}
 	return fmt.Errorf("manager: %s group: %d runnables still running after the graceful-shutdown timeout: %s",
 		g.name, len(names), strings.Join(names, ", "))
+}
+
+// running names the runnables started and not yet returned.
+func (g *group) running() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var names []string
+	for _, e := range g.entries {
+		if e.cancel != nil {
+			names = append(names, describe(e.r))
+		}
+	}
+	return names
 }
 
 func describe(r Runnable) string {

@@ -278,6 +278,16 @@ func (m *Manager) startGroups(ctx context.Context) error {
 	return nil
 }
 
+// Running names the runnables that have started and not yet returned, leader-election ones
+// first: what a stop is still waiting for.
+func (m *Manager) Running() []string {
+	var names []string
+	for _, g := range []*group{m.leaders, m.others, m.caches, m.servers} {
+		names = append(names, g.running()...)
+	}
+	return names
+}
+
 // stop stops the groups in reverse order within the graceful-shutdown timeout.
 func (m *Manager) stop() error {
 	m.opts.Logger.Info("stopping the manager", "gracefulShutdownTimeout", *m.opts.GracefulShutdownTimeout)

@@ -2,7 +2,8 @@
  * object it reconciles: "trap", "loop", "bomb" (grows memory until the cap), "garbage" (a result
  * pointing outside memory), "badflags" (a result with unknown flags), "forbidden" (deletes a
  * Secret it never asked for and logs the status it got), "slow" (spins ~50M iterations, then
- * succeeds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"). Any other name reconciles
+ * succeeds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "nap-*" (sleeps 100ms, then
+ * logs "napped <name>"). Any other name reconciles
  * cleanly. It reconciles ConfigMaps labelled
  * wasmrec.dev/misbehave. */
 #include <stdint.h>
@@ -53,6 +54,13 @@ EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
     struct timespec ts = {2, 0};
     nanosleep(&ts, NULL);
     host_log(1, "slept", 5);
+  }
+  if (!strncmp(name, "nap-", 4)) {
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    char line[300];
+    int n = snprintf(line, sizeof line, "napped %s", name);
+    host_log(1, line, n);
   }
   if (!strcmp(name, "bomb")) {
     while (__builtin_wasm_memory_grow(0, 16) != (__SIZE_TYPE__)-1) {
