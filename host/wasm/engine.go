@@ -118,10 +118,11 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 		WithCompilationCache(e.cache).
 		WithCloseOnContextDone(closeOnDone).
 		WithMemoryLimitPages(pages)
-	c.runtime = wazero.NewRuntimeWithConfig(ctx, cfg)
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	c.runtime = rt
 	defer func() {
-		if err != nil {
-			_ = c.runtime.Close(context.WithoutCancel(ctx))
+		if err != nil { // c is nil by now
+			_ = rt.Close(context.WithoutCancel(ctx))
 		}
 	}()
 	defer recoverPanic(&err)
