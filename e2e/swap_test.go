@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -334,4 +335,57 @@ func TestSwapChangesWatches(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A module on a ConfigMap or Secret volume is swapped in when kubelet updates the volume (it
+// writes a new timestamped directory and swaps the `..data` symlink the file points through),
+// and so is one edited in place; a deleted module is logged and the running one keeps serving.
+func TestSwapFromAVolume(t *testing.T) {
+	installThings(t)
+	ns := namespace(t)
+	vol := t.TempDir()
+	update := func(version int, wasmBytes []byte) { // what kubelet's atomic writer does
+		t.Helper()
+		ts := filepath.Join(vol, fmt.Sprintf("..2026_11_23_12_00_0%d.000000001", version))
+		must(t, os.Mkdir(ts, 0o755))
+		must(t, os.WriteFile(filepath.Join(ts, "swap.wasm"), wasmBytes, 0o644))
+		must(t, os.Symlink(filepath.Base(ts), filepath.Join(vol, "..data_tmp")))
+		must(t, os.Rename(filepath.Join(vol, "..data_tmp"), filepath.Join(vol, "..data")))
+	}
+	update(1, module2(t, "swap-v1"))
+	path := filepath.Join(vol, "swap.wasm")
+	must(t, os.Symlink(filepath.Join("..data", "swap.wasm"), path))
+
+	logs := &logLines{}
+	mgr, plugins := pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "swap", Module: path, Namespaces: []string{ns},
+		Permissions: []abi.Permission{grant("follow.wasmrec.dev", []string{"things"}, "get", "list", "watch"), grant("", []string{"configmaps"}, "get", "list", "watch")}})
+	p := plugins["swap"]
+	must(t, mgr.Add(&plugin.FileWatcher{Plugin: p}))
+	swappedTo := func(what string, wasmBytes []byte) {
+		t.Helper()
+		eventually(t, 30*time.Second, what, func() error {
+			if got, want := p.Module().Digest(), digestOf(wasmBytes); got != want {
+				return fmt.Errorf("running %s, want %s", got, want)
+			}
+			return nil
+		})
+	}
+
+	v2 := module2(t, "swap-v2")
+	update(2, v2)
+	swappedTo("the volume's update swapped in", v2)
+
+	// Edited in place: the file kubelet's symlink points at now, written over.
+	v1 := module2(t, "swap-v1")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	must(t, err)
+	_, err = f.Write(v1)
+	must(t, errors.Join(err, f.Close()))
+	swappedTo("the module edited in place swapped in", v1)
+
+	must(t, os.Remove(path))
+	logs.waitFor(t, 10*time.Second, "reading the changed module file; the current module keeps serving", "no such file")
+	if got := p.Module().Digest(); got != digestOf(v1) {
+		t.Fatalf("after the file was deleted the plugin runs %s", got)
+	}
 }

@@ -38,9 +38,18 @@ func New(log logr.Logger) *Watcher {
 type Sub struct {
 	C chan struct{}
 
-	w         *Watcher
-	dir, base string
+	w    *Watcher
+	path string // as given, made absolute
+	// at is the file as named, and where its symlinks lead when that is another file (kubelet's
+	// volumes: a.wasm -> ..data/a.wasm -> ..2026_11_23.../a.wasm), whose directory is watched
+	// too so that a write in place there is seen. Guarded by w.mu.
+	at, target place
 }
+
+// place is a file: the directory watched, and the name in it.
+type place struct{ dir, base string }
+
+func placeOf(path string) place { return place{filepath.Dir(path), filepath.Base(path)} }
 
 // ErrClosed is returned by Watch on a closed Watcher.
 var ErrClosed = errors.New("filewatch: watcher closed")
@@ -51,7 +60,7 @@ func (w *Watcher) Watch(path string) (*Sub, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sub{C: make(chan struct{}, 1), w: w, dir: filepath.Dir(abs), base: filepath.Base(abs)}
+	s := &Sub{C: make(chan struct{}, 1), w: w, path: abs, at: placeOf(abs)}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -65,14 +74,58 @@ func (w *Watcher) Watch(path string) (*Sub, error) {
 		w.fw, w.done = fw, make(chan struct{})
 		go w.loop(fw)
 	}
-	if w.dirs[s.dir] == 0 {
-		if err := w.fw.Add(s.dir); err != nil {
-			return nil, fmt.Errorf("watching %s: %w", s.dir, err)
+	if err := w.holdLocked(s.at.dir); err != nil {
+		return nil, err
+	}
+	w.subs[s] = struct{}{}
+	w.retargetLocked(s)
+	return s, nil
+}
+
+// holdLocked watches dir, once however many places are in it.
+func (w *Watcher) holdLocked(dir string) error {
+	if w.dirs[dir] == 0 {
+		if err := w.fw.Add(dir); err != nil {
+			return fmt.Errorf("watching %s: %w", dir, err)
 		}
 	}
-	w.dirs[s.dir]++
-	w.subs[s] = struct{}{}
-	return s, nil
+	w.dirs[dir]++
+	return nil
+}
+
+// releaseLocked stops watching dir once no place is in it.
+func (w *Watcher) releaseLocked(dir string) {
+	if w.dirs[dir]--; w.dirs[dir] <= 0 {
+		delete(w.dirs, dir)
+		if !w.closed {
+			_ = w.fw.Remove(dir)
+		}
+	}
+}
+
+// retargetLocked follows s's symlinks again, and watches where they lead now if that is
+// elsewhere. A link that leads nowhere (yet) is followed at the next change.
+func (w *Watcher) retargetLocked(s *Sub) {
+	var next place
+	if resolved, err := filepath.EvalSymlinks(s.path); err == nil {
+		if p := placeOf(resolved); p.dir != s.at.dir {
+			next = p
+		}
+	}
+	if next == s.target {
+		return
+	}
+	if s.target.dir != "" {
+		w.releaseLocked(s.target.dir)
+	}
+	s.target = place{}
+	if next.dir != "" {
+		if err := w.holdLocked(next.dir); err != nil {
+			w.log.Error(err, "watching where a module file's symlink leads: a write in place there is not seen", "path", s.path)
+			return
+		}
+		s.target = next
+	}
 }
 
 // Stop ends the subscription. It is safe to call more than once.
@@ -84,11 +137,9 @@ func (s *Sub) Stop() {
 		return
 	}
 	delete(w.subs, s)
-	if w.dirs[s.dir]--; w.dirs[s.dir] == 0 {
-		delete(w.dirs, s.dir)
-		if !w.closed {
-			_ = w.fw.Remove(s.dir)
-		}
+	w.releaseLocked(s.at.dir)
+	if s.target.dir != "" {
+		w.releaseLocked(s.target.dir)
 	}
 }
 
@@ -132,13 +183,13 @@ func (w *Watcher) loop(fw *fsnotify.Watcher) {
 
 // matches tells whether a change to name may change the subscribed file: the file itself, or
 // one of the `..`-prefixed entries (`..data`, `..2026_11_23...`) kubelet swaps in an atomic
-// volume update.
+// volume update, or the file its symlinks lead to.
 func (s *Sub) matches(name string) bool {
-	if filepath.Dir(name) != s.dir {
-		return false
+	p := placeOf(name)
+	if p.dir == s.at.dir {
+		return p.base == s.at.base || strings.HasPrefix(p.base, "..")
 	}
-	base := filepath.Base(name)
-	return base == s.base || strings.HasPrefix(base, "..")
+	return p == s.target
 }
 
 func (w *Watcher) notify(match func(*Sub) bool) {
@@ -146,6 +197,7 @@ func (w *Watcher) notify(match func(*Sub) bool) {
 	defer w.mu.Unlock()
 	for s := range w.subs {
 		if match(s) {
+			w.retargetLocked(s)
 			select {
 			case s.C <- struct{}{}:
 			default: // one pending value says it all

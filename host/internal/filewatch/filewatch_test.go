@@ -115,6 +115,25 @@ func TestWatchFollowsEveryKindOfUpdate(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(vol, "a.wasm")); err != nil || string(b) != "v2" {
 		t.Fatalf("read through the volume: %q, %v", b, err)
 	}
+	drain(vs)
+	// Written in place where the symlinks lead now (another directory since the swap).
+	write(t, filepath.Join(vol, "..ts-v2", "a.wasm"), "v2, edited")
+	woken(t, vs, "the symlinks' target written in place")
+	drain(vs)
+	write(t, filepath.Join(vol, "..ts-v1", "a.wasm"), "v1, edited")
+	quiet(t, vs, "the file the symlinks led to before the swap")
+
+	// A symlink to a file in another directory: a write in place there is a change.
+	elsewhere := t.TempDir()
+	target := filepath.Join(elsewhere, "b.wasm")
+	write(t, target, "v1")
+	link := filepath.Join(t.TempDir(), "b.wasm")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	ls := watch(t, w, link)
+	write(t, target, "v2")
+	woken(t, ls, "a symlinked file written in place")
 }
 
 // One inotify instance serves every subscription: far more files than the kernel's default 128
