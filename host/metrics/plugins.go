@@ -13,6 +13,8 @@ type PluginStats struct {
 	InstanceMemoryBytes          uint64 // of the idle instances
 	Traps, Timeouts, BadResults  int64
 	Instantiated, Discarded, Rec int64 // Rec: recycled
+	LogDroppedLines              int64 // guest output past the plugin's log limit
+	LogDroppedBytes              int64
 }
 
 // pluginCollector reports wasmrec_plugin_* from the registered plugins.
@@ -20,7 +22,7 @@ type pluginCollector struct {
 	mu      sync.Mutex
 	plugins map[string]func() PluginStats
 
-	info, instances, memory, traps, timeouts, badResults, instantiated, discarded, recycled *prometheus.Desc
+	info, instances, memory, traps, timeouts, badResults, instantiated, discarded, recycled, droppedLines, droppedBytes *prometheus.Desc
 }
 
 func newPluginCollector() *pluginCollector {
@@ -38,6 +40,8 @@ func newPluginCollector() *pluginCollector {
 		instantiated: d("wasmrec_plugin_instantiations_total", "Instances created"),
 		discarded:    d("wasmrec_plugin_instances_discarded_total", "Instances thrown away after a fault"),
 		recycled:     d("wasmrec_plugin_instances_recycled_total", "Instances replaced because their memory grew past the bound"),
+		droppedLines: d("wasmrec_plugin_log_dropped_lines_total", "Lines of a plugin's output dropped past its log limit"),
+		droppedBytes: d("wasmrec_plugin_log_dropped_bytes_total", "Bytes of a plugin's output dropped past its log limit"),
 	}
 }
 
@@ -56,7 +60,7 @@ func (m *Metrics) UnregisterPlugin(name string) {
 }
 
 func (c *pluginCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled} {
+	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled, c.droppedLines, c.droppedBytes} {
 		ch <- d
 	}
 }
@@ -75,5 +79,7 @@ func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.instantiated, prometheus.CounterValue, float64(s.Instantiated), name)
 		ch <- prometheus.MustNewConstMetric(c.discarded, prometheus.CounterValue, float64(s.Discarded), name)
 		ch <- prometheus.MustNewConstMetric(c.recycled, prometheus.CounterValue, float64(s.Rec), name)
+		ch <- prometheus.MustNewConstMetric(c.droppedLines, prometheus.CounterValue, float64(s.LogDroppedLines), name)
+		ch <- prometheus.MustNewConstMetric(c.droppedBytes, prometheus.CounterValue, float64(s.LogDroppedBytes), name)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // HostConfig is the file `wasmrec run --config` reads.
@@ -55,6 +56,9 @@ type Config struct {
 	// events). Defaults to 500 qps, burst 1000: a bound between plugins that a normal
 	// controller does not meet (the API server's priority and fairness paces it first).
 	Writes WriteLimit `json:"writes,omitempty"`
+	// LogLimit bounds what the plugin's stdout, stderr and log calls put in the host log.
+	// Defaults to 1000 lines/s and 1 MiB/s (bursts of twice that), and 64 KiB per reconcile.
+	LogLimit wasm.LogLimit `json:"logLimit,omitempty"`
 }
 
 // RateLimiterConfig is the retry backoff: per key exponential, and an overall bucket.

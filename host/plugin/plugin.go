@@ -386,6 +386,7 @@ func (p *Plugin) stats() metrics.PluginStats {
 		Digest: mod.Digest(), Instances: int(s.Live.Load()), InstanceMemoryBytes: mem,
 		Traps: s.Traps.Load(), Timeouts: s.Timeouts.Load(), BadResults: s.BadResults.Load(),
 		Instantiated: s.Instantiated.Load(), Discarded: s.Discarded.Load(), Rec: s.Recycled.Load(),
+		LogDroppedLines: s.LogDroppedLines.Load(), LogDroppedBytes: s.LogDroppedBytes.Load(),
 	}
 }
 

@@ -142,6 +142,7 @@ func (p *Plugin) moduleOptions() wasm.Options {
 		RecycleAbove:  quantity(p.cfg.RecycleAbove),
 		Interruptible: p.cfg.Interruptible,
 		Logger:        p.log,
+		LogLimit:      p.cfg.LogLimit,
 	}
 }
 

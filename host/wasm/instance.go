@@ -46,6 +46,38 @@ type instance struct {
 	pending        []byte // what read copies out next
 	cur            *Call  // the reconcile in progress, nil between reconciles
 	stdout, stderr *lineWriter
+
+	logged                     int // bytes the reconcile in progress has logged
+	droppedLines, droppedBytes int // what it could not log, past the LogLimit
+}
+
+// admit tells whether a line of n bytes of the guest's output may go to the log, and counts it
+// as dropped if not.
+func (inst *instance) admit(n int) bool {
+	m := inst.module
+	if inst.logged+n <= m.opts.LogLimit.PerReconcile && m.logLines.Allow() && m.logBytes.AllowN(time.Now(), n) {
+		inst.logged += n
+		return true
+	}
+	inst.droppedLines++
+	inst.droppedBytes += n
+	m.stats.LogDroppedLines.Add(1)
+	m.stats.LogDroppedBytes.Add(int64(n))
+	return false
+}
+
+// endOutput closes a reconcile's output: it says (at most every 30 s per plugin) what was
+// dropped, and resets the counts.
+func (inst *instance) endOutput() {
+	if inst.droppedLines > 0 {
+		l := inst.module.opts.LogLimit
+		lines, bytes := inst.droppedLines, inst.droppedBytes
+		inst.module.dropNote.Do(func() {
+			inst.logger().Info("dropped the plugin's output past its log limit (counted in wasmrec_plugin_log_dropped_*; raise logLimit in its config to keep more)",
+				"droppedLines", lines, "droppedBytes", bytes, "linesPerSecond", l.LinesPerSecond, "bytesPerSecond", l.BytesPerSecond, "perReconcile", l.PerReconcile)
+		})
+	}
+	inst.logged, inst.droppedLines, inst.droppedBytes = 0, 0, 0
 }
 
 func (inst *instance) logger() logr.Logger {
@@ -73,6 +105,7 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	interrupted := stop != nil && !stop()
 	inst.stdout.flush()
 	inst.stderr.flush()
+	inst.endOutput()
 	inst.cur, inst.pending = nil, nil
 
 	if callErr != nil {
@@ -199,7 +232,7 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		trap("log: [%d, %d) is outside the plugin's memory", ptr, uint64(ptr)+uint64(n))
 	}
 	inst := instanceFrom(ctx)
-	if inst == nil {
+	if inst == nil || !inst.admit(len(msg)) {
 		return
 	}
 	logLevel(inst.logger(), level, string(msg))
@@ -273,19 +306,27 @@ type lineWriter struct {
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
 		if i < 0 {
-			break
+			take := min(len(p), maxLogLine-len(w.buf))
+			w.buf = append(w.buf, p[:take]...)
+			p = p[take:]
+			if len(w.buf) >= maxLogLine {
+				w.flush()
+			}
+			continue
 		}
-		w.emit(w.buf[:i])
-		w.buf = w.buf[i+1:]
+		if len(w.buf) == 0 {
+			w.emit(p[:min(i, maxLogLine)]) // no copy for the usual whole line
+		} else {
+			w.buf = append(w.buf, p[:min(i, maxLogLine-len(w.buf))]...)
+			w.flush()
+		}
+		p = p[i+1:]
 	}
-	if len(w.buf) > maxLogLine {
-		w.flush()
-	}
-	return len(p), nil
+	return n, nil
 }
 
 func (w *lineWriter) flush() {
@@ -296,5 +337,7 @@ func (w *lineWriter) flush() {
 }
 
 func (w *lineWriter) emit(line []byte) {
-	w.inst.logger().Info(string(bytes.TrimRight(line, "\r")), "stream", w.stream)
+	if w.inst.admit(len(line)) {
+		w.inst.logger().Info(string(bytes.TrimRight(line, "\r")), "stream", w.stream)
+	}
 }

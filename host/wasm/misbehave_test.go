@@ -165,3 +165,54 @@ func TestLoopsOnEveryProcessorAreInterrupted(t *testing.T) {
 	close(stop)
 	<-gcDone
 }
+
+// A guest that prints far more than its log limit leaves at most what the limit allows in the
+// host log; the rest is counted, and said once.
+func TestGuestOutputIsBounded(t *testing.T) {
+	log, logs := logSink(t)
+	const rate = 50 // lines/s, burst 100
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", Logger: log,
+		LogLimit: wasm.LogLimit{LinesPerSecond: rate}})
+	began := time.Now()
+	for range 3 {
+		if _, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "chatty"}, Logger: log}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allowed := 2*rate + int(rate*time.Since(began).Seconds()) + 1
+	out := logs()
+	logged := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "chatter chatter") {
+			logged++
+		}
+	}
+	if logged == 0 || logged > allowed {
+		t.Fatalf("%d lines of chatter in the log, want some and at most %d", logged, allowed)
+	}
+	s := m.Stats()
+	if got, want := s.LogDroppedLines.Load(), int64(3*100_000-logged); got != want {
+		t.Fatalf("dropped %d lines, want %d", got, want)
+	}
+	if got, want := s.LogDroppedBytes.Load(), int64((3*100_000-logged)*127); got != want {
+		t.Fatalf("dropped %d bytes, want %d", got, want)
+	}
+	if n := strings.Count(out, "dropped the plugin's output past its log limit"); n != 1 {
+		t.Fatalf("the drop is said %d times, want once", n)
+	}
+}
+
+// With rates that do not bind, each reconcile logs up to its own cap.
+func TestGuestOutputPerReconcileCap(t *testing.T) {
+	log, logs := logSink(t)
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", Logger: log,
+		LogLimit: wasm.LogLimit{LinesPerSecond: 1e7, BytesPerSecond: 1e10, PerReconcile: 127 * 50}})
+	for range 2 {
+		if _, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "chatty"}, Logger: log}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs(), "chatter chatter chatter chatter chatter chatter chatter chatter\""); n != 2*50 {
+		t.Fatalf("%d lines logged, want 50 per reconcile", n)
+	}
+}

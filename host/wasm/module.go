@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
@@ -45,7 +46,30 @@ type Options struct {
 
 	// Logger receives the guest's stdout, stderr and log calls. Defaults to logr.Discard().
 	Logger logr.Logger
+
+	// LogLimit bounds what the guest puts in Logger. Zero fields take the defaults.
+	LogLimit LogLimit
 }
+
+// LogLimit bounds a plugin's output in the host log: its stdout and stderr lines and its log
+// calls. What is past it is dropped, counted (Stats.LogDroppedLines and LogDroppedBytes), and
+// said in the log now and then.
+type LogLimit struct {
+	// LinesPerSecond is the rate of lines over all the plugin's instances, with a burst of
+	// twice as many. Defaults to 1000: a line per reconcile of a busy controller.
+	LinesPerSecond float64 `json:"linesPerSecond,omitempty"`
+	// BytesPerSecond is the rate of bytes, with a burst of twice as many. Defaults to 1 MiB.
+	BytesPerSecond float64 `json:"bytesPerSecond,omitempty"`
+	// PerReconcile caps the bytes one reconcile may log. Defaults to 64 KiB.
+	PerReconcile int `json:"perReconcile,omitempty"`
+}
+
+// Log limit defaults.
+const (
+	DefaultLogLinesPerSecond = 1000
+	DefaultLogBytesPerSecond = 1 << 20
+	DefaultLogPerReconcile   = 64 << 10
+)
 
 const (
 	pageSize            = 64 << 10
@@ -75,6 +99,15 @@ func (o Options) withDefaults() Options {
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
+	if o.LogLimit.LinesPerSecond <= 0 {
+		o.LogLimit.LinesPerSecond = DefaultLogLinesPerSecond
+	}
+	if o.LogLimit.BytesPerSecond <= 0 {
+		o.LogLimit.BytesPerSecond = DefaultLogBytesPerSecond
+	}
+	if o.LogLimit.PerReconcile <= 0 {
+		o.LogLimit.PerReconcile = DefaultLogPerReconcile
+	}
 	return o
 }
 
@@ -86,6 +119,11 @@ type Module struct {
 	digest   string
 	manifest *abi.Manifest
 	released sync.Once // code released, by Close
+
+	// logLines and logBytes pace the guest's output over all instances; dropNote says now and
+	// then that some was dropped.
+	logLines, logBytes *rate.Limiter
+	dropNote           rate.Sometimes
 
 	tokens chan struct{} // one per instance allowed; held while an instance is checked out
 	mu     sync.Mutex
@@ -103,6 +141,7 @@ type Stats struct {
 	Live                              atomic.Int64 // instances alive now, idle or busy
 	Instantiated, Discarded, Recycled atomic.Int64
 	Traps, Timeouts, BadResults       atomic.Int64
+	LogDroppedLines, LogDroppedBytes  atomic.Int64 // guest output past the LogLimit
 }
 
 // Compile checks wasm against ABI v1, compiles it, instantiates it once to read and check its
@@ -112,7 +151,11 @@ type Stats struct {
 // stack, and returned as a *PanicError: one plugin's module never takes the host down.
 func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Module, err error) {
 	opts = opts.withDefaults()
-	m := &Module{opts: opts, engine: e, digest: digestOf(wasm), tokens: make(chan struct{}, opts.MaxInstances)}
+	m := &Module{opts: opts, engine: e, digest: digestOf(wasm), tokens: make(chan struct{}, opts.MaxInstances),
+		logLines: rate.NewLimiter(rate.Limit(opts.LogLimit.LinesPerSecond), int(2*opts.LogLimit.LinesPerSecond)),
+		logBytes: rate.NewLimiter(rate.Limit(opts.LogLimit.BytesPerSecond), int(2*opts.LogLimit.BytesPerSecond)),
+		dropNote: rate.Sometimes{First: 1, Interval: 30 * time.Second},
+	}
 	for range opts.MaxInstances {
 		m.tokens <- struct{}{}
 	}

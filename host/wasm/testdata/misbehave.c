@@ -3,7 +3,7 @@
  * pointing outside memory), "badflags" (a result with unknown flags), "forbidden" (deletes a
  * Secret it never asked for and logs the status it got), "slow" (spins ~50M iterations, then
  * succeeds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "nap-*" (sleeps 100ms, then
- * logs "napped <name>"). Any other name reconciles
+ * logs "napped <name>"), "chatty" (prints 100,000 lines of 128 bytes to stdout). Any other name reconciles
  * cleanly. It reconciles ConfigMaps labelled
  * wasmrec.dev/misbehave. */
 #include <stdint.h>
@@ -61,6 +61,13 @@ EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
     char line[300];
     int n = snprintf(line, sizeof line, "napped %s", name);
     host_log(1, line, n);
+  }
+  if (!strcmp(name, "chatty")) {
+    char line[129];
+    for (int i = 0; i < 16; i++) memcpy(line + 8 * i, "chatter ", 8);
+    line[127] = '\n';
+    for (int i = 0; i < 100000; i++) fwrite(line, 1, 128, stdout);
+    fflush(stdout);
   }
   if (!strcmp(name, "bomb")) {
     while (__builtin_wasm_memory_grow(0, 16) != (__SIZE_TYPE__)-1) {
