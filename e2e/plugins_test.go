@@ -526,24 +526,32 @@ func TestEveryHostCall(t *testing.T) {
 	})
 }
 
-// A plugin's writes pass its own token bucket: one that writes faster than its limit gets a
-// timeout status naming the limit once the reconcile's deadline is near, and the API server is
-// spared the rest.
-func TestWriteRateLimit(t *testing.T) {
+// runCrud runs the crud guest in a namespace of its own, with the settings of c, and gives it
+// its App and ConfigMap to work on.
+func runCrud(t *testing.T, logs *logLines, m *metrics.Metrics, c plugin.Config) {
+	t.Helper()
 	ns := namespace(t)
-	logs := &logLines{}
-	two := metav1.Duration{Duration: 2 * time.Second}
-	pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "crud", Module: wasmFile(t, "testguests", "crud-go"), Namespaces: []string{ns},
-		Timeout: &two, Writes: plugin.WriteLimit{QPS: 0.2, Burst: 1}, Permissions: []abi.Permission{
-			grant("", []string{"configmaps"}, "get", "list", "watch", "create", "update", "delete"),
-			grant("demo.wasmrec.dev", []string{"apps"}, "get", "list", "watch"),
-			grant("demo.wasmrec.dev", []string{"apps/status"}, "update"),
-			grant("", []string{"events"}, "create"),
-		}})
+	c.Name, c.Module, c.Namespaces = "crud", wasmFile(t, "testguests", "crud-go"), []string{ns}
+	c.Permissions = []abi.Permission{
+		grant("", []string{"configmaps"}, "get", "list", "watch", "create", "update", "delete"),
+		grant("demo.wasmrec.dev", []string{"apps"}, "get", "list", "watch"),
+		grant("demo.wasmrec.dev", []string{"apps/status"}, "update"),
+		grant("", []string{"events"}, "create"),
+	}
+	pluginHostWithMetrics(t, cfg, logs.logger(), m, c)
 	createApp(t, ns, "crud-app", map[string]any{})
 	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: "crud", Labels: map[string]string{"wasmrec.dev/crud": "yes"}}, Data: map[string]string{"app": "crud-app"}}, metav1.CreateOptions{})
 	must(t, err)
+}
+
+// A plugin's writes pass its own token bucket: one that writes faster than its limit gets a
+// timeout status naming the limit once the reconcile's deadline is near, and the API server is
+// spared the rest.
+func TestWriteRateLimit(t *testing.T) {
+	logs := &logLines{}
+	two := metav1.Duration{Duration: 2 * time.Second}
+	runCrud(t, logs, nil, plugin.Config{Timeout: &two, Writes: plugin.WriteLimit{QPS: 0.2, Burst: 1}})
 	// The first create takes the only token; the second write waits for a refill 5s away,
 	// which the 2s deadline does not allow.
 	logs.waitFor(t, 30*time.Second, "reconciler error", `plugin \"crud\"`, "timeout", "write rate limit (0.2/s, burst 1)")
@@ -555,20 +563,9 @@ func TestWriteRateLimit(t *testing.T) {
 // A plugin held back by its own write limit gets its writes through, and says so: a log line
 // (once, however many writes wait) and the wait metrics.
 func TestWriteRateLimitWaitIsVisible(t *testing.T) {
-	ns := namespace(t)
 	logs := &logLines{}
 	m := metrics.New()
-	pluginHostWithMetrics(t, cfg, logs.logger(), m, plugin.Config{Name: "crud", Module: wasmFile(t, "testguests", "crud-go"), Namespaces: []string{ns},
-		Writes: plugin.WriteLimit{QPS: 4, Burst: 1}, Permissions: []abi.Permission{
-			grant("", []string{"configmaps"}, "get", "list", "watch", "create", "update", "delete"),
-			grant("demo.wasmrec.dev", []string{"apps"}, "get", "list", "watch"),
-			grant("demo.wasmrec.dev", []string{"apps/status"}, "update"),
-			grant("", []string{"events"}, "create"),
-		}})
-	createApp(t, ns, "crud-app", map[string]any{})
-	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: "crud", Labels: map[string]string{"wasmrec.dev/crud": "yes"}}, Data: map[string]string{"app": "crud-app"}}, metav1.CreateOptions{})
-	must(t, err)
+	runCrud(t, logs, m, plugin.Config{Writes: plugin.WriteLimit{QPS: 4, Burst: 1}})
 	logs.waitFor(t, 30*time.Second, "crud: all steps passed")
 	if lines, _ := logs.matching("writes are waiting on the plugin's write rate limit", `"plugin"="crud"`, `"qps"=4`, `"burst"=1`); len(lines) != 1 {
 		t.Errorf("%d lines say the writes waited, want 1: %v", len(lines), lines)

@@ -92,17 +92,23 @@ func (h *hostProcess) terminate(t testing.TB) {
 	}
 }
 
+// misbehaveConfig is a host config running the misbehave guest in ns with workers workers.
+func misbehaveConfig(t testing.TB, ns string, workers int) string {
+	return fmt.Sprintf(`plugins:
+  - name: misbehave
+    module: %s
+    namespaces: [%s]
+    maxConcurrentReconciles: %d
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
+`, wasmFile(t, "testguests", "misbehave"), ns, workers)
+}
+
 // SIGTERM during a slow reconcile: the host stops taking work, lets the reconcile finish, and
 // exits 0 well within its graceful-shutdown timeout.
 func TestSIGTERMLetsAReconcileFinish(t *testing.T) {
 	ns := namespace(t)
-	h := startHost(t, fmt.Sprintf(`plugins:
-  - name: misbehave
-    module: %s
-    namespaces: [%s]
-    permissions:
-      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
-`, wasmFile(t, "testguests", "misbehave"), ns))
+	h := startHost(t, misbehaveConfig(t, ns, 1))
 	waitOut := func(what string) { t.Helper(); h.waitOut(t, what) }
 	waitOut(`msg="starting workers" plugin=misbehave`)
 	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
@@ -163,14 +169,7 @@ func TestSIGTERMWithAQueueStopsAtOnce(t *testing.T) {
 			Name: fmt.Sprintf("nap-%03d", i), Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
 		must(t, err)
 	}
-	config := fmt.Sprintf(`plugins:
-  - name: misbehave
-    module: %s
-    namespaces: [%s]
-    maxConcurrentReconciles: %d
-    permissions:
-      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
-`, wasmFile(t, "testguests", "misbehave"), ns, workers)
+	config := misbehaveConfig(t, ns, workers)
 	h := startHost(t, config)
 	h.waitOut(t, "msg=\"napped nap-")
 	time.Sleep(300 * time.Millisecond) // a few rounds of naps: most keys are still queued
@@ -213,13 +212,7 @@ func TestSIGTERMWithAQueueStopsAtOnce(t *testing.T) {
 // what was still running.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
 	ns := namespace(t)
-	h := startHost(t, fmt.Sprintf(`plugins:
-  - name: misbehave
-    module: %s
-    namespaces: [%s]
-    permissions:
-      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
-`, wasmFile(t, "testguests", "misbehave"), ns))
+	h := startHost(t, misbehaveConfig(t, ns, 1))
 	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
 	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: "sleep", Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})

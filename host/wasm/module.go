@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/time/rate"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
+	"golang.org/x/time/rate"
 
 	"github.com/wasmrec/wasmrec/abi"
 )
