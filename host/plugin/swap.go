@@ -332,6 +332,9 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			var err error
 			if sub, err = p.host.files.Watch(next); err != nil {
 				p.log.Error(err, "cannot watch the module file: changes to it are not swapped in", "path", next)
+			} else {
+				// The file may have changed between its load and now: read it once more.
+				settle = time.After(100 * time.Millisecond)
 			}
 		}
 		return moved
