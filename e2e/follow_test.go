@@ -57,7 +57,7 @@ func TestControllerFollowsItsCRD(t *testing.T) {
 			t.Errorf("cycle %d: wasmrec_plugin_running is 0 while the plugin reconciles", cycle)
 		}
 
-		errorsBefore, _ := logs.matching("list/watch failed", "things")
+		errorsBefore, _ := logs.matching("list/watch failing", "things")
 		must(t, crd.Uninstall(context.Background(), cfg, []string{"things.follow.wasmrec.dev"}, 0))
 		eventually(t, 30*time.Second, "the thing informer released", func() error {
 			if mgr.GetCache().Active(thingKey) {
@@ -69,7 +69,7 @@ func TestControllerFollowsItsCRD(t *testing.T) {
 		if running() != 0 {
 			t.Errorf("cycle %d: wasmrec_plugin_running is 1 after the CRD went", cycle)
 		}
-		errorsAfter, _ := logs.matching("list/watch failed", "things")
+		errorsAfter, _ := logs.matching("list/watch failing", "things")
 		if n := len(errorsAfter) - len(errorsBefore); n > 2 {
 			t.Errorf("cycle %d: %d list/watch errors for the removed resource", cycle, n)
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	}
 	defer engine.Close(context.WithoutCancel(ctx))
 	m := metrics.New()
+	m.WatchInformers(func() int { return len(mgr.GetCache().Failures()) })
 	host, err := plugin.NewHost(mgr, engine, m, log.WithName("plugin"))
 	if err != nil {
 		return err
@@ -100,6 +102,14 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		"/readyz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			if !ready.Load() {
 				http.Error(w, "caches syncing or plugins loading", http.StatusServiceUnavailable)
+				return
+			}
+			if failures := mgr.GetCache().Failures(); len(failures) > 0 {
+				var b strings.Builder
+				for _, f := range failures {
+					fmt.Fprintf(&b, "list/watch of %s failing for %s: %v\n", f.Key, time.Since(f.Since).Round(time.Second), f.Err)
+				}
+				http.Error(w, b.String(), http.StatusServiceUnavailable)
 				return
 			}
 			fmt.Fprintln(w, "ok")

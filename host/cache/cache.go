@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
 	"sync"
 	"time"
 
@@ -15,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 )
@@ -90,6 +92,7 @@ type Cache struct {
 type entry struct {
 	key      Key
 	mapping  *meta.RESTMapping
+	health   *health
 	informer toolscache.SharedIndexInformer
 	refs     int
 	cancel   context.CancelFunc // nil until the informer runs
@@ -182,7 +185,8 @@ func (c *Cache) Acquire(key Key) (*Informer, error) {
 	defer c.mu.Unlock()
 	e, ok := c.informers[key]
 	if !ok {
-		e = &entry{key: key, mapping: mapping, informer: c.newInformer(key, mapping)}
+		e = &entry{key: key, mapping: mapping, health: &health{}}
+		e.informer = c.newInformer(key, mapping, e.health)
 		c.informers[key] = e
 		if c.ctx != nil {
 			c.runLocked(e)
@@ -215,21 +219,145 @@ func (c *Cache) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) 
 	}
 }
 
-func (c *Cache) newInformer(key Key, m *meta.RESTMapping) toolscache.SharedIndexInformer {
-	indexers := toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc}
-	var inf toolscache.SharedIndexInformer
+// newInformer builds the informer of key, as dynamicinformer and metadatainformer do, with its
+// list and watch calls reported to h.
+func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) toolscache.SharedIndexInformer {
+	var (
+		list    func(context.Context, metav1.ListOptions) (runtime.Object, error)
+		watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)
+		example runtime.Object
+		client  any
+	)
 	if key.MetadataOnly {
-		inf = metadatainformer.NewFilteredMetadataInformer(c.metadata, m.Resource, metav1.NamespaceAll, c.opts.ResyncPeriod, indexers, nil).Informer()
+		r := c.metadata.Resource(m.Resource)
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) }
+		watchFn, example, client = r.Watch, &metav1.PartialObjectMetadata{}, c.metadata
 	} else {
-		inf = dynamicinformer.NewFilteredDynamicInformer(c.dynamic, m.Resource, metav1.NamespaceAll, c.opts.ResyncPeriod, indexers, nil).Informer()
+		r := c.dynamic.Resource(m.Resource)
+		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) }
+		watchFn, example, client = r.Watch, &unstructured.Unstructured{}, c.dynamic
 	}
+	log := c.opts.Logger.WithValues("gvk", key.String(), "resource", m.Resource.String())
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (obj runtime.Object, err error) {
+			err = h.patiently(ctx, log, c.host, func() (err error) { obj, err = list(ctx, o); return err })
+			return obj, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (w watch.Interface, err error) {
+			err = h.patiently(ctx, log, c.host, func() (err error) { w, err = watchFn(ctx, o); return err })
+			return w, err
+		},
+	}
+	inf := toolscache.NewSharedIndexInformerWithOptions(toolscache.ToListWatcherWithWatchListSemantics(lw, client), example, toolscache.SharedIndexInformerOptions{
+		ResyncPeriod:      c.opts.ResyncPeriod,
+		Indexers:          toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc},
+		ObjectDescription: m.Resource.String(),
+	})
 	// Both setters only fail on a started informer; this one is new.
 	_ = inf.SetTransform(stripManagedFields)
-	log := c.opts.Logger.WithValues("gvk", key.String(), "resource", m.Resource.String())
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
-		log.Error(err, "list/watch failed; the informer retries with backoff")
+		h.failed(log, err, c.host)
 	})
 	return inf
+}
+
+// outageBackoff paces an informer's calls while the API server cannot be reached. The
+// reflector's own backoff grows to 30-60 s, so a change made after a 20 s outage waited that
+// long; this one stays within 2 s.
+var outageBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Second}
+
+// patiently makes a list or watch call, and while it fails for want of the API server (a
+// transport error, 429 or 5xx), makes it again with outageBackoff until it works or ctx ends;
+// the reflector then never backs off for an outage. Other errors (forbidden, gone...) are the
+// reflector's to handle.
+func (h *health) patiently(ctx context.Context, log logr.Logger, host string, call func() error) error {
+	b := outageBackoff
+	for {
+		err := call()
+		if err == nil {
+			h.recovered(log)
+			return nil
+		}
+		if !isOutage(err) || ctx.Err() != nil {
+			return err
+		}
+		h.failed(log, err, host)
+		t := time.NewTimer(b.Step())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// isOutage tells whether err says the API server could not serve the call at all.
+func isOutage(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
+	}
+	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// health follows whether an informer's list and watch calls work. It says when they start
+// failing (once, not at every retry) and when they work again.
+type health struct {
+	mu      sync.Mutex
+	failing bool
+	since   time.Time
+	err     error
+}
+
+// failed records a failed list/watch.
+func (h *health) failed(log logr.Logger, err error, host string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.err = err
+	if h.failing {
+		log.V(1).Info("list/watch still failing", "for", time.Since(h.since).Round(time.Second), "err", err.Error())
+		return
+	}
+	h.failing, h.since = true, time.Now()
+	log.Error(err, "list/watch failing; the informer retries, and the host is not ready meanwhile: check that the API server is reachable and that RBAC lets this host list and watch the resource", "server", host)
+}
+
+// recovered records a list or watch call that worked: it ends a failure.
+func (h *health) recovered(log logr.Logger) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failing {
+		log.Info("list/watch works again", "after", time.Since(h.since).Round(time.Millisecond))
+		h.failing, h.err = false, nil
+	}
+}
+
+// Failure is an informer whose list/watch fails.
+type Failure struct {
+	Key   Key
+	Since time.Time
+	Err   error
+}
+
+// Failures lists the informers whose list/watch fails now, for readiness and metrics.
+func (c *Cache) Failures() []Failure {
+	c.mu.Lock()
+	entries := make([]*entry, 0, len(c.informers))
+	for _, e := range c.informers {
+		entries = append(entries, e)
+	}
+	c.mu.Unlock()
+	var out []Failure
+	for _, e := range entries {
+		e.health.mu.Lock()
+		if e.health.failing {
+			out = append(out, Failure{Key: e.key, Since: e.health.since, Err: e.health.err})
+		}
+		e.health.mu.Unlock()
+	}
+	return out
 }
 
 // stripManagedFields drops metadata.managedFields: reconcilers never need it and it is often the

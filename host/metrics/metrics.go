@@ -90,6 +90,14 @@ func New() *Metrics {
 	return m
 }
 
+// WatchInformers reports wasmrec_informers_failing: how many informers' list/watch fail now, as
+// failing counts them.
+func (m *Metrics) WatchInformers(failing func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "wasmrec_informers_failing", Help: "Informers whose list/watch against the API server fails now",
+	}, func() float64 { return float64(failing()) }))
+}
+
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// apiProxy forwards a local port to the API server, and can cut it: an outage as the host sees
+// it, with no harm to the control plane the other tests share.
+type apiProxy struct {
+	addr, target string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+}
+
+func newAPIProxy(t *testing.T, target string) *apiProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	p := &apiProxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
+	p.serve(ln)
+	t.Cleanup(p.cut)
+	return p
+}
+
+func (p *apiProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+}
+
+// cut closes the port and every connection through it.
+func (p *apiProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// restore opens the port again.
+func (p *apiProxy) restore(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	must(t, err)
+	p.serve(ln)
+}
+
+// kubeconfig writes a kubeconfig for the control plane through the proxy.
+func (p *apiProxy) kubeconfig(t *testing.T) string {
+	t.Helper()
+	kc, err := clientcmd.Load(cp.Kubeconfig)
+	must(t, err)
+	for _, c := range kc.Clusters {
+		u, err := url.Parse(c.Server)
+		must(t, err)
+		u.Host = p.addr
+		c.Server = u.String()
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	must(t, clientcmd.WriteToFile(*kc, path))
+	return path
+}
+
+var probeAddrRE = regexp.MustCompile(`msg="serving health probes" address=(http://\S+)`)
+
+// The API server goes away for 20 s under a running host: the host says so at once (one line
+// per kind, not one per retry), is not ready meanwhile, says when it is back, and reconciles a
+// change made after it returned within a few seconds.
+func TestAPIServerOutage(t *testing.T) {
+	u, err := url.Parse(cfg.Host)
+	must(t, err)
+	proxy := newAPIProxy(t, u.Host)
+	ns := namespace(t)
+	h := startHost(t, misbehaveConfig(t, ns, 1), "--kubeconfig", proxy.kubeconfig(t), "--health-probe-bind-address", "127.0.0.1:0")
+	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
+	h.waitOut(t, `msg="serving health probes"`)
+	readyz := probeAddrRE.FindStringSubmatch(h.out.String())[1] + "/readyz"
+	status := func() (int, string) {
+		resp, err := http.Get(readyz)
+		must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	eventually(t, 30*time.Second, "ready", func() error {
+		if code, body := status(); code != http.StatusOK {
+			return fmt.Errorf("/readyz: %d %s", code, body)
+		}
+		return nil
+	})
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	create := func(name string) {
+		t.Helper()
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	create("nap-before")
+	h.waitOut(t, "napped nap-before")
+
+	cutAt := time.Now()
+	proxy.cut()
+	h.waitOut(t, "list/watch failing")
+	noticed := time.Since(cutAt)
+	eventually(t, 10*time.Second, "not ready during the outage", func() error {
+		if code, body := status(); code != http.StatusServiceUnavailable || !strings.Contains(body, "ConfigMap") {
+			return fmt.Errorf("/readyz: %d %s", code, body)
+		}
+		return nil
+	})
+	time.Sleep(20*time.Second - time.Since(cutAt))
+	if n := strings.Count(h.out.String(), "list/watch failing"); n > 2 { // the ConfigMaps and the CRDs
+		t.Errorf("%d lines say list/watch fails, want one per kind", n)
+	}
+
+	proxy.restore(t)
+	create("nap-after")
+	restored := time.Now()
+	h.waitOut(t, "napped nap-after")
+	took := time.Since(restored)
+	if took > 5*time.Second {
+		t.Errorf("a change made after the API server returned was reconciled %s later, want within 5s", took.Round(time.Millisecond))
+	}
+	h.waitOut(t, "list/watch works again")
+	if code, body := status(); code != http.StatusOK {
+		t.Errorf("/readyz after the outage: %d %s", code, body)
+	}
+	t.Logf("outage noticed after %s; a change after it reconciled %s after the API server returned", noticed.Round(time.Millisecond), took.Round(time.Millisecond))
+	h.terminate(t)
+}
