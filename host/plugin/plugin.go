@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,7 @@ type Host struct {
 	metrics     *metrics.Metrics
 	crds        *crdwatch.Watcher
 	files       *filewatch.Watcher // follows every plugin's module file
+	reads       singleflight.Group // module files being read, by path
 	log         logr.Logger
 
 	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
@@ -128,13 +130,14 @@ var (
 // LoadFile loads cfg.Module, from a file or, for an oci:// reference, from a registry or an
 // image layout through the Host's OCI client.
 func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
+	fetched := time.Now()
 	wasmBytes, manifest, err := h.fetch(ctx, cfg.Module)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
 	p, err := h.Load(ctx, cfg, wasmBytes)
 	if p != nil {
-		p.source.Store(&moduleSource{ref: cfg.Module, manifestDigest: manifest})
+		p.source.Store(&moduleSource{ref: cfg.Module, manifestDigest: manifest, fetched: fetched})
 	}
 	return p, err
 }
@@ -152,11 +155,12 @@ func (h *Host) fetch(ctx context.Context, module string) (wasm []byte, manifestD
 		}
 		return m.Wasm, m.ManifestDigest, nil
 	}
-	b, err := os.ReadFile(module)
+	// Plugins that load the same file at once (one per team, say) share one read.
+	v, err, _ := h.reads.Do(module, func() (any, error) { return os.ReadFile(module) })
 	if err != nil {
 		return nil, "", fmt.Errorf("reading its module: %w", err)
 	}
-	return b, "", nil
+	return v.([]byte), "", nil
 }
 
 // Load compiles and checks a module and builds its controller. The plugin runs once added to

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -236,6 +237,7 @@ func (p *Plugin) enqueueAll(ctx context.Context) {
 type moduleSource struct {
 	ref            string
 	manifestDigest string
+	fetched        time.Time // when its module was read (zero: unknown)
 }
 
 // ModuleRef is where the running module came from.
@@ -268,11 +270,12 @@ func (p *Plugin) currentSource() (<-chan struct{}, *moduleSource) {
 // SwapTo swaps to the module at module (a file or an OCI reference); on success the plugin's
 // triggers follow that source from then on.
 func (p *Plugin) SwapTo(ctx context.Context, module string) error {
+	fetched := time.Now()
 	wasmBytes, manifest, err := p.host.fetch(ctx, module)
 	if err != nil {
 		return p.swapRefused(p.Module().Digest(), err)
 	}
-	return p.swap(ctx, wasmBytes, "", &moduleSource{ref: module, manifestDigest: manifest})
+	return p.swap(ctx, wasmBytes, "", &moduleSource{ref: module, manifestDigest: manifest, fetched: fetched})
 }
 
 // Triggers are the runnables that swap a plugin's module when its source changes: a
@@ -332,8 +335,8 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			var err error
 			if sub, err = p.host.files.Watch(next); err != nil {
 				p.log.Error(err, "cannot watch the module file: changes to it are not swapped in", "path", next)
-			} else {
-				// The file may have changed between its load and now: read it once more.
+			} else if changedSince(next, src.fetched) {
+				// It changed between the module's read and now: read it again.
 				settle = time.After(100 * time.Millisecond)
 			}
 		}
@@ -363,6 +366,23 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			_ = p.swap(ctx, b, path, nil) // logs and counts its outcome
 		}
 	}
+}
+
+// changedSince tells whether the file at path (through its symlinks) may have changed since t:
+// its modification or change time (a rename sets the latter) is not clearly before t. A file
+// that cannot be read counts as changed.
+func changedSince(path string, t time.Time) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return true
+	}
+	changed := fi.ModTime()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if c := time.Unix(st.Ctim.Unix()); c.After(changed) {
+			changed = c
+		}
+	}
+	return !changed.Before(t.Add(-time.Second)) // file times can be coarse
 }
 
 // TagPoller swaps a plugin's module when the registry tag its module came from moves to a new
