@@ -123,7 +123,6 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 	}
 
-	setStillRunning(ctx, mgr.Running)
 	mctx, stop := context.WithCancel(ctx)
 	defer stop()
 	stopped := make(chan error, 1)
@@ -137,6 +136,15 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		loaded   int
 		plugins  []*plugin.Plugin // closed once the manager has stopped
 	)
+	setStillRunning(ctx, func() string {
+		mu.Lock()
+		var inFlight []string
+		for _, p := range plugins {
+			inFlight = append(inFlight, p.InFlight()...)
+		}
+		mu.Unlock()
+		return fmt.Sprintf("reconciles in flight: %s; runnables still running: %s", orNone(inFlight), orNone(mgr.Running()))
+	})
 	defer func() {
 		stop() // the manager may have stopped on its own: end the retries too
 		retries.Wait()
@@ -227,6 +235,13 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		return errors.Join(fmt.Errorf("no plugin in the config could be loaded: %w", errors.Join(loadErrs...)), <-stopped)
 	}
 	return <-stopped
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }
 
 // serve adds an HTTP server on addr ("0" for none) to the manager's first group.

@@ -6,9 +6,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -18,15 +18,22 @@ func main() {
 	defer cancel()
 	running := &stillRunning{}
 	ctx = context.WithValue(ctx, stillRunningKey{}, running)
-	signals := make(chan os.Signal, 2)
+	signals := make(chan os.Signal, 4)
 	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-signals
+		first := time.Now()
 		cancel()
-		// The first signal asked for a graceful stop; the second one means now.
-		second := <-signals
-		fmt.Fprintf(os.Stderr, "wasmrec: second signal (%s): exiting at once; still running: %s\n", second, running.describe())
-		os.Exit(128 + int(second.(syscall.Signal)))
+		// The first signal asked for a graceful stop; a second one means now. One that comes
+		// within half a second is the same request twice (timeout(1) and shells signal both the
+		// process and its group).
+		for second := range signals {
+			if time.Since(first) < 500*time.Millisecond {
+				continue
+			}
+			fmt.Fprintf(os.Stderr, "wasmrec: second signal (%s): exiting at once; %s\n", second, running.describe())
+			os.Exit(128 + int(second.(syscall.Signal)))
+		}
 	}()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "wasmrec:", err)
@@ -34,30 +41,25 @@ func main() {
 	}
 }
 
-// stillRunning names what a command is still running, for the message of a second signal.
+// stillRunning says what a command is still doing, for the message of a second signal.
 type stillRunning struct {
-	names atomic.Pointer[func() []string]
+	fn atomic.Pointer[func() string]
 }
 
 type stillRunningKey struct{}
 
-// setStillRunning makes names what a second signal reports, for the command running in ctx.
-func setStillRunning(ctx context.Context, names func() []string) {
+// setStillRunning makes describe what a second signal reports, for the command running in ctx.
+func setStillRunning(ctx context.Context, describe func() string) {
 	if r, ok := ctx.Value(stillRunningKey{}).(*stillRunning); ok {
-		r.names.Store(&names)
+		r.fn.Store(&describe)
 	}
 }
 
 func (r *stillRunning) describe() string {
-	f := r.names.Load()
-	if f == nil {
-		return "nothing it can name"
+	if f := r.fn.Load(); f != nil {
+		return (*f)()
 	}
-	names := (*f)()
-	if len(names) == 0 {
-		return "nothing"
-	}
-	return strings.Join(names, ", ")
+	return "nothing was running"
 }
 
 // run is the whole command, testable without a process.

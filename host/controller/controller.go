@@ -97,6 +97,9 @@ type Controller struct {
 	mu      sync.Mutex
 	sources []source.Source
 	run     *run // nil while not running
+
+	inFlightMu sync.Mutex
+	inFlight   map[reconcile.Request]time.Time // reconciles running, since when
 }
 
 // run is the state of one Start.
@@ -221,10 +224,28 @@ func (c *Controller) Start(ctx context.Context) error {
 	<-ctx.Done()
 	// Queued keys are dropped, not drained: the world is level-triggered, and the next start
 	// (or the next leader) lists every object again.
-	c.opts.Logger.Info("stopping workers; in-flight reconciles finish first", "droppedQueuedKeys", queue.Len())
+	c.opts.Logger.Info("stopping workers; in-flight reconciles finish first", "inFlight", len(c.InFlight()), "reconcileTimeout", c.opts.ReconcileTimeout, "droppedQueuedKeys", queue.Len())
 	queue.ShutDown()
 	wg.Wait()
 	return nil
+}
+
+// InFlight is a reconcile running now.
+type InFlight struct {
+	Request reconcile.Request
+	Since   time.Time
+}
+
+// InFlight lists the reconciles running now, oldest first.
+func (c *Controller) InFlight() []InFlight {
+	c.inFlightMu.Lock()
+	defer c.inFlightMu.Unlock()
+	out := make([]InFlight, 0, len(c.inFlight))
+	for r, t := range c.inFlight {
+		out = append(out, InFlight{Request: r, Since: t})
+	}
+	slices.SortFunc(out, func(a, b InFlight) int { return a.Since.Compare(b.Since) })
+	return out
 }
 
 // stopSources stops every source and ends the run.
@@ -271,7 +292,16 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 		c.opts.Recorder.WorkerStarted()
 		defer c.opts.Recorder.WorkerFinished()
 	}
+	c.inFlightMu.Lock()
+	if c.inFlight == nil {
+		c.inFlight = map[reconcile.Request]time.Time{}
+	}
+	c.inFlight[req] = start
+	c.inFlightMu.Unlock()
 	res, panicked, err := c.reconcile(ctx, req)
+	c.inFlightMu.Lock()
+	delete(c.inFlight, req)
+	c.inFlightMu.Unlock()
 	took := c.opts.Clock.Since(start)
 	if c.opts.Observe != nil {
 		c.opts.Observe(req, res, err, took)

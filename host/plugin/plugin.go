@@ -263,6 +263,15 @@ func (p *Plugin) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// InFlight describes the plugin's reconciles running now: "name namespace/object (for 1.2s)".
+func (p *Plugin) InFlight() []string {
+	var out []string
+	for _, f := range p.ctrl.InFlight() {
+		out = append(out, fmt.Sprintf("%s %s (for %s)", p.cfg.Name, f.Request, time.Since(f.Since).Round(time.Millisecond)))
+	}
+	return out
+}
+
 // Running reports whether the plugin's controller runs: false while a kind it watches is not
 // served (its CRD is missing), or on a replica that is not the leader.
 func (p *Plugin) Running() bool { return p.running.Load() }
