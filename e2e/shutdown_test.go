@@ -151,8 +151,14 @@ func TestRunLoadsAPluginOnceItsModuleAppears(t *testing.T) {
 `, wasmFile(t, "testguests", "misbehave"), late, ns))
 	h.waitOut(t, `msg="plugin not loaded; the others run, and it is tried again" err="plugin \"late\": reading its module`)
 	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
+	// The retry after 1 s fails too; the next is 2 s away, but the module's appearance wakes it.
+	h.waitOut(t, `msg="plugin still not loaded; trying again" err="plugin \"late\": reading its module`)
 	writeModule(t, late, mustRead(t, wasmFile(t, "testguests", "misbehave")))
+	written := time.Now()
 	h.waitOut(t, `msg="plugin loaded" plugin=late`)
+	if took := time.Since(written); took > time.Second {
+		t.Errorf("the plugin loaded %s after its module appeared, want it at once, not at its next retry", took.Round(time.Millisecond))
+	}
 	h.waitOut(t, `msg="starting workers" plugin=late`)
 	h.terminate(t)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
@@ -29,7 +30,10 @@ func TestClientConfigHasNoClientSideLimitByDefault(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &hostOptions{kubeAPIQPS: tc.qps, kubeAPIBurst: tc.burst}
 			user := &rest.Config{Host: "https://127.0.0.1:6443", QPS: tc.userQPS, Burst: tc.userBurstArg}
-			cfg := o.clientConfig(user)
+			cfg, err := o.clientConfig(user)
+			if err != nil {
+				t.Fatal(err)
+			}
 			cs, err := kubernetes.NewForConfig(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -45,5 +49,12 @@ func TestClientConfigHasNoClientSideLimitByDefault(t *testing.T) {
 				t.Fatal("the caller's config was changed")
 			}
 		})
+	}
+}
+
+func TestClientConfigRefusesABurstWithoutQPS(t *testing.T) {
+	o := &hostOptions{kubeAPIBurst: 5}
+	if _, err := o.clientConfig(&rest.Config{}); err == nil || !strings.Contains(err.Error(), "--kube-api-burst needs --kube-api-qps") {
+		t.Fatalf("err = %v, want one saying the burst needs a QPS", err)
 	}
 }

@@ -40,7 +40,10 @@ type hostOptions struct {
 // --kube-api-qps sets one (as controller-runtime does: the API server's priority and fairness
 // protects it, and client-go's default of 5 requests/s, burst 10, shared by every plugin, made
 // a controller of 2000 objects take minutes). The burst defaults to twice the QPS.
-func (o *hostOptions) clientConfig(cfg *rest.Config) *rest.Config {
+func (o *hostOptions) clientConfig(cfg *rest.Config) (*rest.Config, error) {
+	if o.kubeAPIBurst > 0 && o.kubeAPIQPS <= 0 {
+		return nil, errors.New("--kube-api-burst needs --kube-api-qps: without it the host's clients have no limit to burst past")
+	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0 // client-go: a negative QPS is no limit
 	if o.kubeAPIQPS > 0 {
@@ -49,7 +52,7 @@ func (o *hostOptions) clientConfig(cfg *rest.Config) *rest.Config {
 			cfg.Burst = max(int(2*o.kubeAPIQPS), 1)
 		}
 	}
-	return cfg
+	return cfg, nil
 }
 
 func (o *hostOptions) ociClient(progress io.Writer) (*oci.Client, error) {
@@ -64,8 +67,15 @@ func (o *hostOptions) logger(w io.Writer) logr.Logger {
 // starts at once and each plugin joins it as soon as it has loaded, so small plugins reconcile
 // while a large one still compiles. A plugin that fails to load is reported and tried again with
 // backoff while the others run; runHost fails if none loads at the first attempt.
-func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *hostOptions, log logr.Logger, extra ...manager.Runnable) error {
-	cfg = o.clientConfig(cfg)
+func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *hostOptions, log logr.Logger, extra ...manager.Runnable) (err error) {
+	if cfg, err = o.clientConfig(cfg); err != nil {
+		return err
+	}
+	defer func() { // the last line, once everything has stopped
+		if err == nil {
+			log.Info("stopped")
+		}
+	}()
 	mgr, err := manager.New(cfg, manager.Options{Logger: log.WithName("manager"), LeaderElection: o.leaderElection})
 	if err != nil {
 		return err
@@ -182,10 +192,8 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	// registry that was down, or a module file not there yet, is picked up without a restart.
 	retry := func(pc plugin.Config) {
 		for delay := time.Second; ; delay = min(2*delay, 5*time.Minute) {
-			select {
-			case <-mctx.Done():
+			if !host.WaitForModule(mctx, pc.Module, delay) { // a module file that appears is tried at once
 				return
-			case <-time.After(delay):
 			}
 			fetched, err := start(pc)
 			if err == nil || mctx.Err() != nil {
@@ -198,6 +206,11 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 			log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", min(2*delay, 5*time.Minute))
 		}
 	}
+	type failure struct {
+		pc  plugin.Config
+		err error
+	}
+	var unloaded []failure // modules that could not be had at the first attempt
 	for _, pc := range hc.Plugins {
 		wg.Go(func() {
 			fetched, err := start(pc)
@@ -215,11 +228,16 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 				log.Error(err, "plugin not started; the others run", "plugin", pc.Name)
 				return
 			}
-			log.Error(err, "plugin not loaded; the others run, and it is tried again", "plugin", pc.Name, "in", time.Second)
-			retries.Go(func() { retry(pc) })
+			unloaded = append(unloaded, failure{pc, err})
 		})
 	}
 	wg.Wait()
+	if loaded > 0 { // with none loaded, run fails below instead
+		for _, f := range unloaded {
+			log.Error(f.err, "plugin not loaded; the others run, and it is tried again", "plugin", f.pc.Name, "in", time.Second)
+			retries.Go(func() { retry(f.pc) })
+		}
+	}
 	go func() {
 		select {
 		case <-mgr.Synced(): // not Elected: a follower is ready too

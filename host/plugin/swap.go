@@ -128,7 +128,7 @@ func (p *Plugin) swapRefused(from string, err error) error {
 }
 
 func (p *Plugin) refused(err error) error {
-	p.log.Error(err, "module swap refused; the current module keeps serving", "digest", p.Module().Digest())
+	p.log.Error(err, "module swap refused; the current module keeps serving", "serving", p.Module().Digest())
 	if p.host.metrics != nil {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "refused").Inc()
 	}
@@ -365,6 +365,35 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			}
 			_ = p.swap(ctx, b, path, nil) // logs and counts its outcome
 		}
+	}
+}
+
+// WaitForModule waits until d has passed or, for a module file, until the file changes or
+// appears (then a moment more, for the writer to finish); false if ctx ends first. It paces
+// the retries of a plugin whose module could not be had.
+func (h *Host) WaitForModule(ctx context.Context, module string, d time.Duration) bool {
+	var changed <-chan struct{}
+	if _, fromRegistry := ociRef(module); !fromRegistry {
+		if sub, err := h.files.Watch(module); err == nil { // a folder that is not there: the timer alone
+			defer sub.Stop()
+			changed = sub.C
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-changed:
+	}
+	t.Reset(100 * time.Millisecond)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -106,12 +106,12 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 
 	c = &code{key: key, refs: 1}
 	bin, closeOnDone := wasm, false
+	var notInstrumented error // why the module is interrupted by wazero's mechanism instead
 	if interruptible {
 		if instrumented, err := instrumentLoops(wasm); err == nil {
 			bin, c.loopChecks = instrumented, true
 		} else {
-			closeOnDone = true
-			opts.Logger.Info("interrupting this plugin with wazero's slower mechanism", "plugin", opts.Name, "reason", err.Error())
+			closeOnDone, notInstrumented = true, err
 		}
 	}
 	cfg := wazero.NewRuntimeConfigCompiler().
@@ -131,6 +131,9 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	}
 	if c.describe, err = validate(c.compiled); err != nil {
 		return nil, err
+	}
+	if notInstrumented != nil { // said only of a module that is valid
+		opts.Logger.Info("interrupting this plugin with wazero's slower mechanism", "reason", notInstrumented.Error())
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, c.runtime); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -47,44 +48,88 @@ type instance struct {
 	cur            *Call  // the reconcile in progress, nil between reconciles
 	stdout, stderr *lineWriter
 
-	logged                     int // bytes the reconcile in progress has logged
-	droppedLines, droppedBytes int // what it could not log, past the LogLimit
+	logged  int           // bytes the reconcile in progress has logged
+	dropped droppedOutput // what it could not log, past the LogLimit
+}
+
+// droppedOutput counts guest output dropped past a LogLimit, and by which limit.
+type droppedOutput struct {
+	lines, bytes                       int
+	perReconcile, linesRate, bytesRate bool
+}
+
+func (d *droppedOutput) add(o droppedOutput) {
+	d.lines += o.lines
+	d.bytes += o.bytes
+	d.perReconcile = d.perReconcile || o.perReconcile
+	d.linesRate = d.linesRate || o.linesRate
+	d.bytesRate = d.bytesRate || o.bytesRate
+}
+
+// limits names the limits met.
+func (d droppedOutput) limits() string {
+	var met []string
+	for _, l := range []struct {
+		on   bool
+		name string
+	}{{d.perReconcile, "perReconcile"}, {d.linesRate, "linesPerSecond"}, {d.bytesRate, "bytesPerSecond"}} {
+		if l.on {
+			met = append(met, l.name)
+		}
+	}
+	return strings.Join(met, ",")
 }
 
 // admit tells whether a line of n bytes of the guest's output may go to the log, and counts it
 // as dropped if not.
 func (inst *instance) admit(n int) bool {
 	m := inst.module
-	if inst.logged+n <= m.opts.LogLimit.PerReconcile && m.logLines.Allow() && m.logBytes.AllowN(time.Now(), n) {
+	var d droppedOutput
+	switch {
+	case inst.logged+n > m.opts.LogLimit.PerReconcile:
+		d.perReconcile = true
+	case !m.logLines.Allow():
+		d.linesRate = true
+	case !m.logBytes.AllowN(time.Now(), n):
+		d.bytesRate = true
+	default:
 		inst.logged += n
 		return true
 	}
-	inst.droppedLines++
-	inst.droppedBytes += n
+	d.lines, d.bytes = 1, n
+	inst.dropped.add(d)
 	m.stats.LogDroppedLines.Add(1)
 	m.stats.LogDroppedBytes.Add(int64(n))
 	return false
 }
 
-// endOutput closes a reconcile's output: it says (at most every 30 s per plugin) what was
-// dropped, and resets the counts.
+// endOutput closes a reconcile's output: what it dropped is added to what the plugin has
+// dropped since it last said so, which it says at most every 30 s.
 func (inst *instance) endOutput() {
-	if inst.droppedLines > 0 {
-		l := inst.module.opts.LogLimit
-		lines, bytes := inst.droppedLines, inst.droppedBytes
-		inst.module.dropNote.Do(func() {
-			inst.logger().Info("dropped the plugin's output past its log limit (counted in wasmrec_plugin_log_dropped_*; raise logLimit in its config to keep more)",
-				"droppedLines", lines, "droppedBytes", bytes, "linesPerSecond", l.LinesPerSecond, "bytesPerSecond", l.BytesPerSecond, "perReconcile", l.PerReconcile)
+	m := inst.module
+	if inst.dropped.lines > 0 {
+		m.dropMu.Lock()
+		m.dropped.add(inst.dropped)
+		m.dropMu.Unlock()
+		m.dropNote.Do(func() {
+			m.dropMu.Lock()
+			d := m.dropped
+			m.dropped = droppedOutput{}
+			m.dropMu.Unlock()
+			l := m.opts.LogLimit
+			inst.logger().Info("dropped the plugin's output past its log limit since this was last said (all of it is counted in wasmrec_plugin_log_dropped_lines_total and _bytes_total); raise logLimit in its config to keep more",
+				"droppedLines", d.lines, "droppedBytes", d.bytes, "limitsMet", d.limits(),
+				"linesPerSecond", l.LinesPerSecond, "bytesPerSecond", l.BytesPerSecond, "perReconcileBytes", l.PerReconcile)
 		})
 	}
-	inst.logged, inst.droppedLines, inst.droppedBytes = 0, 0, 0
+	inst.logged, inst.dropped = 0, droppedOutput{}
 }
 
 func (inst *instance) logger() logr.Logger {
 	if inst.cur != nil {
 		return inst.cur.Logger
 	}
-	return inst.module.opts.Logger.WithValues("plugin", inst.module.opts.Name)
+	return inst.module.opts.Logger
 }
 
 // Reconcile runs the plugin's reconcile export on an instance from the pool. A trap, an

@@ -200,6 +200,9 @@ func TestGuestOutputIsBounded(t *testing.T) {
 	if n := strings.Count(out, "dropped the plugin's output past its log limit"); n != 1 {
 		t.Fatalf("the drop is said %d times, want once", n)
 	}
+	if !strings.Contains(out, `"limitsMet"="linesPerSecond"`) {
+		t.Fatalf("the drop does not name the line rate:\n%s", tail(out))
+	}
 }
 
 // With rates that do not bind, each reconcile logs up to its own cap.
@@ -212,7 +215,17 @@ func TestGuestOutputPerReconcileCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := strings.Count(logs(), "chatter chatter chatter chatter chatter chatter chatter chatter\""); n != 2*50 {
+	out := logs()
+	if n := strings.Count(out, "chatter chatter chatter chatter chatter chatter chatter chatter\""); n != 2*50 {
 		t.Fatalf("%d lines logged, want 50 per reconcile", n)
 	}
+	if !strings.Contains(out, `"limitsMet"="perReconcile"`) || !strings.Contains(out, `"droppedLines"=99950`) {
+		t.Fatalf("the drop is not said with the first reconcile's count and the per-reconcile cap:\n%s", tail(out))
+	}
+}
+
+// tail is the last lines of a log, for failure messages.
+func tail(log string) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	return strings.Join(lines[max(0, len(lines)-5):], "\n")
 }

@@ -44,7 +44,9 @@ type Options struct {
 	// Defaults to true.
 	Interruptible *bool
 
-	// Logger receives the guest's stdout, stderr and log calls. Defaults to logr.Discard().
+	// Logger receives the guest's stdout, stderr and log calls, and what the module says of its
+	// instances. Give it the plugin's name as a value: lines here do not repeat it. Defaults to
+	// logr.Discard().
 	Logger logr.Logger
 
 	// LogLimit bounds what the guest puts in Logger. Zero fields take the defaults.
@@ -121,9 +123,11 @@ type Module struct {
 	released sync.Once // code released, by Close
 
 	// logLines and logBytes pace the guest's output over all instances; dropNote says now and
-	// then that some was dropped.
+	// then what was dropped since it last did (dropped), and which limits were met.
 	logLines, logBytes *rate.Limiter
 	dropNote           rate.Sometimes
+	dropMu             sync.Mutex
+	dropped            droppedOutput
 
 	tokens chan struct{} // one per instance allowed; held while an instance is checked out
 	mu     sync.Mutex
@@ -165,7 +169,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 		}
 		var p *PanicError
 		if errors.As(err, &p) {
-			opts.Logger.Error(err, "recovered a panic while loading the plugin's module", "plugin", opts.Name, "digest", m.digest, "stack", string(p.Stack))
+			opts.Logger.Error(err, "recovered a panic while loading the plugin's module", "digest", m.digest, "stack", string(p.Stack))
 		}
 		err = fmt.Errorf("plugin %q: %w", opts.Name, err)
 	}()
@@ -298,7 +302,7 @@ func (m *Module) put(inst *instance, healthy bool) {
 	defer func() { m.tokens <- struct{}{} }()
 	if healthy && uint64(inst.mem.Size()) > m.opts.RecycleAbove {
 		m.stats.Recycled.Add(1)
-		m.opts.Logger.V(1).Info("replacing an instance whose memory grew past the recycle bound", "plugin", m.opts.Name, "memory", inst.mem.Size(), "bound", m.opts.RecycleAbove)
+		m.opts.Logger.V(1).Info("replacing an instance whose memory grew past the recycle bound", "memory", inst.mem.Size(), "bound", m.opts.RecycleAbove)
 		healthy = false
 	} else if !healthy {
 		m.stats.Discarded.Add(1)
