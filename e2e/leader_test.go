@@ -87,13 +87,7 @@ func leads(mgr *manager.Manager) bool {
 // the lease duration and reconciles what changed in between.
 func TestLeaderElectionFailover(t *testing.T) {
 	ns := namespace(t)
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	create := func(name string) {
-		t.Helper()
-		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: name, Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
-		must(t, err)
-	}
+	create := func(name string) { t.Helper(); misbehaving(t, ns, name) }
 	a := misbehaveReplica(t, ns, "a", false) // dies without releasing, like a crashed process
 	eventually(t, 30*time.Second, "a becoming the leader", func() error {
 		if !a.isLeader() {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http/httptest"
@@ -10,9 +9,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/metrics"
@@ -65,12 +61,7 @@ func TestMetricsAfterAKnownWorkload(t *testing.T) {
 	logs := &logLines{}
 	_, plugins := pluginHostWithMetrics(t, cfg, logs.logger(), m, plugin.Config{Name: "misbehave", Module: wasmFile(t, "testguests", "misbehave"),
 		Namespaces: []string{ns}, MaxConcurrentReconciles: 3, Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch")}})
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	for _, name := range []string{"fine1", "fine2", "fine3", "forbidden"} {
-		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: name, Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
-		must(t, err)
-	}
+	misbehaving(t, ns, "fine1", "fine2", "fine3", "forbidden")
 	ctrl := map[string]string{"controller": "misbehave"}
 	success := map[string]string{"controller": "misbehave", "result": "success"}
 	eventually(t, 30*time.Second, "four successful reconciles", func() error {

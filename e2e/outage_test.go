@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -14,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -129,14 +125,7 @@ func TestAPIServerOutage(t *testing.T) {
 		}
 		return nil
 	})
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	create := func(name string) {
-		t.Helper()
-		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: name, Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
-		must(t, err)
-	}
-	create("nap-before")
+	misbehaving(t, ns, "nap-before")
 	h.waitOut(t, "napped nap-before")
 
 	cutAt := time.Now()
@@ -155,7 +144,7 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 
 	proxy.restore(t)
-	create("nap-after")
+	misbehaving(t, ns, "nap-after")
 	restored := time.Now()
 	h.waitOut(t, "napped nap-after")
 	took := time.Since(restored)

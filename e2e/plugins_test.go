@@ -412,11 +412,7 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	_, err := cs.CoreV1().Secrets(ns).Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "precious"}}, metav1.CreateOptions{})
 	must(t, err)
-	for _, name := range []string{"trap", "loop", "bomb", "garbage", "badflags", "forbidden"} {
-		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: name, Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
-		must(t, err)
-	}
+	misbehaving(t, ns, "trap", "loop", "bomb", "garbage", "badflags", "forbidden")
 	for name, want := range map[string]string{
 		"trap":     "reconcile trapped",
 		"loop":     "reconcile interrupted at its deadline",

@@ -92,6 +92,17 @@ func (h *hostProcess) terminate(t testing.TB) {
 	}
 }
 
+// misbehaving creates ConfigMaps in ns for the misbehave guest, which acts by their names.
+func misbehaving(t testing.TB, ns string, names ...string) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for _, name := range names {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+}
+
 // misbehaveConfig is a host config running the misbehave guest in ns with workers workers.
 func misbehaveConfig(t testing.TB, ns string, workers int) string {
 	return fmt.Sprintf(`plugins:
@@ -111,9 +122,7 @@ func TestSIGTERMLetsAReconcileFinish(t *testing.T) {
 	h := startHost(t, misbehaveConfig(t, ns, 1))
 	waitOut := func(what string) { t.Helper(); h.waitOut(t, what) }
 	waitOut(`msg="starting workers" plugin=misbehave`)
-	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: "sleep", Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
-	must(t, err)
+	misbehaving(t, ns, "sleep")
 	waitOut(`msg=sleeping`)
 
 	signalled := time.Now()
@@ -169,12 +178,11 @@ func TestRunLoadsAPluginOnceItsModuleAppears(t *testing.T) {
 func TestSIGTERMWithAQueueStopsAtOnce(t *testing.T) {
 	const objects, workers = 500, 10
 	ns := namespace(t)
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	var naps []string
 	for i := range objects {
-		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("nap-%03d", i), Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
-		must(t, err)
+		naps = append(naps, fmt.Sprintf("nap-%03d", i))
 	}
+	misbehaving(t, ns, naps...)
 	config := misbehaveConfig(t, ns, workers)
 	h := startHost(t, config)
 	h.waitOut(t, "msg=\"napped nap-")
@@ -220,9 +228,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	ns := namespace(t)
 	h := startHost(t, misbehaveConfig(t, ns, 1))
 	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
-	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
-		Name: "sleep", Labels: map[string]string{"wasmrec.dev/misbehave": "yes"}}}, metav1.CreateOptions{})
-	must(t, err)
+	misbehaving(t, ns, "sleep")
 	h.waitOut(t, "msg=sleeping")
 	// The same request twice at once (timeout(1) signals the process and its group) is one.
 	must(t, h.cmd.Process.Signal(syscall.SIGTERM))

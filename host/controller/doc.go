@@ -1,4 +1,5 @@
 // Package controller runs a Reconciler behind a rate-limited work queue: sources enqueue
 // Requests, MaxConcurrentReconciles workers take them (one key is never reconciled twice at
-// once), and each Result or error is applied to the queue exactly as DESIGN.md's table says.
+// once), and each Result or error is applied to the queue exactly as the README's Result table
+// says.
 package controller
