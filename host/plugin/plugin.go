@@ -155,8 +155,14 @@ func (h *Host) fetch(ctx context.Context, module string) (wasm []byte, manifestD
 		}
 		return m.Wasm, m.ManifestDigest, nil
 	}
-	// Plugins that load the same file at once (one per team, say) share one read.
-	v, err, _ := h.reads.Do(module, func() (any, error) { return os.ReadFile(module) })
+	// Plugins that read the same file at once (one per team, say, at start or after a change)
+	// share one read. The key holds the file's size and times, so that a read begun before a
+	// change is never handed to a reader that came after it.
+	key := module
+	if fi, err := os.Stat(module); err == nil {
+		key = fmt.Sprintf("%s\x00%d\x00%d\x00%d", module, fi.Size(), fi.ModTime().UnixNano(), lastChange(fi).UnixNano())
+	}
+	v, err, _ := h.reads.Do(key, func() (any, error) { return os.ReadFile(module) })
 	if err != nil {
 		return nil, "", fmt.Errorf("reading its module: %w", err)
 	}

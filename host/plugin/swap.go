@@ -358,7 +358,7 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			settle = time.After(100 * time.Millisecond)
 		case <-settle:
 			settle = nil
-			b, err := os.ReadFile(path)
+			b, _, err := p.host.fetch(ctx, path)
 			if err != nil {
 				p.log.Error(err, "reading the changed module file; the current module keeps serving", "path", path)
 				continue
@@ -405,13 +405,18 @@ func changedSince(path string, t time.Time) bool {
 	if err != nil {
 		return true
 	}
+	return !lastChange(fi).Before(t.Add(-time.Second)) // file times can be coarse
+}
+
+// lastChange is the later of a file's modification and change times.
+func lastChange(fi os.FileInfo) time.Time {
 	changed := fi.ModTime()
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		if c := time.Unix(st.Ctim.Unix()); c.After(changed) {
 			changed = c
 		}
 	}
-	return !changed.Before(t.Add(-time.Second)) // file times can be coarse
+	return changed
 }
 
 // TagPoller swaps a plugin's module when the registry tag its module came from moves to a new
