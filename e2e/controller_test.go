@@ -22,6 +22,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/controller"
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
@@ -44,7 +45,11 @@ func TestCustomResourcesAreReconciled(t *testing.T) {
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		size, _, _ := unstructured.NestedInt64(obj.(*unstructured.Unstructured).Object, "spec", "size")
+		u, err := obj.(*object.Object).Unstructured()
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		size, _, _ := unstructured.NestedInt64(u.Object, "spec", "size")
 		seen.add(fmt.Sprintf("%s=%d", req.Name, size))
 		return reconcile.Result{}, nil
 	}), controller.Options{MaxConcurrentReconciles: 2})

@@ -6,7 +6,8 @@
 //   - reconcile: the Reconciler seam, Request, Result and terminal errors.
 //   - manager: runnable groups started in order and stopped in reverse.
 //   - controller: a rate-limited queue, workers and the Result semantics.
-//   - cache: shared dynamic informers keyed by GVK, refcounted and removable.
+//   - cache: shared informers keyed by GVK, refcounted and removable.
+//   - object: an API object as the host holds it, metadata beside the JSON, and its REST client.
 //   - source, handler, predicate, event: how informer events become queued requests.
 //   - crd: installing CustomResourceDefinitions from YAML and waiting until they are served.
 //   - controlplane: a local kube-apiserver and etcd for development and tests.

@@ -13,17 +13,17 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/wasmrec/wasmrec/host/object"
 )
 
 // Options configure a Cache. The zero value is ready to use.
@@ -81,7 +81,7 @@ type Cache struct {
 	opts     Options
 	host     string
 	mapper   meta.RESTMapper
-	dynamic  dynamic.Interface
+	objects  *object.Client
 	metadata metadata.Interface
 
 	mu        sync.Mutex
@@ -103,9 +103,9 @@ type entry struct {
 // server: the first Acquire does.
 func New(cfg *rest.Config, opts Options) (*Cache, error) {
 	opts = opts.withDefaults()
-	dyn, err := dynamic.NewForConfig(cfg)
+	objs, err := object.NewClient(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cache: dynamic client for %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("cache: %w", err)
 	}
 	md, err := metadata.NewForConfig(cfg)
 	if err != nil {
@@ -123,7 +123,7 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		opts:      opts,
 		host:      cfg.Host,
 		mapper:    mapper,
-		dynamic:   dyn,
+		objects:   objs,
 		metadata:  md,
 		informers: make(map[Key]*entry),
 	}, nil
@@ -233,9 +233,9 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) toolscache.
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) }
 		watchFn, example, client = r.Watch, &metav1.PartialObjectMetadata{}, c.metadata
 	} else {
-		r := c.dynamic.Resource(m.Resource)
+		r := c.objects.Resource(m.Resource, "")
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) }
-		watchFn, example, client = r.Watch, &unstructured.Unstructured{}, c.dynamic
+		watchFn, example, client = r.Watch, &object.Object{}, c.objects
 	}
 	log := c.opts.Logger.WithValues("gvk", key.String(), "resource", m.Resource.String())
 	lw := &toolscache.ListWatch{
@@ -254,7 +254,7 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) toolscache.
 		ObjectDescription: m.Resource.String(),
 	})
 	// Both setters only fail on a started informer; this one is new.
-	_ = inf.SetTransform(stripManagedFields)
+	_ = inf.SetTransform(stripMetadata)
 	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
 		h.failed(log, err, c.host)
 	})
@@ -360,11 +360,13 @@ func (c *Cache) Failures() []Failure {
 	return out
 }
 
-// stripManagedFields drops metadata.managedFields: reconcilers never need it and it is often the
-// larger part of an object.
-func stripManagedFields(obj any) (any, error) {
-	if o, ok := obj.(metav1.Object); ok {
-		o.SetManagedFields(nil)
+// stripMetadata drops metadata.managedFields and the last-applied annotation from what a
+// metadata-only informer holds: reconcilers never need them and they are often the larger part of
+// an object. Full informers hold object.Objects, which come without them.
+func stripMetadata(obj any) (any, error) {
+	if o, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		o.ManagedFields = nil
+		delete(o.Annotations, object.LastApplied)
 	}
 	return obj, nil
 }
@@ -447,7 +449,9 @@ func (i *Informer) WaitForSync(ctx context.Context, regs ...toolscache.ResourceE
 // HasSynced reports whether the informer has seen its first full list.
 func (i *Informer) HasSynced() bool { return i.entry.informer.HasSynced() }
 
-// Get returns a copy of the object with this namespace and name from the informer's store.
+// Get returns the object with this namespace and name from the informer's store: an
+// *object.Object, or a *metav1.PartialObjectMetadata for a metadata-only informer. It is the
+// cache's own: read it, never modify it.
 func (i *Informer) Get(namespace, name string) (runtime.Object, error) {
 	key := name
 	if namespace != "" {
@@ -460,10 +464,11 @@ func (i *Informer) Get(namespace, name string) (runtime.Object, error) {
 	if !exists {
 		return nil, apierrors.NewNotFound(i.entry.mapping.Resource.GroupResource(), name)
 	}
-	return obj.(runtime.Object).DeepCopyObject(), nil
+	return obj.(runtime.Object), nil
 }
 
-// List returns copies of the objects in namespace ("" for all) that match sel (nil for all).
+// List returns the objects in namespace ("" for all) that match sel (nil for all). They are the
+// cache's own, as Get's.
 func (i *Informer) List(namespace string, sel labels.Selector) ([]runtime.Object, error) {
 	idx := i.entry.informer.GetIndexer()
 	var items []any
@@ -483,7 +488,7 @@ func (i *Informer) List(namespace string, sel labels.Selector) ([]runtime.Object
 				continue
 			}
 		}
-		out = append(out, it.(runtime.Object).DeepCopyObject())
+		out = append(out, it.(runtime.Object))
 	}
 	return out, nil
 }
@@ -496,6 +501,6 @@ func (i *Informer) Release() {
 
 // assert the object types the informers hold satisfy what handlers expect.
 var (
-	_ metav1.Object = (*unstructured.Unstructured)(nil)
+	_ metav1.Object = (*object.Object)(nil)
 	_ metav1.Object = (*metav1.PartialObjectMetadata)(nil)
 )

@@ -2,17 +2,17 @@ package crdwatch
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/object"
 )
 
 var crdKey = cache.Key{GroupVersionKind: apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")}
@@ -54,8 +54,8 @@ func (w *Watcher) Start(ctx context.Context) error {
 			if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = tomb.Obj
 			}
-			if u, ok := obj.(*unstructured.Unstructured); ok {
-				w.update(u.GetName(), nil)
+			if o, ok := obj.(*object.Object); ok {
+				w.update(o.Name, nil)
 			}
 		},
 	})
@@ -75,13 +75,13 @@ func (w *Watcher) Start(ctx context.Context) error {
 }
 
 func (w *Watcher) set(obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
+	o, ok := obj.(*object.Object)
 	if !ok {
 		return
 	}
 	var crd apiextensionsv1.CustomResourceDefinition
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crd); err != nil {
-		w.log.Error(err, "reading a CRD", "crd", u.GetName())
+	if err := json.Unmarshal(o.Raw, &crd); err != nil {
+		w.log.Error(err, "reading a CRD", "crd", o.Name)
 		return
 	}
 	var served []schema.GroupVersionKind

@@ -6,7 +6,7 @@ import (
 )
 
 // Object is what the cache holds: anything with object metadata and a kind. Objects from the
-// shared dynamic informers are *unstructured.Unstructured; metadata-only informers give
+// shared informers are *object.Object (metadata and JSON); metadata-only informers give
 // *metav1.PartialObjectMetadata.
 type Object interface {
 	metav1.Object

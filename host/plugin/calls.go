@@ -16,12 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
@@ -132,12 +131,11 @@ func (c *calls) target(apiVersion, kind, sub, verb string) (*meta.RESTMapping, e
 	return m, nil
 }
 
-func (c *calls) resource(m *meta.RESTMapping, namespace string) dynamic.ResourceInterface {
-	r := c.p.host.dynamic.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return r.Namespace(namespace)
+func (c *calls) resource(m *meta.RESTMapping, namespace string) *object.Resource {
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		namespace = ""
 	}
-	return r
+	return c.p.host.objects.Resource(m.Resource, namespace)
 }
 
 // waitToWrite takes a token from the plugin's write limit. A write that has to wait for it is
@@ -199,7 +197,8 @@ func (c *calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(obj)
+	// The guest gets the bytes the API server sent; Call's caller copies them into its memory.
+	return obj.(*object.Object).Raw, nil
 }
 
 func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
@@ -224,50 +223,63 @@ func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	// Stable order: the guest's work (and its writes) should not depend on map iteration.
-	slices.SortFunc(objs, func(a, b runtime.Object) int {
-		ma, mb := a.(metav1.Object), b.(metav1.Object)
-		return strings.Compare(ma.GetNamespace()+"/"+ma.GetName(), mb.GetNamespace()+"/"+mb.GetName())
-	})
-	items := make([]json.RawMessage, len(objs))
+	items := make([]*object.Object, len(objs))
+	size := len(`{"items":[]}`)
 	for i, o := range objs {
-		if items[i], err = json.Marshal(o); err != nil {
-			return nil, err
-		}
+		items[i] = o.(*object.Object)
+		size += len(items[i].Raw) + 1
 	}
-	return json.Marshal(abi.ListResponse{Items: items})
+	slices.SortFunc(items, func(a, b *object.Object) int {
+		if n := strings.Compare(a.Namespace, b.Namespace); n != 0 {
+			return n
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	// abi.ListResponse, written out: json.Marshal would scan every item again.
+	out := make([]byte, 0, size)
+	out = append(out, `{"items":[`...)
+	for i, o := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, o.Raw...)
+	}
+	return append(out, "]}"...), nil
 }
 
 func (c *calls) write(ctx context.Context, fn string, body []byte) ([]byte, error) {
-	obj := &unstructured.Unstructured{}
-	if err := obj.UnmarshalJSON(body); err != nil {
+	obj, err := object.Decode(body)
+	if err != nil {
 		return nil, fail(abi.StatusBadRequest, "%s: the request is not a Kubernetes object: %v", fn, err)
 	}
 	verb, sub := fn, ""
 	if fn == abi.ImportUpdateStatus {
 		verb, sub = "update", "status"
 	}
-	m, err := c.target(obj.GetAPIVersion(), obj.GetKind(), sub, verb)
+	m, err := c.target(obj.APIVersion, obj.Kind, sub, verb)
 	if err != nil {
 		return nil, err
+	}
+	if fn != abi.ImportCreate && obj.Name == "" {
+		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
 	}
 	if err := c.waitToWrite(ctx); err != nil {
 		return nil, err
 	}
-	r := c.resource(m, obj.GetNamespace())
-	var out *unstructured.Unstructured
+	r := c.resource(m, obj.Namespace)
+	var out *object.Object
 	switch fn {
 	case abi.ImportCreate:
-		out, err = r.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.p.cfg.Name})
+		out, err = r.Create(ctx, body, metav1.CreateOptions{FieldManager: c.p.cfg.Name})
 	case abi.ImportUpdate:
-		out, err = r.Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.p.cfg.Name})
+		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.p.cfg.Name})
 	default:
-		out, err = r.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: c.p.cfg.Name})
+		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.p.cfg.Name}, "status")
 	}
 	if err != nil {
 		return nil, err
 	}
-	out.SetManagedFields(nil)
-	return out.MarshalJSON()
+	return out.Raw, nil
 }
 
 var patchTypes = map[string]types.PatchType{
@@ -308,8 +320,7 @@ func (c *calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.SetManagedFields(nil)
-	return out.MarshalJSON()
+	return out.Raw, nil
 }
 
 func (c *calls) delete(ctx context.Context, body []byte) error {
@@ -363,7 +374,7 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.WithKind(ref.Kind) == c.p.forGVK {
 		if inf, err := c.p.reader.informer(ctx, c.p.forGVK); err == nil {
 			if o, err := inf.Get(ref.Namespace, ref.Name); err == nil {
-				regarding.SetUID(o.(metav1.Object).GetUID())
+				regarding.SetUID(o.(*object.Object).UID)
 			}
 		}
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/internal/filewatch"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
+	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
@@ -46,7 +47,8 @@ import (
 type Host struct {
 	mgr         *manager.Manager
 	engine      *wasm.Engine
-	dynamic     dynamic.Interface
+	dynamic     dynamic.Interface // the Plugin resource's status writes
+	objects     *object.Client    // guests' writes
 	broadcaster record.EventBroadcaster
 	metrics     *metrics.Metrics
 	crds        *crdwatch.Watcher
@@ -66,6 +68,10 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log 
 	if err != nil {
 		return nil, err
 	}
+	objs, err := object.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -76,7 +82,7 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log 
 	if err := mgr.Add(crds); err != nil {
 		return nil, err
 	}
-	return &Host{mgr: mgr, engine: engine, dynamic: dyn, broadcaster: b, metrics: m, crds: crds, files: filewatch.New(log.WithName("files")), log: log}, nil
+	return &Host{mgr: mgr, engine: engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: m, crds: crds, files: filewatch.New(log.WithName("files")), log: log}, nil
 }
 
 // Close stops the event broadcaster and the file watcher.

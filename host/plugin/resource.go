@@ -23,6 +23,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
@@ -149,7 +150,10 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	u := obj.(*unstructured.Unstructured)
+	u, err := obj.(*object.Object).Unstructured()
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 	var spec pluginSpec
 	raw, _ := json.Marshal(u.Object["spec"])
 	if err := json.Unmarshal(raw, &spec); err != nil {
