@@ -44,7 +44,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go swap-v1 swap-v2 swap-v3
+TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go hashc hash-go swap-v1 swap-v2 swap-v3
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -66,12 +66,12 @@ $(BIN)/plugins/app-c.wasm: plugins/app-c/app.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
-# Test guests speak the raw ABI, except benchc, which uses the C SDK.
+# Test guests speak the raw ABI, except benchc and hashc, which use the C SDK.
 $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -o $@ $<
 
-$(BIN)/testguests/benchc.wasm: host/wasm/testdata/benchc.c $(SDK_C) | c-toolchain
+$(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
@@ -134,6 +134,8 @@ test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## R
 	@echo ">> fuzzing the host's decoding of what guests hand back (-fuzztime $(FUZZTIME) each)"
 	cd abi && for f in FuzzDecodeResult FuzzDecodeRequest FuzzDecodeManifest; do \
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . || exit 1; done
+	@echo ">> fuzzing how the host reads objects from the API server's JSON (-fuzztime $(FUZZTIME))"
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/object
 	@echo ">> fuzzing the loop instrumentation that makes modules interruptible (-fuzztime $(FUZZTIME_INSTRUMENT))"
 	$(GO) test -run '^$$' -fuzz '^FuzzInstrumentLoops$$' -fuzztime $(FUZZTIME_INSTRUMENT) ./host/wasm
 
@@ -142,7 +144,7 @@ bench: controlplane build plugins testguests ## Run the benchmarks and print the
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
 # Modules with Go code, and the two that only pin the control plane's versions.
-CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo
+CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo
 MODULES      := $(CODE_MODULES) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check

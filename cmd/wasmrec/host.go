@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ type hostOptions struct {
 	verbose        int
 	metricsAddr    string
 	probeAddr      string
+	pprofAddr      string
 	leaderElection *manager.LeaderElection
 	insecure       []string
 	ociCache       string
@@ -105,6 +107,10 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	}
 	var ready atomic.Bool // caches synced and every plugin loaded or refused
 	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": m.Handler()}); err != nil {
+		return err
+	}
+	if err := serve(mgr, log, "pprof", o.pprofAddr, map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}); err != nil {
 		return err
 	}
 	if err := serve(mgr, log, "health probes", o.probeAddr, map[string]http.Handler{

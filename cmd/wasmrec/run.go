@@ -73,6 +73,7 @@ func (o *hostOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity (1 adds informer, queue and host-call detail)")
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address to serve Prometheus metrics on at /metrics ("0" for none; ":8080" for all interfaces)`)
 	cmd.Flags().StringVar(&o.probeAddr, "health-probe-bind-address", "0", `address to serve /healthz and /readyz on ("0" for none; ":8081" for all interfaces)`)
+	cmd.Flags().StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address to serve Go's profiles on at /debug/pprof/ ("0" for none)`)
 	cmd.Flags().Float32Var(&o.kubeAPIQPS, "kube-api-qps", 0, "client-side limit on the host's API requests per second, shared by all plugins (default 0: none, as controller-runtime; the API server's priority and fairness paces clients)")
 	cmd.Flags().IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "burst of --kube-api-qps (default twice the QPS)")
 	o.addOCIFlags(cmd)

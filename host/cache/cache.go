@@ -166,12 +166,12 @@ func (c *Cache) Start(ctx context.Context) error {
 // first. The manager calls it before it starts controllers.
 func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
 	c.mu.Lock()
-	synced := make([]toolscache.InformerSynced, 0, len(c.informers))
+	synced := make([]toolscache.DoneChecker, 0, len(c.informers))
 	for _, e := range c.informers {
-		synced = append(synced, e.informer.HasSynced)
+		synced = append(synced, e.informer.HasSyncedChecker())
 	}
 	c.mu.Unlock()
-	return toolscache.WaitForCacheSync(ctx.Done(), synced...)
+	return toolscache.WaitFor(ctx, "", synced...)
 }
 
 // Acquire returns a handle on the shared informer for key, creating it on first use (and
@@ -432,11 +432,13 @@ func (i *Informer) RemoveEventHandler(reg toolscache.ResourceEventHandlerRegistr
 func (i *Informer) WaitForSync(ctx context.Context, regs ...toolscache.ResourceEventHandlerRegistration) error {
 	ctx, cancel := context.WithTimeout(ctx, i.cache.opts.SyncTimeout)
 	defer cancel()
-	synced := []toolscache.InformerSynced{i.entry.informer.HasSynced}
+	// Channels, not client-go's WaitForCacheSync: it polls every 100 ms, and a plugin's start
+	// waits on several informers in turn.
+	synced := []toolscache.DoneChecker{i.entry.informer.HasSyncedChecker()}
 	for _, r := range regs {
-		synced = append(synced, r.HasSynced)
+		synced = append(synced, r.HasSyncedChecker())
 	}
-	if toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+	if toolscache.WaitFor(ctx, "", synced...) {
 		return nil
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -124,7 +124,7 @@ func (s *informerSource) WaitForSync(ctx context.Context) error {
 	if reg == nil {
 		return errors.New("informer source: not started")
 	}
-	if !toolscache.WaitForCacheSync(ctx.Done(), s.inf.HasSynced, reg.reg.HasSynced) {
+	if !toolscache.WaitFor(ctx, "", s.inf.HasSyncedChecker(), reg.reg.HasSyncedChecker()) {
 		return fmt.Errorf("informer source: stopped waiting for sync: %w", context.Cause(ctx))
 	}
 	return nil

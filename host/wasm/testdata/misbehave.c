@@ -3,7 +3,8 @@
  * pointing outside memory), "badflags" (a result with unknown flags), "forbidden" (deletes a
  * Secret it never asked for and logs the status it got), "slow" (spins ~50M iterations, then
  * succeeds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "nap-*" (sleeps 100ms, then
- * logs "napped <name>"), "chatty" (prints 100,000 lines of 128 bytes to stdout). Any other name reconciles
+ * logs "napped <name>"), "chatty" (prints 100,000 lines of 128 bytes to stdout), "flood" (prints
+ * 100 MiB to stdout, then asks to be reconciled again 1ms later). Any other name reconciles
  * cleanly. It reconciles ConfigMaps labelled
  * wasmrec.dev/misbehave. */
 #include <stdint.h>
@@ -31,6 +32,7 @@ EXPORT("wasmrec_manifest") uint64_t get_manifest(void) { return pack(manifest, s
 
 static unsigned char req[512];
 static unsigned char badflags[16] = {0x80};
+static unsigned char again_in_1ms[16] = {[8] = 0x40, [9] = 0x42, [10] = 0x0f}; /* requeueAfter 1e6 ns */
 static char scratch[1024];
 
 EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
@@ -68,6 +70,14 @@ EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
     line[127] = '\n';
     for (int i = 0; i < 100000; i++) fwrite(line, 1, 128, stdout);
     fflush(stdout);
+  }
+  if (!strcmp(name, "flood")) {
+    char line[129];
+    for (int i = 0; i < 16; i++) memcpy(line + 8 * i, "flooding", 8);
+    line[127] = '\n';
+    for (int i = 0; i < 100 * 8192; i++) fwrite(line, 1, 128, stdout);
+    fflush(stdout);
+    return pack(again_in_1ms, sizeof again_in_1ms);
   }
   if (!strcmp(name, "bomb")) {
     while (__builtin_wasm_memory_grow(0, 16) != (__SIZE_TYPE__)-1) {

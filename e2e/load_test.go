@@ -1,0 +1,402 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/object"
+)
+
+// BenchmarkConfigMapHash runs one reconcile three ways on the same API server, one after the
+// other, and compares them: for every ConfigMap of a namespace, merge-patch the annotation
+// bench/hash to the FNV-64a of its sorted data. "cr" is a controller-runtime controller
+// (e2e/testdata/crhash: its default options, 2 workers); "c" and "go" are wasmrec plugins
+// (hashc, hash-go: wasmrec's default settings, 2 workers). Each run starts the controller on n
+// fresh ConfigMaps and measures, from its start: the first ConfigMap with its hash ("first"),
+// every ConfigMap with its hash ("converge"), then, once it has exited on SIGTERM, its CPU time
+// and peak RSS. The three alternate, round after round; the "-x" figures are ratios of medians
+// to controller-runtime's.
+func BenchmarkConfigMapHash(b *testing.B) {
+	crhash := filepath.Join(b.TempDir(), "crhash")
+	build := exec.Command("go", "build", "-o", crhash, "./testdata/crhash")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building crhash: %v\n%s", err, out)
+	}
+	impls := []hashImpl{
+		{name: "cr", start: func(b *testing.B, ns string) *exec.Cmd { return startCRHash(b, crhash, ns) }},
+		{name: "c", start: func(b *testing.B, ns string) *exec.Cmd { return startHashPlugin(b, "hashc", ns) }},
+		{name: "go", start: func(b *testing.B, ns string) *exec.Cmd { return startHashPlugin(b, "hash-go", ns) }},
+	}
+	// A first, small run of each: modules compiled into the default cache, binaries in the page
+	// cache. Users run on a warm cache after their first start.
+	for _, impl := range impls {
+		hashRun(b, impl, 20)
+	}
+	for _, size := range hashSizes {
+		n := size.n
+		b.Run(fmt.Sprintf("configmaps=%d", n), func(b *testing.B) {
+			runs := map[string][]hashFigures{}
+			for b.Loop() {
+				for range size.rounds {
+					for _, impl := range impls {
+						runs[impl.name] = append(runs[impl.name], hashRun(b, impl, n))
+					}
+				}
+			}
+			cr := median(runs["cr"])
+			b.ReportMetric(cr.converge.Seconds(), "cr-converge-s")
+			b.ReportMetric(cr.cpu.Seconds(), "cr-cpu-s")
+			b.ReportMetric(cr.rssMiB, "cr-rss-MiB")
+			fmt.Fprintf(os.Stderr, "\n%d ConfigMaps    first     converge  CPU       peak RSS\n", n)
+			for _, impl := range impls {
+				f := median(runs[impl.name])
+				fmt.Fprintf(os.Stderr, "  %-14s %-9s %-9s %-9s %.0f MiB", impl.name, f.first.Round(time.Millisecond), f.converge.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rssMiB)
+				if impl.name != "cr" {
+					ratios := [4]float64{f.first.Seconds() / cr.first.Seconds(), f.converge.Seconds() / cr.converge.Seconds(), f.cpu.Seconds() / cr.cpu.Seconds(), f.rssMiB / cr.rssMiB}
+					fmt.Fprintf(os.Stderr, "   (x cr: first %.2f, converge %.2f, CPU %.2f, RSS %.2f)", ratios[0], ratios[1], ratios[2], ratios[3])
+					for i, what := range []string{"first", "converge", "cpu", "rss"} {
+						b.ReportMetric(ratios[i], impl.name+"-"+what+"-x")
+					}
+				}
+				fmt.Fprintln(os.Stderr)
+			}
+		})
+	}
+}
+
+// hashSizes are the namespace sizes of BenchmarkConfigMapHash, and how many rounds of the three
+// each gets: the figures are the medians.
+var hashSizes = []struct{ n, rounds int }{{2000, 3}, {10000, 1}}
+
+type hashImpl struct {
+	name  string
+	start func(b *testing.B, ns string) *exec.Cmd
+}
+
+type hashFigures struct {
+	first, converge, cpu time.Duration
+	rssMiB               float64
+}
+
+// median takes each figure's median over the runs.
+func median(fs []hashFigures) hashFigures {
+	pick := func(get func(hashFigures) float64) float64 {
+		v := make([]float64, len(fs))
+		for i, f := range fs {
+			v[i] = get(f)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	return hashFigures{
+		first:    time.Duration(pick(func(f hashFigures) float64 { return float64(f.first) })),
+		converge: time.Duration(pick(func(f hashFigures) float64 { return float64(f.converge) })),
+		cpu:      time.Duration(pick(func(f hashFigures) float64 { return float64(f.cpu) })),
+		rssMiB:   pick(func(f hashFigures) float64 { return f.rssMiB }),
+	}
+}
+
+// hashRun creates n ConfigMaps in a new namespace, starts impl on them and waits until every one
+// holds its hash; then it stops impl and deletes the ConfigMaps.
+func hashRun(b *testing.B, impl hashImpl, n int) hashFigures {
+	b.Helper()
+	ns := namespace(b)
+	cs := benchClient(b)
+	want := createHashConfigMaps(b, cs, ns, n)
+	// The benchmark watches metadata only: the API server encodes that for it alone, whatever
+	// encoding the controller under test asks for.
+	md := metadata.NewForConfigOrDie(benchConfig()).Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns)
+	list, err := md.List(context.Background(), metav1.ListOptions{Limit: 1})
+	must(b, err)
+	w, err := md.Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	must(b, err)
+	defer w.Stop()
+
+	began := time.Now()
+	cmd := impl.start(b, ns)
+	var f hashFigures
+	done := map[string]bool{}
+	timeout := time.After(10 * time.Minute)
+	for len(done) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatalf("%s on %d ConfigMaps: the watch ended", impl.name, n)
+			}
+			if ev.Type == watch.Error {
+				b.Fatalf("%s on %d ConfigMaps: watch error %v", impl.name, n, ev.Object)
+			}
+			cm, ok := ev.Object.(*metav1.PartialObjectMetadata)
+			if !ok || ev.Type == watch.Deleted || cm.Annotations["bench/hash"] != want[cm.Name] {
+				continue
+			}
+			if len(done) == 0 {
+				f.first = time.Since(began)
+			}
+			done[cm.Name] = true
+		case <-timeout:
+			_ = cmd.Process.Kill()
+			b.Fatalf("%s on %d ConfigMaps: %d converged after 10 minutes", impl.name, n, len(done))
+		}
+	}
+	f.converge = time.Since(began)
+	must(b, cmd.Process.Signal(syscall.SIGTERM))
+	if err := cmd.Wait(); err != nil {
+		b.Fatalf("%s exited with %v:\n%s", impl.name, err, tail(cmd.Stdout.(*lockedBuffer).String(), 30))
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	f.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	f.rssMiB = float64(ru.Maxrss) / 1024
+	deleteConfigMaps(b, cs, ns)
+	return f
+}
+
+// deleteConfigMaps deletes every ConfigMap of ns. A delete of tens of thousands runs past the API
+// server's request timeout and goes on behind it: wait until the namespace is empty.
+func deleteConfigMaps(b *testing.B, cs *kubernetes.Clientset, ns string) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+		if err != nil && !apierrors.IsServerTimeout(err) && !apierrors.IsTimeout(err) {
+			b.Fatal(err)
+		}
+		left, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{Limit: 1})
+		must(b, err)
+		if len(left.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("ConfigMaps of %s still there after 5 minutes of deleting", ns)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// benchClient is a client for the benchmark's own writes: protobuf, and fast enough not to be
+// what is measured.
+func benchClient(b testing.TB) *kubernetes.Clientset {
+	c := benchConfig()
+	c.ContentType = "application/vnd.kubernetes.protobuf"
+	return kubernetes.NewForConfigOrDie(c)
+}
+
+func benchConfig() *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = -1, 0
+	return c
+}
+
+// createHashConfigMaps creates n ConfigMaps of five keys each in ns and returns their hashes.
+func createHashConfigMaps(b testing.TB, cs *kubernetes.Clientset, ns string, n int) map[string]string {
+	b.Helper()
+	want := make(map[string]string, n)
+	cms := make([]*corev1.ConfigMap, n)
+	for i := range cms {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: ns}, Data: map[string]string{}}
+		for k := range 5 {
+			cm.Data[fmt.Sprintf("key-%d", k)] = strings.Repeat(strconv.Itoa(i*7+k), 1+k*4)
+		}
+		cms[i] = cm
+		want[cm.Name] = hashData(cm.Data)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < n; i += 16 {
+				if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cms[i], metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return want
+}
+
+// hashData is what the three reconcilers compute: FNV-64a over key=value\n in key order, in hex.
+func hashData(data map[string]string) string {
+	h := fnv.New64a()
+	for _, k := range slices.Sorted(maps.Keys(data)) {
+		fmt.Fprintf(h, "%s=%s\n", k, data[k])
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+func startCRHash(b *testing.B, bin, ns string) *exec.Cmd {
+	b.Helper()
+	kubeconfig := filepath.Join(b.TempDir(), "kubeconfig")
+	must(b, os.WriteFile(kubeconfig, cp.Kubeconfig, 0o600))
+	cmd := exec.Command(bin, "--namespace", ns)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	return startBenchProcess(b, cmd)
+}
+
+// startHashPlugin runs `wasmrec run` with one plugin as a user writes it: a module, its namespace,
+// its grant, 2 workers, and nothing else.
+func startHashPlugin(b testing.TB, guest, ns string) *exec.Cmd {
+	b.Helper()
+	dir := b.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	must(b, os.WriteFile(kubeconfig, cp.Kubeconfig, 0o600))
+	config := fmt.Sprintf(`plugins:
+  - name: %s
+    module: %s
+    namespaces: [%s]
+    maxConcurrentReconciles: 2
+    permissions:
+      - {resources: [configmaps], verbs: [get, list, watch, patch]}
+`, guest, wasmFile(b, "testguests", guest), ns)
+	must(b, os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(config), 0o600))
+	bin, err := filepath.Abs("../bin/wasmrec")
+	must(b, err)
+	return startBenchProcess(b, exec.Command(bin, "run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", kubeconfig))
+}
+
+func startBenchProcess(b testing.TB, cmd *exec.Cmd) *exec.Cmd {
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	must(b, cmd.Start())
+	b.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// BenchmarkInformerMemory measures what an informer holds per cached ConfigMap, on 50000
+// ConfigMaps as `kubectl apply` leaves them (managedFields and the last-applied annotation):
+// wasmrec's cache against controller-runtime's default cache, in the same process, one after
+// the other. The figure is the live heap an informer adds once synced, divided by the objects.
+func BenchmarkInformerMemory(b *testing.B) {
+	const n = 50000
+	ns := namespace(b)
+	cs := benchClient(b)
+	fmt.Fprintf(os.Stderr, "e2e: creating %d ConfigMaps as kubectl apply leaves them\n", n)
+	createAppliedConfigMaps(b, cs, ns, n)
+	defer deleteConfigMaps(b, cs, ns)
+	c := benchConfig()
+	for _, impl := range []struct {
+		name string
+		run  func(ctx context.Context) error // starts an informer on ConfigMaps and waits until it has synced
+	}{
+		{"wasmrec", func(ctx context.Context) error {
+			cc, err := cache.New(c, cache.Options{})
+			if err != nil {
+				return err
+			}
+			go func() { _ = cc.Start(ctx) }()
+			inf, err := cc.Acquire(cache.Key{GroupVersionKind: corev1.SchemeGroupVersion.WithKind("ConfigMap")})
+			if err != nil {
+				return err
+			}
+			return inf.WaitForSync(ctx)
+		}},
+		{"controller-runtime", func(ctx context.Context) error {
+			cc, err := crcache.New(c, crcache.Options{})
+			if err != nil {
+				return err
+			}
+			if _, err := cc.GetInformer(ctx, &corev1.ConfigMap{}); err != nil {
+				return err
+			}
+			go func() { _ = cc.Start(ctx) }()
+			if !cc.WaitForCacheSync(ctx) {
+				return fmt.Errorf("controller-runtime's cache did not sync")
+			}
+			return nil
+		}},
+	} {
+		b.Run(impl.name, func(b *testing.B) {
+			var perObject float64
+			for b.Loop() {
+				ctx, cancel := context.WithCancel(context.Background())
+				before := liveHeap()
+				must(b, impl.run(ctx))
+				perObject = float64(liveHeap()-before) / n
+				cancel()
+			}
+			b.ReportMetric(perObject, "B/object")
+			fmt.Fprintf(os.Stderr, "informer memory, %s: %.0f bytes per ConfigMap\n", impl.name, perObject)
+		})
+	}
+}
+
+// createAppliedConfigMaps creates n ConfigMaps in ns the way `kubectl apply` does: with the
+// last-applied annotation and kubectl's field manager.
+func createAppliedConfigMaps(b *testing.B, cs *kubernetes.Clientset, ns string, n int) {
+	b.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < n; i += 16 {
+				cm := &corev1.ConfigMap{
+					TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "bench"}},
+					Data:       map[string]string{},
+				}
+				for k := range 5 {
+					cm.Data[fmt.Sprintf("key-%d", k)] = strings.Repeat(strconv.Itoa(i*7+k), 1+k*4)
+				}
+				applied, err := json.Marshal(cm)
+				if err != nil {
+					errs <- err
+					return
+				}
+				cm.Annotations = map[string]string{object.LastApplied: string(applied) + "\n"}
+				if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// liveHeap is the live heap after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
