@@ -109,8 +109,13 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": m.Handler()}); err != nil {
 		return err
 	}
-	if err := serve(mgr, log, "pprof", o.pprofAddr, map[string]http.Handler{"/debug/pprof/": http.HandlerFunc(pprof.Index),
-		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile), "/debug/pprof/trace": http.HandlerFunc(pprof.Trace)}); err != nil {
+	if err := serve(mgr, log, "pprof", o.pprofAddr, map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}); err != nil {
 		return err
 	}
 	if err := serve(mgr, log, "health probes", o.probeAddr, map[string]http.Handler{

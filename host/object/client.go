@@ -69,9 +69,9 @@ func (r *Resource) path(name string, subresources ...string) []string {
 
 // List lists the resource.
 func (r *Resource) List(ctx context.Context, opts metav1.ListOptions) (*List, error) {
-	body, err := r.client.rest.Get().AbsPath(r.path("")...).
+	body, err := raw(r.client.rest.Get().AbsPath(r.path("")...).
 		SpecificallyVersionedParams(&opts, parameterCodec, v1).
-		Do(ctx).Raw()
+		Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func (r *Resource) Delete(ctx context.Context, name string, opts metav1.DeleteOp
 }
 
 func (r *Resource) do(ctx context.Context, req *rest.Request) (*Object, error) {
-	body, err := req.Do(ctx).Raw()
+	body, err := raw(req.Do(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +123,15 @@ func (r *Resource) do(ctx context.Context, req *rest.Request) (*Object, error) {
 		return nil, fmt.Errorf("object: decoding the %s the API server returned: %w", r.resource, err)
 	}
 	return o, nil
+}
+
+// raw returns a response's body, or its error with the API server's Status (reason, message,
+// causes): Result.Raw alone gives only a generic error for the HTTP code.
+func raw(res rest.Result) ([]byte, error) {
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	return res.Raw()
 }
 
 // scheme knows only the meta kinds a REST call answers with besides objects: Status, WatchEvent,

@@ -17,12 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// LastApplied is the annotation `kubectl apply` keeps a copy of the object in. Like
-// metadata.managedFields it is dropped from objects the host holds: reconcilers do not need it and
-// it is often the larger part of an object.
+// LastApplied is the annotation `kubectl apply` keeps a copy of the object in. Handlers and
+// predicates never read it, so the decoded metadata goes without it; the JSON keeps it, because
+// a guest that reads an object and updates it would otherwise delete it from the server.
 const LastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// Object is an API object: its decoded metadata and its JSON.
+// Object is an API object: its decoded metadata (without managedFields and the last-applied
+// annotation) and its JSON.
 //
 // Objects from the cache are shared: read them, never modify them. DeepCopyObject copies the
 // metadata and shares Raw, which nothing modifies.
@@ -30,8 +31,8 @@ type Object struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
 
-	// Raw is the object's JSON as the API server sent it, without metadata.managedFields and the
-	// last-applied annotation. Never modify it.
+	// Raw is the object's JSON as the API server sent it, without metadata.managedFields (an
+	// update that leaves them out keeps them). Never modify it.
 	Raw []byte
 }
 
@@ -52,9 +53,9 @@ func Decode(data []byte) (*Object, error) {
 	return o, nil
 }
 
-// UnmarshalJSON decodes apiVersion, kind and metadata and keeps the JSON, less managedFields and
-// the last-applied annotation. It does not decode the rest of the object, and it cuts what it
-// drops out of the bytes rather than decoding and encoding the metadata again.
+// UnmarshalJSON decodes apiVersion, kind and metadata and keeps the JSON, less managedFields. It
+// does not decode the rest of the object, and it cuts managedFields out of the bytes rather than
+// decoding and encoding the metadata again.
 func (o *Object) UnmarshalJSON(data []byte) error {
 	*o = Object{}
 	var meta member
@@ -76,30 +77,13 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 		o.Raw = bytes.Clone(data)
 		return nil
 	}
-	// What to cut: metadata.managedFields and metadata.annotations[LastApplied], each with a comma.
+	// What to cut: metadata.managedFields, with a comma.
 	var cuts []span
 	var prev member
 	err = members(data[meta.val.start:meta.val.end], func(m member) error {
 		m = m.shift(meta.val.start)
-		switch string(m.key) {
-		case "managedFields":
+		if string(m.key) == "managedFields" {
 			cuts = append(cuts, m.span(prev))
-		case "annotations":
-			if data[m.val.start] != '{' {
-				break
-			}
-			var prevA member
-			err := members(data[m.val.start:m.val.end], func(a member) error {
-				a = a.shift(m.val.start)
-				if string(a.key) == LastApplied {
-					cuts = append(cuts, a.span(prevA))
-				}
-				prevA = a
-				return nil
-			})
-			if err != nil {
-				return err
-			}
 		}
 		prev = m
 		return nil
@@ -107,7 +91,16 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("object metadata: %w", err)
 	}
-	slices.SortFunc(cuts, func(a, b span) int { return a.start - b.start })
+	// In document order; a repeated key's cuts may overlap: merge them.
+	merged := cuts[:0]
+	for _, c := range cuts {
+		if n := len(merged); n > 0 && c.start <= merged[n-1].end {
+			merged[n-1].end = max(merged[n-1].end, c.end)
+			continue
+		}
+		merged = append(merged, c)
+	}
+	cuts = merged
 	size := len(data)
 	for _, c := range cuts {
 		size -= c.end - c.start

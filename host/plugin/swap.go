@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/internal/filewatch"
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
@@ -210,8 +212,14 @@ func (p *Plugin) applyWatches(next map[string]watched) {
 	p.log.Info("applied the new module's watches", "kinds", kinds)
 }
 
-// enqueueAll enqueues every object of the For kind the plugin sees.
+// enqueueAll enqueues every object of the For kind the plugin sees: in its namespaces, and
+// let through by the running module's For predicates.
 func (p *Plugin) enqueueAll(ctx context.Context) {
+	preds, err := predicates(p.Module().Manifest().For.Predicates)
+	if err != nil {
+		p.log.Error(err, "reading the For predicates to reconcile after a swap")
+		return
+	}
 	inf, err := p.reader.informer(ctx, p.forGVK)
 	if err != nil {
 		p.log.Error(err, "listing objects to reconcile after a swap")
@@ -227,9 +235,22 @@ func (p *Plugin) enqueueAll(ctx context.Context) {
 		if len(p.cfg.Namespaces) > 0 && !slices.Contains(p.cfg.Namespaces, m.GetNamespace()) {
 			continue
 		}
+		if !passes(preds, o.(event.Object)) {
+			continue
+		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
 	}
 	p.ctrl.Enqueue(reqs...)
+}
+
+// passes tells whether obj passes every predicate, as an object that exists (a generic event).
+func passes(preds []predicate.Predicate, obj event.Object) bool {
+	for _, pr := range preds {
+		if !pr.Generic(event.GenericEvent{Object: obj}) {
+			return false
+		}
+	}
+	return true
 }
 
 // moduleSource is where a plugin's running module came from: a file path or an OCI
