@@ -216,21 +216,40 @@ func benchConfig() *rest.Config {
 func createHashConfigMaps(b testing.TB, cs *kubernetes.Clientset, ns string, n int) map[string]string {
 	b.Helper()
 	want := make(map[string]string, n)
-	cms := make([]*corev1.ConfigMap, n)
-	for i := range cms {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: ns}, Data: map[string]string{}}
-		for k := range 5 {
-			cm.Data[fmt.Sprintf("key-%d", k)] = strings.Repeat(strconv.Itoa(i*7+k), 1+k*4)
-		}
-		cms[i] = cm
+	var mu sync.Mutex
+	createConfigMaps(b, cs, n, metav1.CreateOptions{}, func(i int) *corev1.ConfigMap {
+		cm := benchConfigMap(ns, i)
+		mu.Lock()
 		want[cm.Name] = hashData(cm.Data)
+		mu.Unlock()
+		return cm
+	})
+	return want
+}
+
+// benchConfigMap is the i-th ConfigMap of the benchmarks: five keys of data of growing sizes.
+func benchConfigMap(ns string, i int) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: ns},
+		Data:       map[string]string{},
 	}
+	for k := range 5 {
+		cm.Data[fmt.Sprintf("key-%d", k)] = strings.Repeat(strconv.Itoa(i*7+k), 1+k*4)
+	}
+	return cm
+}
+
+// createConfigMaps creates the ConfigMaps build gives for 0..n-1, 16 at a time.
+func createConfigMaps(b testing.TB, cs *kubernetes.Clientset, n int, opts metav1.CreateOptions, build func(i int) *corev1.ConfigMap) {
+	b.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for w := range 16 {
 		wg.Go(func() {
 			for i := w; i < n; i += 16 {
-				if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cms[i], metav1.CreateOptions{}); err != nil {
+				cm := build(i)
+				if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(context.Background(), cm, opts); err != nil {
 					errs <- err
 					return
 				}
@@ -242,7 +261,6 @@ func createHashConfigMaps(b testing.TB, cs *kubernetes.Clientset, ns string, n i
 	for err := range errs {
 		b.Fatal(err)
 	}
-	return want
 }
 
 // hashData is what the three reconcilers compute: FNV-64a over key=value\n in key order, in hex.
@@ -357,39 +375,15 @@ func BenchmarkInformerMemory(b *testing.B) {
 
 // createAppliedConfigMaps creates n ConfigMaps in ns the way `kubectl apply` does: with the
 // last-applied annotation and kubectl's field manager.
-func createAppliedConfigMaps(b *testing.B, cs *kubernetes.Clientset, ns string, n int) {
+func createAppliedConfigMaps(b testing.TB, cs *kubernetes.Clientset, ns string, n int) {
 	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Go(func() {
-			for i := w; i < n; i += 16 {
-				cm := &corev1.ConfigMap{
-					TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "bench"}},
-					Data:       map[string]string{},
-				}
-				for k := range 5 {
-					cm.Data[fmt.Sprintf("key-%d", k)] = strings.Repeat(strconv.Itoa(i*7+k), 1+k*4)
-				}
-				applied, err := json.Marshal(cm)
-				if err != nil {
-					errs <- err
-					return
-				}
-				cm.Annotations = map[string]string{object.LastApplied: string(applied) + "\n"}
-				if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	createConfigMaps(b, cs, n, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}, func(i int) *corev1.ConfigMap {
+		cm := benchConfigMap(ns, i)
+		cm.Labels = map[string]string{"app.kubernetes.io/name": "bench"}
+		applied, _ := json.Marshal(cm) // a ConfigMap always encodes
+		cm.Annotations = map[string]string{object.LastApplied: string(applied) + "\n"}
+		return cm
+	})
 }
 
 // liveHeap is the live heap after a collection.
