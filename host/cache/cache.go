@@ -416,7 +416,7 @@ func (c *Cache) Failures() []Failure {
 
 // stripMetadata drops metadata.managedFields and the last-applied annotation from what a
 // metadata-only informer holds: reconcilers never need them and they are often the larger part of
-// an object. Full informers hold object.Objects, which come without them.
+// an object. Full informers hold object.Objects, whose metadata comes without them.
 func stripMetadata(obj any) (any, error) {
 	if o, ok := obj.(*metav1.PartialObjectMetadata); ok {
 		o.ManagedFields = nil
