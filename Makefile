@@ -44,7 +44,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go hashc hash-go swap-v1 swap-v2 swap-v3
+TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go hashc hash-go swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -77,7 +77,7 @@ $(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm: $(BIN)/testguests/%.
 
 $(BIN)/testguests/swap-v%.wasm: host/wasm/testdata/swap.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
-	$(CLANG) $(WASI_CFLAGS) -DVERSION=$* $(if $(filter 3,$*),-DWATCH_CONFIGMAPS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+	$(CLANG) $(WASI_CFLAGS) -DVERSION=$* $(if $(filter 3,$*),-DWATCH_CONFIGMAPS) $(if $(filter 4 5,$*),-DWATCH_SECRETS) $(if $(filter 5,$*),-DASK_SECRETS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
 $(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO)
 	@mkdir -p $(@D)

@@ -197,11 +197,15 @@ type Rule struct {
 }
 
 func (r Rule) String() string {
-	g := r.Group
-	if g == "" {
-		g = "core"
+	return fmt.Sprintf("%s %s/%s", r.Verb, r.GroupName(), r.Resource)
+}
+
+// GroupName is the rule's API group as messages spell it: "core" for the empty group.
+func (r Rule) GroupName() string {
+	if r.Group == "" {
+		return "core"
 	}
-	return fmt.Sprintf("%s %s/%s", r.Verb, g, r.Resource)
+	return r.Group
 }
 
 // Rules flattens permissions into sorted, distinct rules. "*" is kept as a wildcard.

@@ -43,6 +43,11 @@ func (h *hostProcess) reconciledAll(t testing.TB, names []string, timeout time.D
 	addr := metricsAddrRE.FindStringSubmatch(h.out.String())[1]
 	deadline := time.Now().Add(timeout)
 	for {
+		select {
+		case err := <-h.exited:
+			t.Fatalf("the host exited (%v) before every plugin reconciled:\n%s", err, tail(h.out.String(), 40))
+		default:
+		}
 		done := successes(t, addr+"/metrics")
 		var missing []string
 		for _, n := range names {

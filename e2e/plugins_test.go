@@ -423,7 +423,7 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 		logs.waitFor(t, 30*time.Second, "reconciler error", `"name"="`+name+`"`, `plugin \"misbehave\"`, want)
 	}
 	line := logs.waitFor(t, 30*time.Second, "delete secret returned status 4")
-	if !strings.Contains(line, `delete core/secrets is outside the permissions plugin \"misbehave\" asked for`) {
+	if !strings.Contains(line, `forbidden: delete v1 Secret: plugin \"misbehave\" may delete nothing in API group core`) {
 		t.Errorf("the forbidden call's message does not say why: %s", line)
 	}
 
@@ -547,7 +547,7 @@ func runCrud(t *testing.T, logs *logLines, m *metrics.Metrics, c plugin.Config) 
 func TestWriteRateLimit(t *testing.T) {
 	logs := &logLines{}
 	two := metav1.Duration{Duration: 2 * time.Second}
-	runCrud(t, logs, nil, plugin.Config{Timeout: &two, Writes: plugin.WriteLimit{QPS: 0.2, Burst: 1}})
+	runCrud(t, logs, nil, plugin.Config{Timeout: &two, Writes: plugin.CallLimit{QPS: 0.2, Burst: 1}})
 	// The first create takes the only token; the second write waits for a refill 5s away,
 	// which the 2s deadline does not allow.
 	logs.waitFor(t, 30*time.Second, "reconciler error", `plugin \"crud\"`, "timeout", "write rate limit (0.2/s, burst 1)")
@@ -561,7 +561,7 @@ func TestWriteRateLimit(t *testing.T) {
 func TestWriteRateLimitWaitIsVisible(t *testing.T) {
 	logs := &logLines{}
 	m := metrics.New()
-	runCrud(t, logs, m, plugin.Config{Writes: plugin.WriteLimit{QPS: 4, Burst: 1}})
+	runCrud(t, logs, m, plugin.Config{Writes: plugin.CallLimit{QPS: 4, Burst: 1}})
 	logs.waitFor(t, 30*time.Second, "crud: all steps passed")
 	if lines, _ := logs.matching("writes are waiting on the plugin's write rate limit", `"plugin"="crud"`, `"qps"=4`, `"burst"=1`); len(lines) != 1 {
 		t.Errorf("%d lines say the writes waited, want 1: %v", len(lines), lines)

@@ -36,6 +36,8 @@ type hostOptions struct {
 	ociCache       string
 	kubeAPIQPS     float32
 	kubeAPIBurst   int
+	// gracefulShutdown bounds a stop; 0 takes the manager's default.
+	gracefulShutdown time.Duration
 }
 
 // clientConfig is cfg with the host's client-side limit on API requests: none unless
@@ -78,7 +80,11 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 			log.Info("stopped")
 		}
 	}()
-	mgr, err := manager.New(cfg, manager.Options{Logger: log.WithName("manager"), LeaderElection: o.leaderElection})
+	mopts := manager.Options{Logger: log.WithName("manager"), LeaderElection: o.leaderElection}
+	if o.gracefulShutdown > 0 {
+		mopts.GracefulShutdownTimeout = &o.gracefulShutdown
+	}
+	mgr, err := manager.New(cfg, mopts)
 	if err != nil {
 		return err
 	}
@@ -157,14 +163,17 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		loaded   int
 		plugins  []*plugin.Plugin // closed once the manager has stopped
 	)
-	setStillRunning(ctx, func() string {
+	inFlight := func() []string {
 		mu.Lock()
-		var inFlight []string
+		defer mu.Unlock()
+		var out []string
 		for _, p := range plugins {
-			inFlight = append(inFlight, p.InFlight()...)
+			out = append(out, p.InFlight()...)
 		}
-		mu.Unlock()
-		return fmt.Sprintf("reconciles in flight: %s; runnables still running: %s", orNone(inFlight), orNone(mgr.Running()))
+		return out
+	}
+	setStillRunning(ctx, func() string {
+		return fmt.Sprintf("reconciles in flight: %s; runnables still running: %s", orNone(inFlight()), orNone(mgr.Running()))
 	})
 	defer func() {
 		stop() // the manager may have stopped on its own: end the retries too
@@ -263,7 +272,13 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		stop()
 		return errors.Join(fmt.Errorf("no plugin in the config could be loaded: %w", errors.Join(loadErrs...)), <-stopped)
 	}
-	return <-stopped
+	if err := <-stopped; err != nil {
+		if running := inFlight(); len(running) > 0 { // a stop that timed out: say what it waited for
+			return fmt.Errorf("%w\nreconciles still in flight: %s", err, strings.Join(running, "; "))
+		}
+		return err
+	}
+	return nil
 }
 
 func orNone(s []string) string {

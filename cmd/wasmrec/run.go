@@ -76,5 +76,6 @@ func (o *hostOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address to serve Go's profiles on at /debug/pprof/ ("0" for none)`)
 	cmd.Flags().Float32Var(&o.kubeAPIQPS, "kube-api-qps", 0, "client-side limit on the host's API requests per second, shared by all plugins (default 0: none, as controller-runtime; the API server's priority and fairness paces clients)")
 	cmd.Flags().IntVar(&o.kubeAPIBurst, "kube-api-burst", 0, "burst of --kube-api-qps (default twice the QPS)")
+	cmd.Flags().DurationVar(&o.gracefulShutdown, "graceful-shutdown-timeout", manager.DefaultGracefulShutdownTimeout, "how long a stop waits for in-flight reconciles before it exits non-zero, naming them")
 	o.addOCIFlags(cmd)
 }

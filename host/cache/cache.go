@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/discovery"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -37,8 +36,7 @@ type Options struct {
 	// as controller-runtime; a negative value turns resyncs off.
 	ResyncPeriod time.Duration
 
-	// Mapper maps kinds to resources. Defaults to a discovery-backed mapper that refreshes when
-	// asked about a kind it does not know.
+	// Mapper maps kinds to resources. Defaults to a Mapper (see NewMapper).
 	Mapper meta.RESTMapper
 
 	// Logger defaults to logr.Discard().
@@ -115,11 +113,9 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 	}
 	mapper := opts.Mapper
 	if mapper == nil {
-		dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("cache: discovery client for %s: %w", cfg.Host, err)
+		if mapper, err = NewMapper(cfg); err != nil {
+			return nil, err
 		}
-		mapper = newRefreshingMapper(dc)
 	}
 	return &Cache{
 		opts:      opts,

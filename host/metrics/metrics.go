@@ -29,8 +29,11 @@ type Metrics struct {
 	// Swaps counts module swaps by plugin and outcome.
 	Swaps *prometheus.CounterVec
 	// WriteLimitWaits and WriteLimitWaitSeconds count the writes that waited on their plugin's
-	// own write rate limit, and how long they waited.
-	WriteLimitWaits, WriteLimitWaitSeconds *prometheus.CounterVec
+	// own write rate limit, and how long they waited; ReadLimitWaits and ReadLimitWaitSeconds
+	// the same for reads.
+	WriteLimitWaits, WriteLimitWaitSeconds, ReadLimitWaits, ReadLimitWaitSeconds *prometheus.CounterVec
+	// Compiles counts module compilations by plugin: loads and swaps that compiled a module.
+	Compiles *prometheus.CounterVec
 	// Running is 1 while a plugin's controller runs, 0 while it waits for its kinds to be
 	// served (its CRD is missing) or for leadership.
 	Running *prometheus.GaugeVec
@@ -77,6 +80,15 @@ func New() *Metrics {
 		WriteLimitWaitSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmrec_plugin_write_limit_wait_seconds_total", Help: "Time a plugin's API writes spent waiting on its own write rate limit",
 		}, []string{"plugin"}),
+		ReadLimitWaits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_plugin_read_limit_waits_total", Help: "Reads (get, list) a plugin made that waited on its own read rate limit",
+		}, []string{"plugin"}),
+		ReadLimitWaitSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_plugin_read_limit_wait_seconds_total", Help: "Time a plugin's reads spent waiting on its own read rate limit",
+		}, []string{"plugin"}),
+		Compiles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_plugin_module_compiles_total", Help: "Modules compiled for a plugin, at load and at swaps (a swap back to a version kept compiled compiles nothing)",
+		}, []string{"plugin"}),
 		Running: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmrec_plugin_running", Help: "1 while a plugin's controller runs; 0 while it waits for its CRDs or for leadership",
 		}, []string{"plugin"}),
@@ -85,9 +97,17 @@ func New() *Metrics {
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.maxWorkers, m.activeWorkers,
-		m.HostCalls, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.Running, m.plugins)
+		m.HostCalls, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds, m.Compiles, m.Running, m.plugins)
 	m.queue.register(r)
 	return m
+}
+
+// WatchDiscovery reports wasmrec_discovery_requests_total: the requests the host's RESTMapper
+// sent to the API server, as requests counts them.
+func (m *Metrics) WatchDiscovery(requests func() uint64) {
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "wasmrec_discovery_requests_total", Help: "Discovery requests the host sent to the API server to resolve kinds",
+	}, func() float64 { return float64(requests()) }))
 }
 
 // WatchInformers reports wasmrec_informers_failing: how many informers' list/watch fail now, as

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -21,14 +24,14 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/object"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	"github.com/wasmrec/wasmrec/host/reconcile"
-	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // calls serves one reconcile's host calls.
 type calls struct {
 	p   *Plugin
-	mod *wasm.Module // the version this reconcile runs on: its manifest is what it may do
+	v   *version // the version this reconcile runs on: its policy is what it may do
 	req reconcile.Request
 }
 
@@ -110,23 +113,54 @@ func statusOf(ctx context.Context, err error) abi.Status {
 	return abi.StatusInternal
 }
 
-// target resolves a kind to its resource and checks the plugin asked for verb on it (on its
-// subresource if sub is set). The API server is not contacted for a refused call.
-func (c *calls) target(apiVersion, kind, sub, verb string) (*meta.RESTMapping, error) {
+// target resolves a kind to its resource and checks, under the plugin's one policy, that the
+// plugin may do verb on it (on its subresource if sub is set) in namespace. A call whose group
+// and verb the plugin's manifest and grant hold for no resource, or in a namespace outside the
+// plugin's, is refused before the kind is looked up; nothing reaches the API server for a
+// refused call.
+func (c *calls) target(apiVersion, kind, sub, verb, namespace string) (*meta.RESTMapping, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil || kind == "" {
 		return nil, fail(abi.StatusBadRequest, "apiVersion %q and kind %q do not name a kind", apiVersion, kind)
 	}
-	m, err := c.p.host.mgr.GetCache().RESTMapper().RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
-	if err != nil {
-		return nil, fail(abi.StatusBadRequest, "no resource serves %s, Kind=%s: is its CRD installed?", apiVersion, kind)
+	gvk := gv.WithKind(kind)
+	pol := c.v.policy
+	if !pol.MayCall(gv.Group, verb) {
+		return nil, fail(abi.StatusForbidden, "forbidden: %s %s: plugin %q may %s nothing in API group %s (no such rule is both asked for in its manifest and granted)", verb, policy.Kind(gvk), c.p.cfg.Name, verb, abi.Rule{Group: gv.Group}.GroupName())
 	}
-	res := m.Resource.Resource
+	if namespace != "" && !pol.InNamespace(namespace) {
+		return nil, fail(abi.StatusForbidden, "forbidden: namespace %q is outside plugin %q's namespaces %v", namespace, c.p.cfg.Name, pol.Namespaces)
+	}
+	// A kind the host does not know costs a discovery round: a plugin gets a few per second.
+	if k, ok := c.p.host.mapper.(interface {
+		Known(schema.GroupKind, string) bool
+	}); ok && !k.Known(gvk.GroupKind(), gv.Version) && !c.p.lookups.Allow() {
+		return nil, fail(abi.StatusUnavailable, "plugin %q looks up kinds the host does not know faster than %g/s (burst %d); %s is not looked up now: retry later",
+			c.p.cfg.Name, float64(lookupQPS), lookupBurst, policy.Kind(gvk))
+	}
+	m, err := c.p.host.mapper.RESTMapping(gvk.GroupKind(), gv.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return nil, fail(abi.StatusBadRequest, "no resource serves %s: is its CRD installed? (check apiVersion and kind: Kind is singular, as in manifests)", policy.Kind(gvk))
+	case err != nil:
+		return nil, fail(abi.StatusUnavailable, "looking up %s: %v", policy.Kind(gvk), err)
+	}
+	gr := m.Resource.GroupResource()
+	rules := []abi.Rule{{Group: gr.Group, Resource: gr.Resource, Verb: verb}}
 	if sub != "" {
-		res += "/" + sub
+		rules[0].Resource += "/" + sub
+	} else if verb == "get" || verb == "list" {
+		rules = policy.ReadRules(verb, gr)
 	}
-	if !abi.Allows(c.mod.Manifest().Permissions, m.Resource.Group, res, verb) {
-		return nil, fail(abi.StatusForbidden, "forbidden: %s is outside the permissions plugin %q asked for", abi.Rule{Group: m.Resource.Group, Resource: res, Verb: verb}, c.p.cfg.Name)
+	if err := pol.Require(verb+" "+policy.Kind(gvk), rules); err != nil {
+		return nil, fail(abi.StatusForbidden, "forbidden: %v", err)
+	}
+	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+	switch {
+	case !namespaced && namespace != "":
+		return nil, fail(abi.StatusBadRequest, "%s is cluster-scoped: leave namespace empty (it is %q)", policy.Kind(gvk), namespace)
+	case namespaced && namespace == "" && verb != "list":
+		return nil, fail(abi.StatusBadRequest, "%s is namespaced: give the object's namespace", policy.Kind(gvk))
 	}
 	return m, nil
 }
@@ -138,30 +172,54 @@ func (c *calls) resource(m *meta.RESTMapping, namespace string) *object.Resource
 	return c.p.host.objects.Resource(m.Resource, namespace)
 }
 
-// waitToWrite takes a token from the plugin's write limit. A write that has to wait for it is
-// counted, and said in the log at most every 30 s: a plugin held back by its own limit is
-// otherwise only slow.
-func (c *calls) waitToWrite(ctx context.Context) error {
-	w := c.p.writes
-	r := w.Reserve()
+// A plugin's lookups of kinds the host does not know (each may cost a discovery round).
+const (
+	lookupQPS   = rate.Limit(1)
+	lookupBurst = 5
+)
+
+// callLimit is one of a plugin's call rate limits (reads or writes). A call that has to wait
+// for a token is counted, and said in the log at most every 30 s: a plugin held back by its own
+// limit is otherwise only slow.
+type callLimit struct {
+	name           string // "write" or "read"
+	field          string // its field in the plugin's config
+	lim            *rate.Limiter
+	log            rate.Sometimes
+	waits, seconds prometheus.Counter // nil without metrics
+}
+
+func newCallLimit(field string, c CallLimit, qps float64, burst int) *callLimit {
+	if c.QPS > 0 {
+		qps = c.QPS
+	}
+	if c.Burst > 0 {
+		burst = c.Burst
+	}
+	return &callLimit{name: strings.TrimSuffix(field, "s"), field: field, lim: rate.NewLimiter(rate.Limit(qps), burst), log: rate.Sometimes{Interval: 30 * time.Second}}
+}
+
+// wait takes a token, waiting at most until ctx's deadline.
+func (l *callLimit) wait(ctx context.Context, log logr.Logger) error {
+	r := l.lim.Reserve()
 	d := r.Delay()
 	if d == 0 {
 		return nil
 	}
 	refuse := func() error {
 		r.Cancel()
-		return fail(abi.StatusTimeout, "the write rate limit (%g/s, burst %d) would not let this write through before the reconcile's deadline", float64(w.Limit()), w.Burst())
+		return fail(abi.StatusTimeout, "the %s rate limit (%g/s, burst %d) would not let this call through before the reconcile's deadline", l.name, float64(l.lim.Limit()), l.lim.Burst())
 	}
 	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
 		return refuse()
 	}
-	if m := c.p.host.metrics; m != nil {
-		m.WriteLimitWaits.WithLabelValues(c.p.cfg.Name).Inc()
-		m.WriteLimitWaitSeconds.WithLabelValues(c.p.cfg.Name).Add(d.Seconds())
+	if l.waits != nil {
+		l.waits.Inc()
+		l.seconds.Add(d.Seconds())
 	}
-	c.p.writeWaitLog.Do(func() {
-		c.p.log.Info("writes are waiting on the plugin's write rate limit; raise writes.qps and writes.burst in its config if this load is expected",
-			"qps", float64(w.Limit()), "burst", w.Burst(), "wait", d.Round(time.Millisecond))
+	l.log.Do(func() {
+		log.Info(fmt.Sprintf("%s are waiting on the plugin's %s rate limit; raise %s.qps and %s.burst in its config if this load is expected", l.field, l.name, l.field, l.field),
+			"qps", float64(l.lim.Limit()), "burst", l.lim.Burst(), "wait", d.Round(time.Millisecond))
 	})
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -185,7 +243,10 @@ func (c *calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	if err := decode(body, &ref); err != nil {
 		return nil, err
 	}
-	m, err := c.target(ref.APIVersion, ref.Kind, "", "get")
+	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
+		return nil, err
+	}
+	m, err := c.target(ref.APIVersion, ref.Kind, "", "get", ref.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +267,10 @@ func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	m, err := c.target(req.APIVersion, req.Kind, "", "list")
+	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
+		return nil, err
+	}
+	m, err := c.target(req.APIVersion, req.Kind, "", "list", req.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -223,11 +287,15 @@ func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
 		return nil, err
 	}
 	// Stable order: the guest's work (and its writes) should not depend on map iteration.
-	items := make([]*object.Object, len(objs))
+	items := make([]*object.Object, 0, len(objs))
 	size := len(`{"items":[]}`)
-	for i, o := range objs {
-		items[i] = o.(*object.Object)
-		size += len(items[i].Raw) + 1
+	for _, o := range objs {
+		obj := o.(*object.Object)
+		if obj.Namespace != "" && !c.v.policy.InNamespace(obj.Namespace) {
+			continue // a list across namespaces covers the plugin's own
+		}
+		items = append(items, obj)
+		size += len(obj.Raw) + 1
 	}
 	slices.SortFunc(items, func(a, b *object.Object) int {
 		if n := strings.Compare(a.Namespace, b.Namespace); n != 0 {
@@ -256,14 +324,14 @@ func (c *calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	if fn == abi.ImportUpdateStatus {
 		verb, sub = "update", "status"
 	}
-	m, err := c.target(obj.APIVersion, obj.Kind, sub, verb)
+	m, err := c.target(obj.APIVersion, obj.Kind, sub, verb, obj.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	if fn != abi.ImportCreate && obj.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
 	}
-	if err := c.waitToWrite(ctx); err != nil {
+	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
 		return nil, err
 	}
 	r := c.resource(m, obj.Namespace)
@@ -301,11 +369,11 @@ func (c *calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if req.Subresource != "" && req.Subresource != "status" {
 		return nil, fail(abi.StatusBadRequest, "subresource %q: only status can be patched", req.Subresource)
 	}
-	m, err := c.target(req.APIVersion, req.Kind, req.Subresource, "patch")
+	m, err := c.target(req.APIVersion, req.Kind, req.Subresource, "patch", req.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.waitToWrite(ctx); err != nil {
+	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
 		return nil, err
 	}
 	opts := metav1.PatchOptions{FieldManager: c.p.cfg.Name}
@@ -328,11 +396,11 @@ func (c *calls) delete(ctx context.Context, body []byte) error {
 	if err := decode(body, &req); err != nil {
 		return err
 	}
-	m, err := c.target(req.APIVersion, req.Kind, "", "delete")
+	m, err := c.target(req.APIVersion, req.Kind, "", "delete", req.Namespace)
 	if err != nil {
 		return err
 	}
-	if err := c.waitToWrite(ctx); err != nil {
+	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
 		return err
 	}
 	opts := metav1.DeleteOptions{}
@@ -358,8 +426,8 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 	if req.Reason == "" {
 		return fail(abi.StatusBadRequest, "an event needs a reason")
 	}
-	if !abi.Allows(c.mod.Manifest().Permissions, "", "events", "create") {
-		return fail(abi.StatusForbidden, "forbidden: %s is outside the permissions plugin %q asked for", abi.Rule{Resource: "events", Verb: "create"}, c.p.cfg.Name)
+	if err := c.v.policy.Require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
+		return fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
 	ref := abi.ObjectRef{APIVersion: c.p.forGVK.GroupVersion().String(), Kind: c.p.forGVK.Kind, Namespace: c.req.Namespace, Name: c.req.Name}
 	if req.Object != nil {
@@ -378,7 +446,7 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 			}
 		}
 	}
-	if err := c.waitToWrite(ctx); err != nil {
+	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
 		return err
 	}
 	c.p.recorder.Event(regarding, req.Type, req.Reason, req.Message)

@@ -46,7 +46,9 @@ type Config struct {
 	// Timeout bounds one reconcile. Defaults to 30s.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// Interruptible lets the timeout interrupt a guest that loops. Defaults to true; false makes
-	// guest code faster but a looping guest then holds its worker.
+	// guest code a little faster, but a guest that loops then never leaves its machine code: it
+	// holds its worker, and the Go runtime's next stop-the-world (every GC) waits for it, which
+	// stalls the whole host. Use false only for code you trust not to loop.
 	Interruptible *bool `json:"interruptible,omitempty"`
 	// MemoryLimit caps one instance's memory. Defaults to 128Mi.
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
@@ -55,10 +57,24 @@ type Config struct {
 	// Writes limits the plugin's writes to the API server (create, update, patch, delete,
 	// events). Defaults to 500 qps, burst 1000: a bound between plugins that a normal
 	// controller does not meet (the API server's priority and fairness paces it first).
-	Writes WriteLimit `json:"writes,omitempty"`
+	Writes CallLimit `json:"writes,omitempty"`
+	// Reads limits the plugin's reads (get, list), served from the host's cache. Defaults to
+	// 5000 qps, burst 10000: far above what a controller reads, a bound on one that spins.
+	Reads CallLimit `json:"reads,omitempty"`
 	// LogLimit bounds what the plugin's stdout, stderr and log calls put in the host log.
 	// Defaults to 1000 lines/s and 1 MiB/s (bursts of twice that), and 64 KiB per reconcile.
 	LogLimit wasm.LogLimit `json:"logLimit,omitempty"`
+
+	// owner says where the settings come from, for a clash of names: a Plugin object, or
+	// (empty) the host config.
+	owner string
+}
+
+func (c *Config) ownerName() string {
+	if c.owner == "" {
+		return "the host config"
+	}
+	return c.owner
 }
 
 // RateLimiterConfig is the retry backoff: per key exponential, and an overall bucket.
@@ -73,11 +89,11 @@ type RateLimiterConfig struct {
 	Burst int `json:"burst,omitempty"`
 }
 
-// WriteLimit is a client-side token bucket for API writes.
-type WriteLimit struct {
-	// QPS defaults to 500.
+// CallLimit is a token bucket for one plugin's host calls of one kind (reads or writes).
+type CallLimit struct {
+	// QPS defaults to 500 for writes, 5000 for reads.
 	QPS float64 `json:"qps,omitempty"`
-	// Burst defaults to 1000.
+	// Burst defaults to 1000 for writes, 10000 for reads.
 	Burst int `json:"burst,omitempty"`
 }
 
@@ -86,6 +102,8 @@ const (
 	DefaultTimeout    = 30 * time.Second
 	DefaultWriteQPS   = 500
 	DefaultWriteBurst = 1000
+	DefaultReadQPS    = 5000
+	DefaultReadBurst  = 10000
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
@@ -146,7 +164,7 @@ func (c *Config) Validate() error {
 	if c.MemoryLimit != nil && c.MemoryLimit.Value() < 1<<20 {
 		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit))
 	}
-	if c.RateLimiter.QPS < 0 || c.RateLimiter.Burst < 0 || c.Writes.QPS < 0 || c.Writes.Burst < 0 {
+	if c.RateLimiter.QPS < 0 || c.RateLimiter.Burst < 0 || c.Writes.QPS < 0 || c.Writes.Burst < 0 || c.Reads.QPS < 0 || c.Reads.Burst < 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: rate limits must not be negative", c.Name))
 	}
 	grant := abi.Manifest{For: abi.Watch{APIVersion: "v1", Kind: "x"}, Permissions: c.Permissions}

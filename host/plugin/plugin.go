@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,6 +39,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/oci"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
@@ -52,8 +55,11 @@ type Host struct {
 	broadcaster record.EventBroadcaster
 	metrics     *metrics.Metrics
 	crds        *crdwatch.Watcher
+	mapper      meta.RESTMapper    // the cache's
 	files       *filewatch.Watcher // follows every plugin's module file
 	reads       singleflight.Group // module files being read, by path
+	namesMu     sync.Mutex
+	names       map[string]string // plugin names loaded, and where their settings come from
 	log         logr.Logger
 
 	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
@@ -82,7 +88,11 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log 
 	if err := mgr.Add(crds); err != nil {
 		return nil, err
 	}
-	return &Host{mgr: mgr, engine: engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: m, crds: crds, files: filewatch.New(log.WithName("files")), log: log}, nil
+	mapper := mgr.GetCache().RESTMapper()
+	if d, ok := mapper.(interface{ DiscoveryRequests() uint64 }); ok && m != nil {
+		m.WatchDiscovery(d.DiscoveryRequests)
+	}
+	return &Host{mgr: mgr, engine: engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: m, crds: crds, mapper: mapper, files: filewatch.New(log.WithName("files")), log: log}, nil
 }
 
 // Close stops the event broadcaster and the file watcher.
@@ -91,29 +101,40 @@ func (h *Host) Close() {
 	_ = h.files.Close()
 }
 
+// version is a module serving a plugin and the policy its manifest and the grant make.
+type version struct {
+	mod    *wasm.Module
+	policy *policy.Policy
+}
+
 // Plugin is a loaded plugin: a compiled module and the controller that runs it. It is a
 // manager Runnable.
 type Plugin struct {
-	cfg    Config
-	host   *Host
-	module atomic.Pointer[wasm.Module] // swapped whole; a reconcile keeps the one it started on
-	swapMu sync.Mutex                  // one swap at a time; guards recent
+	cfg     Config
+	host    *Host
+	current atomic.Pointer[version] // swapped whole; a reconcile keeps the one it started on
+	swapMu  sync.Mutex              // one swap published at a time; guards srcs
+	retired sync.WaitGroup          // swapped-out modules still being retired
 
-	recent       map[string]*wasm.Module // swapped-out versions kept compiled, by digest
-	recentOrder  []string                // their digests, oldest first
-	ctrl         *controller.Controller
-	reader       *reader
-	forGVK       schema.GroupVersionKind
-	writes       *rate.Limiter
-	writeWaitLog rate.Sometimes // says, now and then, that writes wait on the limit
-	recorder     record.EventRecorder
-	log          logr.Logger
-	ids          atomic.Uint64
-	watchMu      sync.Mutex         // guards keys
-	keys         []cache.Key        // what the sources watch
-	srcs         map[string]watched // the controller's sources; changed by swaps, under swapMu
-	warm         *warmer
-	follows      []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
+	recentMu       sync.Mutex              // guards recent, recentOrder, refusedDigests and closed
+	recent         map[string]*wasm.Module // swapped-out versions kept compiled, by digest
+	recentOrder    []string                // their digests, oldest first
+	refusedDigests map[string]error        // modules refused for what they are, by digest
+	closed         bool                    // Close has run: retired modules are closed, not kept
+	ctrl           *controller.Controller
+	reader         *reader
+	forGVK         schema.GroupVersionKind
+	writes         *callLimit
+	reads          *callLimit
+	lookups        *rate.Limiter // the guest's lookups of kinds the host does not know
+	recorder       record.EventRecorder
+	log            logr.Logger
+	ids            atomic.Uint64
+	watchMu        sync.Mutex         // guards keys
+	keys           []cache.Key        // what the sources watch
+	srcs           map[string]watched // the controller's sources; changed by swaps, under swapMu
+	warm           *warmer
+	follows        []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
 
 	source  atomic.Pointer[moduleSource] // where the running module came from
 	movedMu sync.Mutex                   // guards moved
@@ -181,35 +202,50 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := h.claim(cfg); err != nil {
+		return nil, err
+	}
+	loaded := false
+	defer func() {
+		if !loaded {
+			h.release(cfg.Name)
+		}
+	}()
 	workers := max(cfg.MaxConcurrentReconciles, 1)
 	log := h.log.WithValues("plugin", cfg.Name)
 	p := &Plugin{cfg: cfg, host: h, log: log}
 	p.source.Store(&moduleSource{ref: cfg.Module})
+	if h.metrics != nil {
+		h.metrics.Compiles.WithLabelValues(cfg.Name).Inc()
+	}
 	mod, err := h.engine.Compile(ctx, wasmBytes, p.moduleOptions())
 	if err != nil {
 		return nil, err
 	}
-	p.module.Store(mod)
 	fail := func(err error) (*Plugin, error) {
 		_ = mod.Close(ctx)
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
 	m := mod.Manifest()
-	if missing := abi.Missing(cfg.Permissions, m.Permissions); len(missing) > 0 {
-		return fail(fmt.Errorf("the module asks for permissions it was not granted: %s: grant them in the plugin's permissions, or use a module that needs less", joinRules(missing)))
+	v, err := p.versionOf(mod)
+	if err != nil {
+		return fail(err)
 	}
+	// Kinds not served yet are checked when they are, before their informers start.
+	if _, err := v.policy.CheckWatches(m, h.mgr.GetCache().RESTMapper()); err != nil {
+		return fail(err)
+	}
+	p.current.Store(v)
 	if p.forGVK, err = parseGVK(m.For); err != nil {
 		return fail(fmt.Errorf("for: %w", err))
 	}
-	qps, burst := cfg.Writes.QPS, cfg.Writes.Burst
-	if qps == 0 {
-		qps = DefaultWriteQPS
+	p.writes = newCallLimit("writes", cfg.Writes, DefaultWriteQPS, DefaultWriteBurst)
+	p.reads = newCallLimit("reads", cfg.Reads, DefaultReadQPS, DefaultReadBurst)
+	p.lookups = rate.NewLimiter(lookupQPS, lookupBurst)
+	if m := h.metrics; m != nil {
+		p.writes.waits, p.writes.seconds = m.WriteLimitWaits.WithLabelValues(cfg.Name), m.WriteLimitWaitSeconds.WithLabelValues(cfg.Name)
+		p.reads.waits, p.reads.seconds = m.ReadLimitWaits.WithLabelValues(cfg.Name), m.ReadLimitWaitSeconds.WithLabelValues(cfg.Name)
 	}
-	if burst == 0 {
-		burst = DefaultWriteBurst
-	}
-	p.writes = rate.NewLimiter(rate.Limit(qps), burst)
-	p.writeWaitLog = rate.Sometimes{Interval: 30 * time.Second}
 	p.recorder = h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec/" + cfg.Name})
 	p.reader = newReader(h.mgr.GetCache())
 
@@ -235,14 +271,59 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	p.keys = keysOf(p.srcs)
 	p.warm = &warmer{p: p}
+	loaded = true
 	return p, nil
+}
+
+// claim takes cfg's name for its plugin: names are unique across the host config and Plugin
+// objects (they name controllers, metrics and field managers).
+func (h *Host) claim(cfg Config) error {
+	h.namesMu.Lock()
+	defer h.namesMu.Unlock()
+	if owner, taken := h.names[cfg.Name]; taken {
+		return fmt.Errorf("plugin %q: the name is taken by %s, and %s asks for it too: plugin names are unique in a host; rename one of them", cfg.Name, owner, cfg.ownerName())
+	}
+	if h.names == nil {
+		h.names = map[string]string{}
+	}
+	h.names[cfg.Name] = cfg.ownerName()
+	return nil
+}
+
+func (h *Host) release(name string) {
+	h.namesMu.Lock()
+	defer h.namesMu.Unlock()
+	delete(h.names, name)
 }
 
 // Name is the plugin's name.
 func (p *Plugin) Name() string { return p.cfg.Name }
 
 // Module is the plugin's compiled module.
-func (p *Plugin) Module() *wasm.Module { return p.module.Load() }
+func (p *Plugin) Module() *wasm.Module { return p.current.Load().mod }
+
+// versionOf checks mod's manifest against the plugin's grant.
+func (p *Plugin) versionOf(mod *wasm.Module) (*version, error) {
+	pol, err := policy.New(p.cfg.Name, p.cfg.Permissions, mod.Manifest().Permissions, p.cfg.Namespaces)
+	if err != nil {
+		return nil, err
+	}
+	return &version{mod: mod, policy: pol}, nil
+}
+
+// checkWatches refuses to start informers for a kind the running module may not list and
+// watch. Load and swaps check the kinds served then; this checks the rest once they are.
+func (p *Plugin) checkWatches() error {
+	v := p.current.Load()
+	unresolved, err := v.policy.CheckWatches(v.mod.Manifest(), p.host.mgr.GetCache().RESTMapper())
+	if err != nil {
+		return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
+	}
+	if len(unresolved) > 0 {
+		return fmt.Errorf("plugin %q: cannot resolve %v to check its permissions: are their CRDs installed?", p.cfg.Name, unresolved)
+	}
+	return nil
+}
 
 // NeedLeaderElection is true: plugins reconcile on the leader only.
 func (p *Plugin) NeedLeaderElection() bool { return true }
@@ -251,6 +332,9 @@ func (p *Plugin) NeedLeaderElection() bool { return true }
 // from. It can be started again (Host.Run does, as CRDs come and go); the module stays loaded
 // until Close.
 func (p *Plugin) Start(ctx context.Context) error {
+	if err := p.checkWatches(); err != nil {
+		return err
+	}
 	p.log.Info("plugin starting", "digest", p.Module().Digest(), "for", p.forGVK.String())
 	if m := p.host.metrics; m != nil {
 		m.RegisterPlugin(p.cfg.Name, p.stats)
@@ -263,15 +347,28 @@ func (p *Plugin) Start(ctx context.Context) error {
 
 // Close closes the plugin's module and the versions it kept. Call it after the plugin has
 // stopped for good.
+//
+// It waits for reconciles still running on the module at most until ctx ends, or, if ctx has
+// no deadline, for the plugin's timeout and 5 s more; a module whose reconciles do not come back
+// by then (a non-interruptible guest that loops) is closed when they do, and the error names it.
 func (p *Plugin) Close(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.timeout()+5*time.Second)
+		defer cancel()
+	}
+	defer p.host.release(p.cfg.Name)
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
+	p.recentMu.Lock()
+	p.closed = true
+	recent := p.recent
+	p.recent, p.recentOrder = nil, nil
+	p.recentMu.Unlock()
 	errs := []error{p.Module().Close(ctx)}
-	for d, m := range p.recent {
+	for _, m := range recent {
 		errs = append(errs, m.Close(ctx))
-		delete(p.recent, d)
 	}
-	p.recentOrder = nil
 	return errors.Join(errs...)
 }
 
@@ -316,6 +413,9 @@ type warmer struct {
 func (w *warmer) Name() string             { return w.p.cfg.Name + " (informers)" }
 func (w *warmer) NeedLeaderElection() bool { return false }
 func (w *warmer) Start(ctx context.Context) error {
+	if err := w.p.checkWatches(); err != nil {
+		return err
+	}
 	w.mu.Lock()
 	w.held = map[cache.Key]*cache.Informer{}
 	err := w.holdLocked(w.p.currentKeys())
@@ -340,6 +440,29 @@ func (w *warmer) update(keys []cache.Key) error {
 		return nil
 	}
 	return w.holdLocked(keys)
+}
+
+// hold acquires the informers of keys too, keeping those it holds, if the warmer runs.
+func (w *warmer) hold(keys []cache.Key) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held == nil {
+		return nil
+	}
+	return w.holdLocked(append(slices.Collect(maps.Keys(w.held)), keys...))
+}
+
+// waitForSync waits until every informer held has synced.
+func (w *warmer) waitForSync(ctx context.Context) error {
+	w.mu.Lock()
+	infs := slices.Collect(maps.Values(w.held))
+	w.mu.Unlock()
+	for _, inf := range infs {
+		if err := inf.WaitForSync(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *warmer) holdLocked(keys []cache.Key) error {
@@ -426,10 +549,11 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	for {
 		// A reconcile runs whole on one module version. One that picked a module just as a swap
 		// closed it runs on the new one instead.
-		mod := p.Module()
+		v := p.current.Load()
+		mod := v.mod
 		res, err = mod.Reconcile(ctx, &wasm.Call{
 			Request: abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))},
-			Host:    &calls{p: p, mod: mod, req: req},
+			Host:    &calls{p: p, v: v, req: req},
 			Logger:  log.WithValues("digest", mod.Digest()),
 		})
 		if !errors.Is(err, wasm.ErrClosed) || p.Module() == mod {

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -57,7 +58,8 @@ func (h *Host) Resources() (manager.Runnable, error) {
 	r := &resources{host: h, running: map[string]*loaded{},
 		recorder: h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec"})}
 	key := cache.Key{GroupVersionKind: PluginGVK}
-	ctrl, err := controller.New("plugins", r, controller.Options{Logger: h.log.WithName("plugins")})
+	// Several workers: a load compiles, and one slow plugin must not hold the others back.
+	ctrl, err := controller.New("plugins", r, controller.Options{Logger: h.log.WithName("plugins"), MaxConcurrentReconciles: 4})
 	if err != nil {
 		return nil, err
 	}
@@ -157,15 +159,14 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	var spec pluginSpec
 	raw, _ := json.Marshal(u.Object["spec"])
 	if err := json.Unmarshal(raw, &spec); err != nil {
-		r.status(ctx, u, nil, fmt.Sprintf("spec is not a plugin's settings: %v: fix the Plugin object", err))
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.status(ctx, u, nil, fmt.Sprintf("spec is not a plugin's settings: %v: fix the Plugin object", err))
 	}
 	cfg := spec.Config
 	cfg.Name = u.GetName()
+	cfg.owner = fmt.Sprintf("Plugin object %q", cfg.Name)
 	if spec.Paused {
 		r.unload(ctx, cfg.Name, u)
-		r.status(ctx, u, nil, "")
-		return reconcile.Result{}, nil
+		return reconcile.Result{}, r.status(ctx, u, nil, "")
 	}
 	module := cfg.Module
 	cfg.Module = ""
@@ -182,13 +183,11 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	switch {
 	case l == nil:
 		if err := cfg.Validate(); err != nil {
-			r.refuse(ctx, u, "Invalid", err)
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, r.refuse(ctx, u, "Invalid", err)
 		}
 		p, err := r.host.LoadFile(ctx, cfg)
 		if err != nil {
-			r.refuse(ctx, u, "LoadFailed", err)
-			return reconcile.Result{RequeueAfter: 30 * time.Second}, nil // a registry may come back
+			return reconcile.Result{RequeueAfter: 30 * time.Second}, r.refuse(ctx, u, "LoadFailed", err) // a registry may come back
 		}
 		// The counts are the object's: a reload, a restart or a new leader carries them on.
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
@@ -210,8 +209,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		r.mu.Unlock()
 		if err != nil {
 			r.unload(ctx, cfg.Name, u)
-			r.refuse(ctx, u, "StartFailed", err)
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, r.refuse(ctx, u, "StartFailed", err)
 		}
 		r.event(u, corev1.EventTypeNormal, "Loaded", "running %s (%s)", module, p.Module().Digest())
 	case l.p.ModuleRef() != module:
@@ -223,16 +221,13 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		}
 		r.mu.Unlock()
 		if recent {
-			r.status(ctx, u, l, "")
-			return reconcile.Result{RequeueAfter: wait}, nil
+			return reconcile.Result{RequeueAfter: wait}, r.status(ctx, u, l, "")
 		}
 		if err := l.p.SwapTo(ctx, module); err != nil { // OnSwap records the outcome
-			r.status(ctx, u, l, "")
-			return reconcile.Result{RequeueAfter: retryRefused}, nil
+			return reconcile.Result{RequeueAfter: retryRefused}, r.status(ctx, u, l, "")
 		}
 	}
-	r.status(ctx, u, l, "")
-	return reconcile.Result{}, nil
+	return reconcile.Result{}, r.status(ctx, u, l, "")
 }
 
 // onSwap records a swap's outcome on the Plugin object, whoever triggered it.
@@ -259,9 +254,9 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(SwapEve
 	}
 }
 
-func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) {
+func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) error {
 	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
-	r.status(ctx, u, nil, err.Error())
+	return r.status(ctx, u, nil, err.Error())
 }
 
 // leading is whether this replica leads: only the leader writes status and Events, so that
@@ -282,19 +277,25 @@ func (r *resources) event(u *unstructured.Unstructured, typ, reason, format stri
 }
 
 // status writes the Plugin's status: Ready while a module serves, Degraded while the last
-// attempt (load or swap) failed, with its message.
-func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, loadErr string) {
+// attempt (load or swap) failed, with its message, and Running while the controller runs. The
+// conditions are metav1.Conditions, set with apimachinery's helpers: a condition's
+// lastTransitionTime moves only when its status does. A failed write is returned, so that the
+// reconcile is retried with backoff.
+func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, loadErr string) error {
 	if !r.leading() {
-		return
+		return nil
 	}
-	now := metav1.NewTime(time.Now()).UTC().Format(time.RFC3339)
-	cond := func(typ string, ok bool, reason, msg string) map[string]any {
-		status := "False"
+	var conds []metav1.Condition
+	if raw, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
+		b, _ := json.Marshal(raw)
+		_ = json.Unmarshal(b, &conds) // conditions the host did not write are replaced
+	}
+	set := func(typ string, ok bool, reason, msg string) {
+		status := metav1.ConditionFalse
 		if ok {
-			status = "True"
+			status = metav1.ConditionTrue
 		}
-		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg,
-			"observedGeneration": u.GetGeneration(), "lastTransitionTime": now}
+		meta.SetStatusCondition(&conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: u.GetGeneration()})
 	}
 	st := map[string]any{"observedGeneration": u.GetGeneration()}
 	lastErr := loadErr
@@ -308,28 +309,37 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
 	switch {
 	case paused:
-		st["conditions"] = []any{cond("Ready", false, "Paused", "spec.paused is set"), cond("Degraded", false, "Paused", "")}
+		set("Ready", false, "Paused", "spec.paused is set")
+		set("Degraded", false, "Paused", "")
 	case l == nil:
-		st["conditions"] = []any{cond("Ready", false, "NotLoaded", lastErr), cond("Degraded", true, "LoadFailed", lastErr)}
+		set("Ready", false, "NotLoaded", lastErr)
+		set("Degraded", true, "LoadFailed", lastErr)
 	case lastErr != "":
-		st["conditions"] = []any{cond("Ready", true, "Serving", "the last good module serves"), cond("Degraded", true, "SwapRefused", lastErr)}
+		set("Ready", true, "Serving", "the last good module serves")
+		set("Degraded", true, "SwapRefused", lastErr)
 	default:
-		st["conditions"] = []any{cond("Ready", true, "Serving", "the module serves"), cond("Degraded", false, "Healthy", "")}
+		set("Ready", true, "Serving", "the module serves")
+		set("Degraded", false, "Healthy", "")
 	}
-	if l != nil {
-		running := cond("Running", true, "Reconciling", "the controller runs")
-		if !l.p.Running() {
-			running = cond("Running", false, "Waiting", fmt.Sprintf("waiting until %v are served (their CRDs installed) and this replica leads", l.p.Kinds()))
-		}
-		st["conditions"] = append(st["conditions"].([]any), running)
+	switch {
+	case l == nil:
+		meta.RemoveStatusCondition(&conds, "Running")
+	case l.p.Running():
+		set("Running", true, "Reconciling", "the controller runs")
+	default:
+		set("Running", false, "Waiting", fmt.Sprintf("waiting until %v are served (their CRDs installed) and this replica leads", l.p.Kinds()))
 	}
+	st["conditions"] = conds
+	st["lastError"] = nil // a merge patch: null removes it
 	if lastErr != "" {
 		st["lastError"] = lastErr
 	}
 	patch, _ := json.Marshal(map[string]any{"status": st})
-	if _, err := r.host.dynamic.Resource(pluginGVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
-		r.host.log.Error(err, "writing a Plugin's status", "plugin", u.GetName())
+	_, err := r.host.dynamic.Resource(pluginGVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("writing Plugin %q's status: %w", u.GetName(), err)
 	}
+	return nil
 }
 
 // unload stops a plugin, removes it from the manager and closes its module.
@@ -341,6 +351,10 @@ func (r *resources) unload(ctx context.Context, name string, u *unstructured.Uns
 	if l == nil {
 		return
 	}
+	// A guest that loops without being interruptible holds its reconcile: stop waiting for it
+	// after its timeout (and a little more) and say so.
+	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.timeout()+5*time.Second)
+	defer cancel()
 	for i := len(l.runnables) - 1; i >= 0; i-- {
 		if err := r.host.mgr.Remove(ctx, l.runnables[i]); err != nil {
 			r.host.log.Error(err, "stopping a plugin", "plugin", name)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -21,77 +22,153 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/source"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // Swap replaces the plugin's module with wasmBytes without stopping it: the new module is
 // compiled, checked against ABI v1, smoke-instantiated and its manifest checked against the
-// grant; then new reconciles use it while in-flight ones finish on the old one, which is then
-// closed, and every object of the For kind is enqueued so the new logic converges the world.
-// The queue and the informers stay. If any step fails the current module keeps serving and the
-// error says why. A swap to the digest already running does nothing.
+// grant; the informers its watches need are started and synced; then new reconciles use it
+// while in-flight ones finish on the old one, which is retired in the background, and every
+// object of the For kind is enqueued so the new logic converges the world. The queue and the
+// informers stay. If any step fails the current module and its watches keep serving and the
+// error says why. A swap to the digest already running does nothing; one to a module refused
+// before for what it is (its ABI, manifest or permissions) is refused again without being
+// compiled, reported or counted again.
 func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 	return p.swap(ctx, wasmBytes, "", nil)
 }
 
+// swapSyncTimeout bounds how long a swap waits for its new watches' informers to sync.
+const swapSyncTimeout = 30 * time.Second
+
 // swap is Swap for the triggers. A non-empty onlyFrom skips the swap unless the plugin's source
 // is still onlyFrom (a trigger acting on a source the plugin has left must not move it back); a
 // non-nil to becomes the plugin's source once its module serves.
+//
+// Compiling happens before the swap lock is taken, and retiring after it is let go: the lock
+// is held only to check, start the new watches and publish, never while waiting on a guest.
 func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to *moduleSource) error {
-	p.swapMu.Lock()
-	defer p.swapMu.Unlock()
-	if onlyFrom != "" && p.ModuleRef() != onlyFrom {
-		return nil
-	}
-	old := p.Module()
 	sum := sha256.Sum256(wasmBytes)
 	digest := "sha256:" + hex.EncodeToString(sum[:])
-	if digest == old.Digest() {
-		p.setSource(to)
+	if digest == p.Module().Digest() {
+		p.swapMu.Lock()
+		defer p.swapMu.Unlock()
+		if onlyFrom == "" || p.ModuleRef() == onlyFrom {
+			p.setSource(to)
+		}
 		return nil
 	}
-	start := time.Now()
+	p.recentMu.Lock()
+	refused := p.refusedDigests[digest]
 	mod := p.recent[digest] // a version swapped out lately: checked already, still compiled
+	if mod != nil {
+		delete(p.recent, digest)
+		p.recentOrder = slices.DeleteFunc(p.recentOrder, func(d string) bool { return d == digest })
+	}
+	p.recentMu.Unlock()
+	if refused != nil {
+		return &RefusedBeforeError{Digest: digest, Err: refused}
+	}
+	start := time.Now()
 	reused := mod != nil
 	if !reused {
 		var err error
+		if p.host.metrics != nil {
+			p.host.metrics.Compiles.WithLabelValues(p.cfg.Name).Inc()
+		}
 		if mod, err = p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions()); err != nil {
-			return p.swapRefused(old.Digest(), err)
+			if ctx.Err() == nil {
+				p.rememberRefused(digest, err)
+			}
+			return p.swapRefused(p.Module().Digest(), fmt.Errorf("plugin %q: %w", p.cfg.Name, err))
 		}
 	}
-	srcs, err := p.checkSwap(old.Manifest(), mod.Manifest())
-	if err != nil {
-		if !reused {
-			_ = mod.Close(ctx)
+	// giveBack undoes the take above for a module that does not get to serve.
+	giveBack := func() {
+		if reused {
+			p.keepRecent(mod)
+		} else {
+			_ = mod.Close(context.WithoutCancel(ctx))
 		}
-		return p.swapRefused(old.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+	}
+
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	if onlyFrom != "" && p.ModuleRef() != onlyFrom {
+		giveBack()
+		return nil
+	}
+	old := p.current.Load()
+	if digest == old.mod.Digest() {
+		giveBack()
+		p.setSource(to)
+		return nil
+	}
+	next, srcs, err := p.checkSwap(old, mod)
+	if err != nil {
+		giveBack()
+		p.rememberRefused(digest, err)
+		return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+	}
+	if srcs != nil {
+		if err := p.startWatches(ctx, srcs); err != nil {
+			giveBack() // not remembered: the API server may serve them later
+			return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+		}
 	}
 	if reused {
-		delete(p.recent, digest)
 		mod.Reactivate()
 	}
-	p.module.Store(mod)
+	p.current.Store(next)
 	p.setSource(to)
 	if srcs != nil {
-		p.applyWatches(srcs)
+		p.finishWatches(srcs)
 	}
 	if p.OnSwap != nil {
-		p.OnSwap(SwapEvent{From: old.Digest(), To: mod.Digest(), Rollback: reused})
+		p.OnSwap(SwapEvent{From: old.mod.Digest(), To: mod.Digest(), Rollback: reused})
 	}
-	p.log.Info("swapped the module", "from", old.Digest(), "to", mod.Digest(), "rollback", reused, "took", time.Since(start).Round(time.Millisecond))
+	p.log.Info("swapped the module", "from", old.mod.Digest(), "to", mod.Digest(), "rollback", reused, "took", time.Since(start).Round(time.Millisecond))
 	if p.host.metrics != nil {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "swapped").Inc()
 	}
 	p.enqueueAll(ctx)
-	// In-flight reconciles hold the old module; Retire waits for them (bounded by the timeout)
-	// and keeps it compiled, so a swap back to it is immediate.
-	retireCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.timeout()+5*time.Second)
-	defer cancel()
-	if err := old.Retire(retireCtx); err != nil {
-		p.log.Error(err, "retiring the swapped-out module", "digest", old.Digest())
-	}
-	p.keepRecent(ctx, old)
+	// In-flight reconciles hold the old module: it is retired once they are back, and kept
+	// compiled so that a swap back to it is immediate. Nothing waits for that.
+	p.retired.Go(func() {
+		_ = old.mod.Retire(context.Background())
+		p.keepRecent(old.mod)
+	})
 	return nil
+}
+
+// RefusedBeforeError is a swap to a module refused before for what it is: it was not compiled
+// again. Its source must change before it is tried again.
+type RefusedBeforeError struct {
+	Digest string
+	Err    error // the first refusal
+}
+
+func (e *RefusedBeforeError) Error() string {
+	return fmt.Sprintf("module %s was refused before and is not tried again until it changes: %v", e.Digest, e.Err)
+}
+
+func (e *RefusedBeforeError) Unwrap() error { return e.Err }
+
+// keptRefusals is how many refused digests a plugin remembers.
+const keptRefusals = 16
+
+// rememberRefused remembers that the module with digest was refused for err.
+func (p *Plugin) rememberRefused(digest string, err error) {
+	p.recentMu.Lock()
+	defer p.recentMu.Unlock()
+	if p.refusedDigests == nil {
+		p.refusedDigests = map[string]error{}
+	}
+	if len(p.refusedDigests) >= keptRefusals {
+		clear(p.refusedDigests) // rarely reached; forgetting only costs a compile
+	}
+	p.refusedDigests[digest] = err
 }
 
 // SwapEvent is one swap attempt.
@@ -105,20 +182,32 @@ type SwapEvent struct {
 // keptVersions is how many swapped-out versions a plugin keeps compiled.
 const keptVersions = 3
 
-// keepRecent keeps a retired module for a swap back, closing the oldest beyond keptVersions.
-func (p *Plugin) keepRecent(ctx context.Context, m *wasm.Module) {
+// keepRecent keeps a retired module for a swap back, closing the oldest beyond keptVersions
+// (and m itself once the plugin is closed).
+func (p *Plugin) keepRecent(m *wasm.Module) {
+	p.recentMu.Lock()
+	if p.closed {
+		p.recentMu.Unlock()
+		_ = m.Close(context.Background())
+		return
+	}
 	if p.recent == nil {
 		p.recent = map[string]*wasm.Module{}
 	}
 	p.recent[m.Digest()] = m
 	p.recentOrder = append(slices.DeleteFunc(p.recentOrder, func(d string) bool { return d == m.Digest() }), m.Digest())
+	var evicted []*wasm.Module
 	for len(p.recentOrder) > keptVersions {
 		oldest := p.recentOrder[0]
 		p.recentOrder = p.recentOrder[1:]
 		if mod := p.recent[oldest]; mod != nil {
 			delete(p.recent, oldest)
-			_ = mod.Close(context.WithoutCancel(ctx))
+			evicted = append(evicted, mod)
 		}
+	}
+	p.recentMu.Unlock()
+	for _, mod := range evicted {
+		_ = mod.Close(context.Background())
 	}
 }
 
@@ -149,45 +238,81 @@ func (p *Plugin) moduleOptions() wasm.Options {
 	}
 }
 
-// checkSwap refuses a module asking for more than the grant, reconciling another kind, or
-// watching a kind that is not served. If the watches change it returns the new sources.
-func (p *Plugin) checkSwap(old, next *abi.Manifest) (map[string]watched, error) {
-	if missing := abi.Missing(p.cfg.Permissions, next.Permissions); len(missing) > 0 {
-		return nil, fmt.Errorf("the new module asks for permissions it was not granted: %s: grant them, or use a module that needs less", joinRules(missing))
+// checkSwap checks mod as the successor of old under the one permission policy: it asks for no
+// more than the grant, reconciles the same kind, and may list and watch every kind it watches,
+// all served. If the watches change it returns the new sources.
+func (p *Plugin) checkSwap(old *version, mod *wasm.Module) (*version, map[string]watched, error) {
+	next, err := p.versionOf(mod)
+	if err != nil {
+		return nil, nil, err
+	}
+	om, nm := old.mod.Manifest(), mod.Manifest()
+	unresolved, err := next.policy.CheckWatches(nm, p.host.mgr.GetCache().RESTMapper())
+	if err != nil {
+		return nil, nil, err
 	}
 	watches := func(m *abi.Manifest) string {
 		b, _ := json.Marshal([]any{m.For, m.Owns, m.Watches})
 		return string(b)
 	}
-	if watches(old) == watches(next) {
-		return nil, nil
+	if watches(om) == watches(nm) {
+		return next, nil, nil
 	}
-	if next.For.APIVersion != old.For.APIVersion || next.For.Kind != old.For.Kind {
-		return nil, fmt.Errorf("the new module reconciles %s %s, the running one %s %s: a plugin keeps its For kind; run it as another plugin",
-			next.For.APIVersion, next.For.Kind, old.For.APIVersion, old.For.Kind)
+	if nm.For.APIVersion != om.For.APIVersion || nm.For.Kind != om.For.Kind {
+		return nil, nil, fmt.Errorf("the new module reconciles %s %s, the running one %s %s: a plugin keeps its For kind; run it as another plugin",
+			nm.For.APIVersion, nm.For.Kind, om.For.APIVersion, om.For.Kind)
 	}
-	srcs, err := p.sourcesFor(next)
+	for _, gvk := range unresolved {
+		return nil, nil, fmt.Errorf("the new module watches %s, which the API server does not serve: install its CRD first", gvk)
+	}
+	srcs, err := p.sourcesFor(nm)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, k := range keysOf(srcs) {
-		if !p.host.crds.Served(k.GroupVersionKind) {
-			return nil, fmt.Errorf("the new module watches %s, which the API server does not serve: install its CRD first", k.GroupVersionKind)
-		}
-	}
-	return srcs, nil
+	return next, srcs, nil
 }
 
-// applyWatches moves the controller to the new sources: new ones start before the ones they
-// replace stop, so a kind watched by both keeps its informer.
-func (p *Plugin) applyWatches(next map[string]watched) {
+// startWatches is a swap's first half of moving to new sources: the informers of every new
+// source are held and synced, and the new sources are added to the controller. If any of that
+// fails, what was added is taken back and the error says what failed.
+func (p *Plugin) startWatches(ctx context.Context, next map[string]watched) (err error) {
+	var added []source.Source
+	defer func() {
+		if err == nil {
+			return
+		}
+		for _, src := range added {
+			_ = p.ctrl.Unwatch(src)
+		}
+		_ = p.warm.update(p.currentKeys())
+	}()
+	keys := keysOf(next)
+	if err := p.warm.hold(keys); err != nil {
+		return fmt.Errorf("starting the informers of the new watches: %w", err)
+	}
+	syncCtx, cancel := context.WithTimeout(ctx, swapSyncTimeout)
+	defer cancel()
+	if err := p.warm.waitForSync(syncCtx); err != nil {
+		return fmt.Errorf("the informers of the new watches did not sync: %w", err)
+	}
 	for id, w := range next {
-		if cur, ok := p.srcs[id]; ok {
-			next[id] = cur // unchanged: keep the running source
+		if _, ok := p.srcs[id]; ok {
 			continue
 		}
 		if err := p.ctrl.Watch(w.src); err != nil {
-			p.log.Error(err, "adding a watch after a swap")
+			return fmt.Errorf("adding the new watch %s: %w", w.src, err)
+		}
+		added = append(added, w.src)
+	}
+	return nil
+}
+
+// finishWatches is a swap's second half, once the new module serves: sources the new module
+// does not have stop, the informers only they used are released, and the plugin's kinds follow.
+func (p *Plugin) finishWatches(next map[string]watched) {
+	for id := range next {
+		if cur, ok := p.srcs[id]; ok {
+			next[id] = cur // unchanged: keep the running source
 		}
 	}
 	for id, w := range p.srcs {
@@ -203,7 +328,7 @@ func (p *Plugin) applyWatches(next map[string]watched) {
 	p.keys = keys
 	p.watchMu.Unlock()
 	if err := p.warm.update(keys); err != nil {
-		p.log.Error(err, "holding the informers of the new watches")
+		p.log.Error(err, "releasing the informers of the old watches")
 	}
 	kinds := p.Kinds()
 	for _, f := range p.follows {
@@ -442,11 +567,14 @@ func lastChange(fi os.FileInfo) time.Time {
 
 // TagPoller swaps a plugin's module when the registry tag its module came from moves to a new
 // digest. It follows the plugin's current source: after a swap to another reference it polls
-// that one, and it idles while the module is a file or pinned by digest. A failure (registry
-// unreachable, a module refused) leaves the running module serving, is logged and counted, and
-// the next poll tries again. It runs on every replica.
+// that one, and it idles while the module is a file or pinned by digest. A registry that
+// cannot be reached leaves the running module serving, is logged now and then, and the next
+// poll tries again; a module refused is counted once and not tried again until the tag moves.
+// It runs on every replica.
 type TagPoller struct {
 	Plugin *Plugin
+
+	unreachable rate.Sometimes // says a failing registry now and then
 }
 
 // NeedLeaderElection is false: every replica follows the tag.
@@ -458,6 +586,7 @@ func (t *TagPoller) Name() string { return t.Plugin.cfg.Name + " (tag poller)" }
 // Start polls until ctx is done.
 func (t *TagPoller) Start(ctx context.Context) error {
 	p := t.Plugin
+	t.unreachable = rate.Sometimes{Interval: 5 * time.Minute}
 	tick := time.NewTicker(p.cfg.pollInterval())
 	defer tick.Stop()
 	for {
@@ -471,9 +600,13 @@ func (t *TagPoller) Start(ctx context.Context) error {
 		if !ok || strings.Contains(ref, "@") || p.host.OCI == nil {
 			continue // a file, or pinned by digest: nothing moves
 		}
+		// A registry that cannot be reached refuses nothing: it is said (at most every few
+		// minutes) and the next poll tries again.
 		digest, err := p.host.OCI.Resolve(ctx, ref)
 		if err != nil {
-			_ = p.swapRefused(p.Module().Digest(), fmt.Errorf("polling %s: %w", ref, err))
+			t.unreachable.Do(func() {
+				p.log.Error(err, "polling the module's tag; the current module keeps serving", "ref", ref, "pollInterval", p.cfg.pollInterval())
+			})
 			continue
 		}
 		if digest == src.manifestDigest {
@@ -481,7 +614,7 @@ func (t *TagPoller) Start(ctx context.Context) error {
 		}
 		m, err := p.host.OCI.Pull(ctx, ref)
 		if err != nil {
-			_ = p.swapRefused(p.Module().Digest(), err)
+			t.unreachable.Do(func() { p.log.Error(err, "pulling the module's new tag; the current module keeps serving", "ref", ref) })
 			continue
 		}
 		p.log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)

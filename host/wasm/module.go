@@ -261,10 +261,18 @@ func (m *Module) Reactivate() {
 }
 
 // Close retires the module and releases its compiled code and runtime (once no other Module
-// shares them).
+// shares them). If reconciles still run on it when ctx ends, Close returns an error and the
+// code is released once they are back, never under them.
 func (m *Module) Close(ctx context.Context) error {
-	err := m.Retire(ctx)
-	m.released.Do(func() { err = errors.Join(err, m.engine.release(context.WithoutCancel(ctx), m.code)) })
+	if err := m.Retire(ctx); err != nil {
+		go func() {
+			_ = m.Retire(context.Background())
+			m.released.Do(func() { _ = m.engine.release(context.Background(), m.code) })
+		}()
+		return err
+	}
+	var err error
+	m.released.Do(func() { err = m.engine.release(context.WithoutCancel(ctx), m.code) })
 	return err
 }
 

@@ -4,7 +4,8 @@
  * Secret it never asked for and logs the status it got), "slow" (spins ~50M iterations, then
  * succeeds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "nap-*" (sleeps 100ms, then
  * logs "napped <name>"), "chatty" (prints 100,000 lines of 128 bytes to stdout), "flood" (prints
- * 100 MiB to stdout, then asks to be reconciled again 1ms later). Any other name reconciles
+ * 100 MiB to stdout, then asks to be reconciled again 1ms later), "unknownkinds" (gets 1000
+ * kinds no API server serves, logs how many were refused, and asks again 10ms later). Any other name reconciles
  * cleanly. It reconciles ConfigMaps labelled
  * wasmrec.dev/misbehave. */
 #include <stdint.h>
@@ -18,6 +19,7 @@
 IMPORT("read") int32_t host_read(void *ptr, uint32_t len);
 IMPORT("log") void host_log(int32_t level, const void *ptr, uint32_t len);
 IMPORT("delete") uint64_t host_delete(const void *ptr, uint32_t len);
+IMPORT("get") uint64_t host_get(const void *ptr, uint32_t len);
 
 static const char manifest[] =
     "{\"name\":\"misbehave\","
@@ -33,6 +35,7 @@ EXPORT("wasmrec_manifest") uint64_t get_manifest(void) { return pack(manifest, s
 static unsigned char req[512];
 static unsigned char badflags[16] = {0x80};
 static unsigned char again_in_1ms[16] = {[8] = 0x40, [9] = 0x42, [10] = 0x0f}; /* requeueAfter 1e6 ns */
+static unsigned char again_in_10ms[16] = {[8] = 0x80, [9] = 0x96, [10] = 0x98}; /* requeueAfter 1e7 ns */
 static char scratch[1024];
 
 EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
@@ -78,6 +81,17 @@ EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
     for (int i = 0; i < 100 * 8192; i++) fwrite(line, 1, 128, stdout);
     fflush(stdout);
     return pack(again_in_1ms, sizeof again_in_1ms);
+  }
+  if (!strcmp(name, "unknownkinds")) {
+    /* 1000 gets of kinds no API server serves, then again 10 ms later */
+    int refused = 0;
+    for (int i = 0; i < 1000; i++) {
+      int len = snprintf(scratch, sizeof scratch, "{\"apiVersion\":\"v1\",\"kind\":\"Nope%d\",\"namespace\":\"%s\",\"name\":\"x\"}", i, ns);
+      if ((uint32_t)(host_get(scratch, (uint32_t)len) >> 32) != 0) refused++;
+    }
+    int len = snprintf(scratch, sizeof scratch, "looked up 1000 unknown kinds: %d refused", refused);
+    host_log(1, scratch, (uint32_t)len);
+    return pack(again_in_10ms, sizeof again_in_10ms);
   }
   if (!strcmp(name, "bomb")) {
     while (__builtin_wasm_memory_grow(0, 16) != (__SIZE_TYPE__)-1) {

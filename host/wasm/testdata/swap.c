@@ -1,7 +1,8 @@
-/* The hot-swap test guest, built twice (VERSION 1 and 2). For each Thing
- * (follow.wasmrec.dev/v1) it logs "v<N> begin <name>", reads the Thing and logs
- * "v<N> reconciled <name> n=<spec.n>", then "v<N> end <name>". With WATCH_CONFIGMAPS it also
- * watches the ConfigMaps of the Things' namespaces. */
+/* The hot-swap test guest, built as VERSION 1 to 5. For each Thing (follow.wasmrec.dev/v1) it
+ * logs "v<N> begin <name>", reads the Thing and logs "v<N> reconciled <name> n=<spec.n>", then
+ * "v<N> end <name>". With WATCH_CONFIGMAPS (3) it also watches the ConfigMaps of the Things'
+ * namespaces; with WATCH_SECRETS (4, 5) it watches Secrets, asking for list and watch on them
+ * only with ASK_SECRETS (5). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,6 +18,14 @@ const char *wasmrec_plugin_manifest(void) {
          "\"watches\":[{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"map\":\"namespace\"}],"
          "\"permissions\":[{\"group\":\"follow.wasmrec.dev\",\"resources\":[\"things\"],\"verbs\":[\"get\",\"list\",\"watch\"]},"
          "{\"group\":\"\",\"resources\":[\"configmaps\"],\"verbs\":[\"list\",\"watch\"]}]}";
+#elif defined(WATCH_SECRETS) /* watches Secrets: asking for list and watch on them only with ASK_SECRETS */
+  return "{\"name\":\"swap\",\"for\":{\"apiVersion\":\"follow.wasmrec.dev/v1\",\"kind\":\"Thing\"},"
+         "\"watches\":[{\"apiVersion\":\"v1\",\"kind\":\"Secret\",\"map\":\"sameName\"}],"
+         "\"permissions\":[{\"group\":\"follow.wasmrec.dev\",\"resources\":[\"things\"],\"verbs\":[\"get\",\"list\",\"watch\"]}"
+#ifdef ASK_SECRETS
+         ",{\"group\":\"\",\"resources\":[\"secrets\"],\"verbs\":[\"list\",\"watch\"]}"
+#endif
+         "]}";
 #else
   return "{\"name\":\"swap\",\"for\":{\"apiVersion\":\"follow.wasmrec.dev/v1\",\"kind\":\"Thing\"},"
          "\"permissions\":[{\"group\":\"follow.wasmrec.dev\",\"resources\":[\"things\"],\"verbs\":[\"get\",\"list\",\"watch\"]}]}";
