@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -129,23 +128,7 @@ func TestRefusedModuleIsCompiledOnce(t *testing.T) {
 // handful of discovery requests, and a neighbour plugin's latency stays within 2x of what it
 // was before.
 func TestUnknownKindsDoNotHammerDiscovery(t *testing.T) {
-	loudNS, quietNS := namespace(t), namespace(t)
-	config := fmt.Sprintf(`plugins:
-  - name: lookups
-    module: %s
-    namespaces: [%s]
-    permissions:
-      - {resources: [configmaps], verbs: [get, list, watch]}
-  - name: quiet
-    module: %s
-    namespaces: [%s]
-    maxConcurrentReconciles: 2
-    permissions:
-      - {resources: [configmaps], verbs: [get, list, watch, patch]}
-`, wasmFile(t, "testguests", "misbehave"), loudNS, wasmFile(t, "testguests", "hashc"), quietNS)
-	h := startHost(t, config, "--metrics-bind-address", "127.0.0.1:0")
-	h.waitOut(t, `msg="serving metrics"`)
-	addr := metricsAddrRE.FindStringSubmatch(h.out.String())[1] + "/metrics"
+	h, addr, loudNS, quietNS := besideANeighbour(t, "lookups")
 	before := neighbourLatencies(t, quietNS, "before", 20)
 	requestsBefore := scrape(t, addr, "wasmrec_discovery_requests_total")
 	began := time.Now()

@@ -21,24 +21,7 @@ import (
 // latency (a ConfigMap created until its hash annotation is written) stays within 2x of what it
 // was before the flood.
 func TestGuestOutputFloodLeavesNeighboursAlone(t *testing.T) {
-	loudNS, quietNS := namespace(t), namespace(t)
-	config := fmt.Sprintf(`plugins:
-  - name: loud
-    module: %s
-    namespaces: [%s]
-    permissions:
-      - {resources: [configmaps], verbs: [get, list, watch]}
-  - name: quiet
-    module: %s
-    namespaces: [%s]
-    maxConcurrentReconciles: 2
-    permissions:
-      - {resources: [configmaps], verbs: [get, list, watch, patch]}
-`, wasmFile(t, "testguests", "misbehave"), loudNS, wasmFile(t, "testguests", "hashc"), quietNS)
-	h := startHost(t, config, "--metrics-bind-address", "127.0.0.1:0")
-	h.waitOut(t, `msg="serving metrics"`)
-	addr := metricsAddrRE.FindStringSubmatch(h.out.String())[1] + "/metrics"
-
+	h, addr, loudNS, quietNS := besideANeighbour(t, "loud")
 	before := neighbourLatencies(t, quietNS, "before", 20)
 	logBefore := len(h.out.String())
 	began := time.Now()
@@ -61,6 +44,30 @@ func TestGuestOutputFloodLeavesNeighboursAlone(t *testing.T) {
 	if medianDuration(during) > 2*medianDuration(before) {
 		t.Errorf("the neighbour's median latency went from %s to %s during the flood: more than 2x", medianDuration(before), medianDuration(during))
 	}
+}
+
+// besideANeighbour starts a host running the misbehave guest as plugin name in loudNS and the
+// hashc guest as plugin "quiet" in quietNS, for a test of how one plugin's misbehaviour reaches
+// the other. It returns the host and its metrics URL.
+func besideANeighbour(t *testing.T, name string) (h *hostProcess, metricsURL, loudNS, quietNS string) {
+	t.Helper()
+	loudNS, quietNS = namespace(t), namespace(t)
+	config := fmt.Sprintf(`plugins:
+  - name: %s
+    module: %s
+    namespaces: [%s]
+    permissions:
+      - {resources: [configmaps], verbs: [get, list, watch]}
+  - name: quiet
+    module: %s
+    namespaces: [%s]
+    maxConcurrentReconciles: 2
+    permissions:
+      - {resources: [configmaps], verbs: [get, list, watch, patch]}
+`, name, wasmFile(t, "testguests", "misbehave"), loudNS, wasmFile(t, "testguests", "hashc"), quietNS)
+	h = startHost(t, config, "--metrics-bind-address", "127.0.0.1:0")
+	h.waitOut(t, `msg="serving metrics"`)
+	return h, metricsAddrRE.FindStringSubmatch(h.out.String())[1] + "/metrics", loudNS, quietNS
 }
 
 // neighbourLatencies creates n ConfigMaps in ns, one at a time, and returns how long each took

@@ -114,7 +114,6 @@ type Plugin struct {
 	host    *Host
 	current atomic.Pointer[version] // swapped whole; a reconcile keeps the one it started on
 	swapMu  sync.Mutex              // one swap published at a time; guards srcs
-	retired sync.WaitGroup          // swapped-out modules still being retired
 
 	recentMu       sync.Mutex              // guards recent, recentOrder, refusedDigests and closed
 	recent         map[string]*wasm.Module // swapped-out versions kept compiled, by digest
@@ -357,10 +356,12 @@ func (p *Plugin) Close(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.timeout()+5*time.Second)
 		defer cancel()
 	}
-	defer p.host.release(p.cfg.Name)
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
 	p.recentMu.Lock()
+	if !p.closed { // the name is free once, for a plugin that may load under it next
+		defer p.host.release(p.cfg.Name)
+	}
 	p.closed = true
 	recent := p.recent
 	p.recent, p.recentOrder = nil, nil

@@ -135,10 +135,10 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 	p.enqueueAll(ctx)
 	// In-flight reconciles hold the old module: it is retired once they are back, and kept
 	// compiled so that a swap back to it is immediate. Nothing waits for that.
-	p.retired.Go(func() {
+	go func() {
 		_ = old.mod.Retire(context.Background())
 		p.keepRecent(old.mod)
-	})
+	}()
 	return nil
 }
 
@@ -262,8 +262,8 @@ func (p *Plugin) checkSwap(old *version, mod *wasm.Module) (*version, map[string
 		return nil, nil, fmt.Errorf("the new module reconciles %s %s, the running one %s %s: a plugin keeps its For kind; run it as another plugin",
 			nm.For.APIVersion, nm.For.Kind, om.For.APIVersion, om.For.Kind)
 	}
-	for _, gvk := range unresolved {
-		return nil, nil, fmt.Errorf("the new module watches %s, which the API server does not serve: install its CRD first", gvk)
+	if len(unresolved) > 0 {
+		return nil, nil, fmt.Errorf("the new module watches %v, which the API server does not serve: install their CRDs first", unresolved)
 	}
 	srcs, err := p.sourcesFor(nm)
 	if err != nil {
