@@ -243,11 +243,11 @@ func (c *calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	if err := decode(body, &ref); err != nil {
 		return nil, err
 	}
-	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
-		return nil, err
-	}
 	m, err := c.target(ref.APIVersion, ref.Kind, "", "get", ref.Namespace)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
 		return nil, err
 	}
 	inf, err := c.p.reader.informer(ctx, m.GroupVersionKind)
@@ -267,11 +267,11 @@ func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
-		return nil, err
-	}
 	m, err := c.target(req.APIVersion, req.Kind, "", "list", req.Namespace)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
 		return nil, err
 	}
 	sel, err := labels.Parse(req.LabelSelector)
@@ -432,6 +432,9 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 	ref := abi.ObjectRef{APIVersion: c.p.forGVK.GroupVersion().String(), Kind: c.p.forGVK.Kind, Namespace: c.req.Namespace, Name: c.req.Name}
 	if req.Object != nil {
 		ref = *req.Object
+	}
+	if ref.Namespace != "" && !c.v.policy.InNamespace(ref.Namespace) { // the event is created there
+		return fail(abi.StatusForbidden, "forbidden: namespace %q is outside plugin %q's namespaces %v", ref.Namespace, c.p.cfg.Name, c.v.policy.Namespaces)
 	}
 	regarding := &unstructured.Unstructured{}
 	regarding.SetAPIVersion(ref.APIVersion)

@@ -255,6 +255,9 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(SwapEve
 }
 
 func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) error {
+	if r.leading() { // once, by the replica that reports
+		r.host.log.Error(err, "Plugin object refused", "plugin", u.GetName(), "reason", reason)
+	}
 	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
 	return r.status(ctx, u, nil, err.Error())
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -509,7 +510,10 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 				p.log.Error(err, "reading the changed module file; the current module keeps serving", "path", path)
 				continue
 			}
-			_ = p.swap(ctx, b, path, nil) // logs and counts its outcome
+			var before *RefusedBeforeError
+			if err := p.swap(ctx, b, path, nil); errors.As(err, &before) { // swap logs and counts the rest
+				p.log.Info("the module file holds a module refused before; the current module keeps serving", "path", path, "refused", before.Digest, "serving", p.Module().Digest())
+			}
 		}
 	}
 }

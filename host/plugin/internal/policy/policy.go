@@ -76,17 +76,17 @@ func (p *Policy) Require(what string, rules []abi.Rule) error {
 			notGranted = append(notGranted, r)
 		}
 	}
-	var errs []error
+	var why []string // one line: messages go to logs and to guests
 	if len(notAsked) > 0 {
-		errs = append(errs, fmt.Errorf("the module's manifest does not ask for %s: add them to its permissions", Join(notAsked)))
+		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add them to its permissions", Join(notAsked)))
 	}
 	if len(notGranted) > 0 {
-		errs = append(errs, fmt.Errorf("plugin %q was not granted %s: grant them in its permissions", p.Plugin, Join(notGranted)))
+		why = append(why, fmt.Sprintf("plugin %q was not granted %s: grant them in its permissions", p.Plugin, Join(notGranted)))
 	}
-	if len(errs) == 0 {
+	if len(why) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s needs %s: %w", what, Join(rules), errors.Join(errs...))
+	return fmt.Errorf("%s needs %s: %s", what, Join(rules), strings.Join(why, "; and "))
 }
 
 // WatchRules are the rules an informer on resource needs: list and watch.
