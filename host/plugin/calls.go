@@ -132,9 +132,7 @@ func (c *calls) target(apiVersion, kind, sub, verb, namespace string) (*meta.RES
 		return nil, fail(abi.StatusForbidden, "forbidden: namespace %q is outside plugin %q's namespaces %v", namespace, c.p.cfg.Name, pol.Namespaces)
 	}
 	// A kind the host does not know costs a discovery round: a plugin gets a few per second.
-	if k, ok := c.p.host.mapper.(interface {
-		Known(schema.GroupKind, string) bool
-	}); ok && !k.Known(gvk.GroupKind(), gv.Version) && !c.p.lookups.Allow() {
+	if known := c.p.host.knownKind; known != nil && !known(gvk.GroupKind(), gv.Version) && !c.p.lookups.Allow() {
 		return nil, fail(abi.StatusUnavailable, "plugin %q looks up kinds the host does not know faster than %g/s (burst %d); %s is not looked up now: retry later",
 			c.p.cfg.Name, float64(lookupQPS), lookupBurst, policy.Kind(gvk))
 	}

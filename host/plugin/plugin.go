@@ -55,9 +55,10 @@ type Host struct {
 	broadcaster record.EventBroadcaster
 	metrics     *metrics.Metrics
 	crds        *crdwatch.Watcher
-	mapper      meta.RESTMapper    // the cache's
-	files       *filewatch.Watcher // follows every plugin's module file
-	reads       singleflight.Group // module files being read, by path
+	mapper      meta.RESTMapper                     // the cache's
+	knownKind   func(schema.GroupKind, string) bool // answered without asking the API server; nil: unknown
+	files       *filewatch.Watcher                  // follows every plugin's module file
+	reads       singleflight.Group                  // module files being read, by path
 	namesMu     sync.Mutex
 	names       map[string]string // plugin names loaded, and where their settings come from
 	log         logr.Logger
@@ -88,11 +89,14 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log 
 	if err := mgr.Add(crds); err != nil {
 		return nil, err
 	}
-	mapper := mgr.GetCache().RESTMapper()
-	if d, ok := mapper.(interface{ DiscoveryRequests() uint64 }); ok && m != nil {
-		m.WatchDiscovery(d.DiscoveryRequests)
+	h := &Host{mgr: mgr, engine: engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: m, crds: crds, mapper: mgr.GetCache().RESTMapper(), files: filewatch.New(log.WithName("files")), log: log}
+	if cm, ok := h.mapper.(*cache.Mapper); ok {
+		h.knownKind = cm.Known
+		if m != nil {
+			m.WatchDiscovery(cm.DiscoveryRequests)
+		}
 	}
-	return &Host{mgr: mgr, engine: engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: m, crds: crds, mapper: mapper, files: filewatch.New(log.WithName("files")), log: log}, nil
+	return h, nil
 }
 
 // Close stops the event broadcaster and the file watcher.
@@ -734,12 +738,4 @@ func rateLimiter(c RateLimiterConfig) workqueue.TypedRateLimiter[reconcile.Reque
 		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
 		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(qps), burst)},
 	)
-}
-
-func joinRules(rs []abi.Rule) string {
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = r.String()
-	}
-	return strings.Join(s, ", ")
 }

@@ -132,16 +132,21 @@ func (p *Policy) CheckWatches(m *abi.Manifest, mapper Mapper) (unresolved []sche
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
+	var refused []string // one line: messages go to logs, events and status
 	for _, gvk := range kinds {
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			unresolved = append(unresolved, gvk)
 			continue
 		}
-		errs = append(errs, p.CheckWatch(gvk, mapping.Resource.GroupResource()))
+		if err := p.CheckWatch(gvk, mapping.Resource.GroupResource()); err != nil {
+			refused = append(refused, err.Error())
+		}
 	}
-	return unresolved, errors.Join(errs...)
+	if len(refused) > 0 {
+		return unresolved, errors.New(strings.Join(refused, "; "))
+	}
+	return unresolved, nil
 }
 
 // CheckWatch requires list and watch on resource, the resource of kind gvk.
