@@ -3,13 +3,18 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/cache"
@@ -147,4 +152,93 @@ func TestUnknownKindsDoNotHammerDiscovery(t *testing.T) {
 	if medianDuration(during) > 2*medianDuration(before) {
 		t.Errorf("the neighbour's median latency went from %s to %s: more than 2x", medianDuration(before), medianDuration(during))
 	}
+}
+
+// withCustomSection returns wasm with a custom section named name appended: another module
+// (another digest) that behaves the same.
+func withCustomSection(wasm []byte, name string) []byte {
+	payload := append(append([]byte{byte(len(name))}, name...), "another module"...)
+	out := append(append([]byte(nil), wasm...), 0x00, byte(len(payload)))
+	return append(out, payload...)
+}
+
+// A guest that loops with interruptible: false holds only its own plugin: a swap of its module
+// completes while the old module's guest still loops, another Plugin object is loaded and
+// reconciles meanwhile, and SIGTERM exits at the graceful timeout naming the stuck plugin.
+func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
+	ctx := context.Background()
+	installPluginCRD(t)
+	stuckNS, quietNS := namespace(t), namespace(t)
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm")
+	misbehave := module2(t, "misbehave")
+	writeModule(t, v1, misbehave)
+	writeModule(t, v2, withCustomSection(misbehave, "v2"))
+	h := startHost(t, "plugins: []\n", "--graceful-shutdown-timeout", "5s")
+	h.waitOut(t, `msg="starting workers" controller=plugins`)
+
+	create := func(name, module, ns string, verbs []any, more map[string]any) {
+		t.Helper()
+		spec := map[string]any{"module": module, "namespaces": []any{ns},
+			"permissions": []any{map[string]any{"resources": []any{"configmaps"}, "verbs": verbs}}}
+		for k, v := range more {
+			spec[k] = v
+		}
+		_, err := dyn(t).Resource(pluginGVR).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin", "metadata": map[string]any{"name": name}, "spec": spec}}, metav1.CreateOptions{})
+		must(t, err)
+		t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, name, metav1.DeleteOptions{}) })
+	}
+	activeDigest := func(name string) string {
+		u, err := dyn(t).Resource(pluginGVR).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		d, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
+		return d
+	}
+
+	create("stuck", v1, stuckNS, []any{"get", "list", "watch"}, map[string]any{"interruptible": false})
+	h.waitOut(t, `msg="starting workers" plugin=stuck`)
+	misbehaving(t, stuckNS, "loop")
+	h.waitOut(t, `msg=looping plugin=stuck`)
+
+	// The swap, while the old module's guest loops on.
+	swapAsked := time.Now()
+	_, err := dyn(t).Resource(pluginGVR).Patch(ctx, "stuck", types.MergePatchType, fmt.Appendf(nil, `{"spec":{"module":%q}}`, v2), metav1.PatchOptions{})
+	must(t, err)
+	// Another plugin, loaded and reconciling meanwhile.
+	create("quiet", wasmFile(t, "testguests", "hashc"), quietNS, []any{"get", "list", "watch", "patch"}, nil)
+	want := digestOf(withCustomSection(misbehave, "v2"))
+	eventually(t, 30*time.Second, "the swap beside a looping guest", func() error {
+		if got := activeDigest("stuck"); got != want {
+			return fmt.Errorf("activeDigest %s, want %s; the host said:\n%s", got, want, tail(h.out.String(), 15))
+		}
+		return nil
+	})
+	swapped := time.Since(swapAsked)
+	quiet := neighbourLatencies(t, quietNS, "quiet", 5)
+	t.Logf("the swap completed %s after it was asked for; the other plugin reconciled 5 ConfigMaps, median %s after their creation",
+		swapped.Round(time.Millisecond), medianDuration(quiet).Round(100*time.Microsecond))
+
+	signalled := time.Now()
+	must(t, h.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-h.exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("exit: %v, want a non-zero status after the graceful timeout:\n%s", err, tail(h.out.String(), 20))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("still running 30s after SIGTERM, with a 5s graceful timeout:\n%s", tail(h.out.String(), 20))
+	}
+	took := time.Since(signalled)
+	out := h.out.String()
+	if !strings.Contains(out, "reconciles still in flight: stuck "+stuckNS+"/loop (for ") {
+		t.Fatalf("the exit does not name the stuck plugin:\n%s", tail(out, 20))
+	}
+	if strings.Contains(out, "is not running in this manager") {
+		t.Errorf("the stop logged errors about what it had stopped already:\n%s", tail(out, 20))
+	}
+	t.Logf("exited %s after SIGTERM (graceful timeout 5s): %s", took.Round(time.Millisecond), strings.TrimSpace(out[strings.LastIndex(out, "wasmrec: "):]))
 }

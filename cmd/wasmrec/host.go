@@ -163,15 +163,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		loaded   int
 		plugins  []*plugin.Plugin // closed once the manager has stopped
 	)
-	inFlight := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []string
-		for _, p := range plugins {
-			out = append(out, p.InFlight()...)
-		}
-		return out
-	}
+	inFlight := host.InFlight // config plugins and Plugin objects' alike
 	setStillRunning(ctx, func() string {
 		return fmt.Sprintf("reconciles in flight: %s; runnables still running: %s", orNone(inFlight()), orNone(mgr.Running()))
 	})

@@ -109,8 +109,9 @@ func (g *group) dropLocked(e *entry) {
 	}
 }
 
-// remove stops r if it runs and forgets it. It reports whether r was in the group and returns
-// r's error, or ctx's if r did not stop in time.
+// remove stops r if it runs and forgets it. It reports whether r was in the group (or may have
+// been: the group forgets runnables that return while it stops) and returns r's error, or ctx's
+// if r did not stop in time.
 func (g *group) remove(ctx context.Context, r Runnable) (bool, error) {
 	g.mu.Lock()
 	var e *entry
@@ -121,8 +122,9 @@ func (g *group) remove(ctx context.Context, r Runnable) (bool, error) {
 		}
 	}
 	if e == nil {
+		stopping := g.stopping // a runnable that returned while the group stops is forgotten: stopped
 		g.mu.Unlock()
-		return false, nil
+		return stopping, nil
 	}
 	e.removed = true
 	if e.cancel == nil { // not started: just forget it

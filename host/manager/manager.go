@@ -175,7 +175,8 @@ func (m *Manager) Add(r Runnable) error {
 
 // Remove stops r (cancelling its context and waiting, at most until ctx ends, for its Start to
 // return) and forgets it. It returns what r's Start returned. r must be comparable (a pointer):
-// the manager finds it by identity.
+// the manager finds it by identity. Once the manager is stopping, what it does not find it has
+// stopped already, and that is not an error.
 func (m *Manager) Remove(ctx context.Context, r Runnable) error {
 	if r == nil || !reflect.TypeOf(r).Comparable() {
 		return fmt.Errorf("manager: cannot remove a runnable of type %T: it is not comparable; add a pointer to remove it later", r)
@@ -288,6 +289,11 @@ func (m *Manager) Running() []string {
 	return names
 }
 
+// lateGroupGrace is how long a group is given to stop once an earlier group has used up the
+// graceful-shutdown timeout: enough for runnables that return when cancelled, so that only the
+// ones truly stuck are named.
+const lateGroupGrace = 200 * time.Millisecond
+
 // stop stops the groups in reverse order within the graceful-shutdown timeout.
 func (m *Manager) stop() error {
 	m.opts.Logger.Info("stopping the manager", "gracefulShutdownTimeout", *m.opts.GracefulShutdownTimeout)
@@ -301,7 +307,13 @@ func (m *Manager) stop() error {
 	m.stopping.Store(true)
 	var errs []error
 	for i, g := range []*group{m.leaders, m.others, m.caches, m.servers} {
-		if err := g.stopAndWait(ctx); err != nil {
+		gctx := ctx
+		if ctx.Err() != nil { // an earlier group used up the timeout: still let this one stop
+			var cancel context.CancelFunc
+			gctx, cancel = context.WithTimeout(context.Background(), lateGroupGrace)
+			defer cancel()
+		}
+		if err := g.stopAndWait(gctx); err != nil {
 			errs = append(errs, err)
 		}
 		if i == 0 && m.stopElector != nil { // controllers are stopped: hand the lease back

@@ -203,6 +203,31 @@ func TestAddAndRemoveAfterStart(t *testing.T) {
 	}
 }
 
+// Removing a runnable that the manager's own stop has already stopped is not an error: owners
+// that unload what they added as the manager stops (the Plugin controller does) race with it.
+func TestRemoveAfterStop(t *testing.T) {
+	j := &journal{}
+	m, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRecorder("r", j)
+	if err := m.Add(r); err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, m)
+	<-r.started
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Remove(context.Background(), r); err != nil {
+		t.Fatalf("Remove after the manager stopped: %v", err)
+	}
+	if err := m.Remove(context.Background(), newRecorder("never added", j)); err != nil {
+		t.Fatalf("Remove of a runnable never added, after the manager stopped: %v", err)
+	}
+}
+
 func TestRemoveBeforeStart(t *testing.T) {
 	j := &journal{}
 	m, err := New(nil, Options{})
@@ -286,15 +311,23 @@ func TestGracefulShutdownTimeout(t *testing.T) {
 	}
 	release := make(chan struct{})
 	stuck := &stubborn{release: release, started: make(chan struct{})}
-	if err := m.Add(stuck); err != nil {
-		t.Fatal(err)
+	polite := otherRunnable{newRecorder("polite", &journal{})} // stopped after the stuck one's group
+	for _, r := range []Runnable{stuck, polite} {
+		if err := m.Add(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stop := run(t, m)
 	<-stuck.started
+	<-polite.started
 	err = stop()
 	close(release) // let it go so no goroutine outlives the test
 	if err == nil || !strings.Contains(err.Error(), "still running") || !strings.Contains(err.Error(), "stubborn") {
 		t.Fatalf("Start = %v, want a timeout naming the runnable", err)
+	}
+	// Its group used up the timeout; the later group, which stops when asked, is not named.
+	if strings.Contains(err.Error(), "polite") {
+		t.Fatalf("Start = %v, which names a runnable that stops when asked", err)
 	}
 	stuck.wg.Wait()
 }

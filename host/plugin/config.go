@@ -45,10 +45,10 @@ type Config struct {
 	RateLimiter RateLimiterConfig `json:"rateLimiter,omitempty"`
 	// Timeout bounds one reconcile. Defaults to 30s.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
-	// Interruptible lets the timeout interrupt a guest that loops. Defaults to true; false makes
-	// guest code a little faster, but a guest that loops then never leaves its machine code: it
-	// holds its worker, and the Go runtime's next stop-the-world (every GC) waits for it, which
-	// stalls the whole host. Use false only for code you trust not to loop.
+	// Interruptible lets the timeout interrupt a guest that loops. Defaults to true; with false
+	// a guest that loops holds its worker and its instance until it returns (the plugin's swaps
+	// and unload do not wait for it; shutdown ends at its graceful timeout). Use false only for
+	// code that must never be stopped half-way.
 	Interruptible *bool `json:"interruptible,omitempty"`
 	// MemoryLimit caps one instance's memory. Defaults to 128Mi.
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`

@@ -60,7 +60,8 @@ type Host struct {
 	files       *filewatch.Watcher                  // follows every plugin's module file
 	reads       singleflight.Group                  // module files being read, by path
 	namesMu     sync.Mutex
-	names       map[string]string // plugin names loaded, and where their settings come from
+	names       map[string]string // plugin names claimed, and where their settings come from
+	loaded      map[*Plugin]bool  // plugins loaded, until closed with no reconcile in flight
 	log         logr.Logger
 
 	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
@@ -275,7 +276,43 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	p.keys = keysOf(p.srcs)
 	p.warm = &warmer{p: p}
 	loaded = true
+	h.namesMu.Lock()
+	h.pruneLoaded()
+	if h.loaded == nil {
+		h.loaded = map[*Plugin]bool{}
+	}
+	h.loaded[p] = true
+	h.namesMu.Unlock()
 	return p, nil
+}
+
+// pruneLoaded forgets the plugins closed whose reconciles have all returned. A plugin closed
+// while a guest still runs (one that loops, say) stays listed, so that a stop that times out
+// can name it. The caller holds namesMu.
+func (h *Host) pruneLoaded() {
+	for p := range h.loaded {
+		if p.isClosed() && len(p.ctrl.InFlight()) == 0 {
+			delete(h.loaded, p)
+		}
+	}
+}
+
+// InFlight describes the reconciles running now in every plugin the host has loaded, from its
+// config and from Plugin objects alike, closed ones included: "name namespace/object (for 1.2s)".
+func (h *Host) InFlight() []string {
+	h.namesMu.Lock()
+	h.pruneLoaded()
+	plugins := make([]*Plugin, 0, len(h.loaded))
+	for p := range h.loaded {
+		plugins = append(plugins, p)
+	}
+	h.namesMu.Unlock()
+	slices.SortFunc(plugins, func(a, b *Plugin) int { return strings.Compare(a.cfg.Name, b.cfg.Name) })
+	var out []string
+	for _, p := range plugins {
+		out = append(out, p.InFlight()...)
+	}
+	return out
 }
 
 // claim takes cfg's name for its plugin: names are unique across the host config and Plugin
@@ -375,6 +412,12 @@ func (p *Plugin) Close(ctx context.Context) error {
 		errs = append(errs, m.Close(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+func (p *Plugin) isClosed() bool {
+	p.recentMu.Lock()
+	defer p.recentMu.Unlock()
+	return p.closed
 }
 
 // InFlight describes the plugin's reconciles running now: "name namespace/object (for 1.2s)".

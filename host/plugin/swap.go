@@ -82,7 +82,7 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 			if ctx.Err() == nil {
 				p.rememberRefused(digest, err)
 			}
-			return p.swapRefused(p.Module().Digest(), fmt.Errorf("plugin %q: %w", p.cfg.Name, err))
+			return p.swapRefused(p.Module().Digest(), err) // it names the plugin
 		}
 	}
 	// giveBack undoes the take above for a module that does not get to serve.

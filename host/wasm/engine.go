@@ -80,7 +80,7 @@ type code struct {
 	runtime    wazero.Runtime
 	compiled   wazero.CompiledModule
 	describe   Describe
-	loopChecks bool // instrumented by instrumentLoops: interrupted by its instances' flags
+	loopChecks bool // instrumented by instrumentLoops: yields to Go in loops, and has the flag global
 }
 
 // load returns the code of wasm for opts, compiling it unless a Module already holds it. Loads
@@ -105,14 +105,14 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	e.mu.Unlock()
 
 	c = &code{key: key, refs: 1}
+	// Every module gets the loop checks: their yield points keep a looping guest from holding
+	// up the Go runtime's stop-the-world, whether or not the deadline may interrupt it.
 	bin, closeOnDone := wasm, false
 	var notInstrumented error // why the module is interrupted by wazero's mechanism instead
-	if interruptible {
-		if instrumented, err := instrumentLoops(wasm); err == nil {
-			bin, c.loopChecks = instrumented, true
-		} else {
-			closeOnDone, notInstrumented = true, err
-		}
+	if instrumented, err := instrumentLoops(wasm); err == nil {
+		bin, c.loopChecks = instrumented, true
+	} else {
+		closeOnDone, notInstrumented = interruptible, err
 	}
 	cfg := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(e.cache).
@@ -132,8 +132,11 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	if c.describe, err = validate(c.compiled); err != nil {
 		return nil, err
 	}
-	if notInstrumented != nil { // said only of a module that is valid
+	switch { // said only of a module that is valid
+	case notInstrumented != nil && interruptible:
 		opts.Logger.Info("interrupting this plugin with wazero's slower mechanism", "reason", notInstrumented.Error())
+	case notInstrumented != nil:
+		opts.Logger.Info("this plugin has no loop checks: if it loops, it stalls the whole host at the next garbage collection", "reason", notInstrumented.Error())
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, c.runtime); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/wasm"
@@ -99,6 +100,48 @@ func TestNotInterruptible(t *testing.T) {
 	defer cancel()
 	if _, err := m.Reconcile(ctx, call("slow")); err != nil {
 		t.Fatalf("a non-interruptible guest was interrupted: %v", err)
+	}
+}
+
+// A guest that spins without interruption still yields to the Go runtime: with such guests
+// on every processor, the process collects garbage before any of them is done. (The yield
+// points of the loop checks stay in non-interruptible modules; without them the collection
+// would wait for the guests, and so would every goroutine of the host.)
+func TestNotInterruptibleLoopsYield(t *testing.T) {
+	no := false
+	n := runtime.GOMAXPROCS(0)
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", Interruptible: &no, MaxInstances: n})
+	spinning := make(chan struct{}, n)
+	log := funcr.New(func(_, args string) {
+		if strings.Contains(args, `"spinning"`) {
+			spinning <- struct{}{}
+		}
+	}, funcr.Options{})
+	// What earlier tests left is collected first: with the processors taken by guests, the
+	// collector gets a quarter of one, and marking a large heap would take as long as the spin.
+	runtime.GC()
+	done := make(chan error, n)
+	for range n {
+		go func() {
+			c := call("spin")
+			c.Logger = log
+			_, err := m.Reconcile(context.Background(), c)
+			done <- err
+		}()
+	}
+	for range n {
+		<-spinning
+	}
+	runtime.GC()
+	select {
+	case <-done:
+		t.Fatal("a spinning guest finished before the garbage collection did: the collection waited for it")
+	default:
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Errorf("a non-interruptible guest failed: %v", err)
+		}
 	}
 }
 

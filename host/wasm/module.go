@@ -40,8 +40,9 @@ type Options struct {
 	// loop included. The module is instrumented with a check at the top of every loop (see
 	// instrumentLoops); a module using instructions beyond WebAssembly 2.0 is interrupted by
 	// wazero's mechanism instead, which costs each call a goroutine and slows guest code more
-	// (make bench measures both). Without it a looping guest holds its worker until it returns.
-	// Defaults to true.
+	// (make bench measures both). Without it a looping guest holds its worker until it returns;
+	// the loop checks stay, without their trap, so that such a guest still yields to the Go
+	// runtime and delays nothing else. Defaults to true.
 	Interruptible *bool
 
 	// Logger receives the guest's stdout, stderr and log calls, and what the module says of its
@@ -350,7 +351,7 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 	inst.mod = mod
 	inst.mem = mod.Memory()
 	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
-	if m.code.loopChecks {
+	if m.code.loopChecks && *m.opts.Interruptible {
 		flag, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
 		if !ok {
 			_ = mod.Close(ctx)

@@ -1,8 +1,8 @@
 /* A plugin written against the raw ABI (no SDK) that misbehaves on request, by the name of the
- * object it reconciles: "trap", "loop", "bomb" (grows memory until the cap), "garbage" (a result
+ * object it reconciles: "trap", "loop" (logs "looping", then loops for ever), "bomb" (grows memory until the cap), "garbage" (a result
  * pointing outside memory), "badflags" (a result with unknown flags), "forbidden" (deletes a
  * Secret it never asked for and logs the status it got), "slow" (spins ~50M iterations, then
- * succeeds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "nap-*" (sleeps 100ms, then
+ * succeeds), "spin" (logs "spinning", then spins ~2G iterations without a host call, seconds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "nap-*" (sleeps 100ms, then
  * logs "napped <name>"), "chatty" (prints 100,000 lines of 128 bytes to stdout), "flood" (prints
  * 100 MiB to stdout, then asks to be reconciled again 1ms later), "unknownkinds" (gets 1000
  * kinds no API server serves, logs how many were refused, and asks again 10ms later). Any other name reconciles
@@ -47,12 +47,18 @@ EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
 
   if (!strcmp(name, "trap")) __builtin_trap();
   if (!strcmp(name, "loop")) {
+    host_log(1, "looping", 7);
     volatile unsigned long i = 0;
     for (;;) i++;
   }
   if (!strcmp(name, "slow")) {
     volatile unsigned long i = 0;
     while (i < 50000000ul) i++;
+  }
+  if (!strcmp(name, "spin")) {
+    host_log(1, "spinning", 8);
+    volatile unsigned long i = 0;
+    while (i < 2000000000ul) i++;
   }
   if (!strcmp(name, "sleep")) {
     host_log(1, "sleeping", 8);
