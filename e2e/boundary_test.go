@@ -12,12 +12,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
@@ -241,4 +244,100 @@ func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
 		t.Errorf("the stop logged errors about what it had stopped already:\n%s", tail(out, 20))
 	}
 	t.Logf("exited %s after SIGTERM (graceful timeout 5s): %s", took.Round(time.Millisecond), strings.TrimSpace(out[strings.LastIndex(out, "wasmrec: "):]))
+}
+
+// With impersonation on, a plugin acts as its own ServiceAccount: the API server refuses its
+// load while its RBAC does not let it read what its grant allows, and refuses a write its grant
+// allows but its RBAC does not; once its Role has the verb, the same write goes through.
+func TestImpersonationBoundsPlugins(t *testing.T) {
+	ctx := context.Background()
+	ns, accounts := namespace(t), namespace(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	pc := plugin.Config{Name: "quiet", Module: wasmFile(t, "testguests", "hashc"), Namespaces: []string{ns},
+		Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch", "patch")}}
+	objs, err := plugin.RBAC(accounts, "wasmrec-system/wasmrec", []plugin.Config{pc})
+	must(t, err)
+	var role *rbacv1.Role
+	var binding *rbacv1.RoleBinding
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *corev1.ServiceAccount:
+			_, err := cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			must(t, err)
+		case *rbacv1.Role:
+			if o.Namespace == ns {
+				role = o
+			}
+		case *rbacv1.RoleBinding:
+			if o.Namespace == ns {
+				binding = o
+			}
+		}
+	}
+	if role == nil || binding == nil {
+		t.Fatalf("plugin.RBAC gave no Role and RoleBinding in %s: %v", ns, objs)
+	}
+
+	logs := &logLines{}
+	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
+	host, err := plugin.NewHost(mgr, sharedEngine(t), nil, logs.logger())
+	must(t, err)
+	host.Impersonate = accounts
+	t.Cleanup(host.Close)
+	user := plugin.ServiceAccountUser(accounts, "quiet")
+
+	// No Role yet: the API server would not let the plugin read what its grant allows.
+	_, err = host.LoadFile(ctx, pc)
+	for _, want := range []string{"the API server does not let " + user, "get core/configmaps in " + ns, "list core/configmaps in " + ns, "watch core/configmaps in " + ns, "wasmrec rbac"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("load without RBAC: err = %v, want it to say %q", err, want)
+		}
+	}
+
+	// A Role with the reads only: the plugin loads, and its patch (granted) is refused by the
+	// API server, which names the plugin's ServiceAccount.
+	readOnly := role.DeepCopy()
+	readOnly.Rules[0].Verbs = []string{"get", "list", "watch"}
+	_, err = cs.RbacV1().Roles(ns).Create(ctx, readOnly, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{})
+	must(t, err)
+	var p *plugin.Plugin
+	eventually(t, 10*time.Second, "loading once the Role reads", func() error { // RBAC takes effect within moments
+		p, err = host.LoadFile(ctx, pc)
+		return err
+	})
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	must(t, host.Run(p))
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"a": "1"}}, metav1.CreateOptions{})
+	must(t, err)
+	refusal := logs.waitFor(t, 30*time.Second, "host call refused", `"call"="patch"`, `"status"="forbidden"`)
+	if !strings.Contains(refusal, `User \"`+user+`\" cannot patch resource \"configmaps\"`) {
+		t.Fatalf("the patch was refused, but not by the API server for the plugin's ServiceAccount:\n%s", refusal)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{})
+	must(t, err)
+	if h, ok := cm.Annotations["bench/hash"]; ok {
+		t.Fatalf("the ConfigMap was patched (bench/hash=%s) by a plugin whose RBAC does not allow it", h)
+	}
+
+	// The Role gets patch: the retried reconcile's patch goes through, as the plugin.
+	_, err = cs.RbacV1().Roles(ns).Update(ctx, role, metav1.UpdateOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "the patch once the Role allows it", func() error {
+		cm, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "cm", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Annotations["bench/hash"] == "" {
+			return errors.New("no bench/hash annotation yet")
+		}
+		for _, f := range cm.ManagedFields {
+			if f.Manager == "quiet" && f.Operation == metav1.ManagedFieldsOperationUpdate {
+				return nil
+			}
+		}
+		return fmt.Errorf("patched, but not by field manager quiet: %v", cm.ManagedFields)
+	})
+	t.Logf("refused by the API server: %s", refusal[strings.Index(refusal, `"error"=`):])
 }

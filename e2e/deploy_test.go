@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -67,9 +68,11 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wasmrec-system"}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	for _, ns := range []string{"wasmrec-system", "wasmrec-plugins"} {
+		_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	c, err := cache.New(cfg, cache.Options{})
 	must(t, err)
@@ -115,9 +118,29 @@ func TestDeployManifests(t *testing.T) {
 			role = append(role, abi.Permission{Group: g, Resources: r.Resources, Verbs: r.Verbs})
 		}
 	}
+	if hc.Impersonate == nil {
+		t.Fatal("deploy/host.yaml does not impersonate plugins: the deployment shows the API server bounding each plugin")
+	}
+	// The plugins' RBAC is what `wasmrec rbac` prints for this config.
+	rbac, err := exec.Command("../bin/wasmrec", "rbac", "--config", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("wasmrec rbac: %v\n%s", err, rbac)
+	}
+	generated, err := os.ReadFile("../deploy/rbac-plugins.yaml")
+	must(t, err)
+	if got := regexp.MustCompile(`(?m)^#.*\n`).ReplaceAll(generated, nil); !bytes.Equal(got, rbac) {
+		t.Errorf("deploy/rbac-plugins.yaml is not what `wasmrec rbac --config` prints for deploy/host.yaml's config: write its data.host.yaml to a file, run `wasmrec rbac --config FILE` and keep the header")
+	}
 	for _, p := range hc.Plugins {
-		if missing := abi.Missing(role, p.Permissions); len(missing) > 0 {
-			t.Errorf("the ClusterRole lacks what plugin %q is granted: %v", p.Name, missing)
+		// The host's informers serve the plugins' reads: it lists and watches what they read.
+		var reads []abi.Permission
+		for _, r := range abi.Rules(p.Permissions) {
+			if r.Verb == "get" || r.Verb == "list" || r.Verb == "watch" {
+				reads = append(reads, abi.Permission{Group: r.Group, Resources: []string{r.Resource}, Verbs: []string{"list", "watch"}})
+			}
+		}
+		if missing := abi.Missing(role, reads); len(missing) > 0 {
+			t.Errorf("the host's ClusterRole lacks the reads plugin %q is granted: %v", p.Name, missing)
 		}
 		if _, err := os.Stat(filepath.Join("..", "bin", "plugins", filepath.Base(p.Module))); err != nil {
 			t.Errorf("plugin %q: %s is not one of the plugins the image ships: %v", p.Name, p.Module, err)

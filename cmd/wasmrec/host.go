@@ -103,6 +103,10 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	if host.OCI, err = o.ociClient(nil); err != nil {
 		return err
 	}
+	if hc.Impersonate != nil {
+		host.Impersonate = hc.Impersonate.Namespace
+		log.Info("plugins act as their own ServiceAccounts", "namespace", host.Impersonate)
+	}
 	// Plugin objects (plugins.wasmrec.dev) run plugins too, once their CRD is installed.
 	resources, err := host.Resources()
 	if err != nil {

@@ -167,7 +167,7 @@ func (c *calls) resource(m *meta.RESTMapping, namespace string) *object.Resource
 	if m.Scope.Name() != meta.RESTScopeNameNamespace {
 		namespace = ""
 	}
-	return c.p.host.objects.Resource(m.Resource, namespace)
+	return c.p.identity.objects.Resource(m.Resource, namespace)
 }
 
 // A plugin's lookups of kinds the host does not know (each may cost a discovery round).

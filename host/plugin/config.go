@@ -21,6 +21,18 @@ import (
 type HostConfig struct {
 	// Plugins to run.
 	Plugins []Config `json:"plugins"`
+	// Impersonate, if set, makes every plugin's writes and events act as the plugin's own
+	// ServiceAccount (named after the plugin, in this namespace), and checks at load and at
+	// every swap that the API server lets it read what its grant allows. The API server's RBAC
+	// then bounds each plugin as well as the host's checks do. The host needs the impersonate
+	// verb on those ServiceAccounts; `wasmrec rbac` prints the rest.
+	Impersonate *Impersonation `json:"impersonate,omitempty"`
+}
+
+// Impersonation says where the plugins' ServiceAccounts are.
+type Impersonation struct {
+	// Namespace holds one ServiceAccount per plugin, named as the plugin.
+	Namespace string `json:"namespace"`
 }
 
 // Config is one plugin's settings, chosen by the operator.
@@ -133,6 +145,9 @@ func LoadHostConfig(path string) (*HostConfig, error) {
 // Validate checks every plugin and that names are unique.
 func (hc *HostConfig) Validate() error {
 	var errs []error
+	if im := hc.Impersonate; im != nil && !nameRE.MatchString(im.Namespace) {
+		errs = append(errs, fmt.Errorf("impersonate.namespace %q: give the namespace of the plugins' ServiceAccounts", im.Namespace))
+	}
 	seen := map[string]bool{}
 	for i, p := range hc.Plugins {
 		if err := p.Validate(); err != nil {

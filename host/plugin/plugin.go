@@ -16,14 +16,12 @@ import (
 	"github.com/go-logr/logr"
 	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -66,6 +64,10 @@ type Host struct {
 
 	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
 	OCI *oci.Client
+	// Impersonate, if not empty, is the namespace of the plugins' ServiceAccounts: each
+	// plugin's writes and events are made as its own (see HostConfig.Impersonate). Set it
+	// before loading plugins.
+	Impersonate string
 }
 
 // NewHost returns a Host that runs plugins in mgr, compiling them with engine, and reports
@@ -131,6 +133,7 @@ type Plugin struct {
 	writes         *callLimit
 	reads          *callLimit
 	lookups        *rate.Limiter // the guest's lookups of kinds the host does not know
+	identity       *identity     // who the guest's API calls are made as
 	recorder       record.EventRecorder
 	log            logr.Logger
 	ids            atomic.Uint64
@@ -228,6 +231,9 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	fail := func(err error) (*Plugin, error) {
 		_ = mod.Close(ctx)
+		if p.identity != nil {
+			p.identity.close()
+		}
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
 	m := mod.Manifest()
@@ -237,6 +243,12 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	// Kinds not served yet are checked when they are, before their informers start.
 	if _, err := v.policy.CheckWatches(m, h.mgr.GetCache().RESTMapper()); err != nil {
+		return fail(err)
+	}
+	if p.identity, err = h.identityFor(cfg.Name); err != nil {
+		return fail(err)
+	}
+	if err := p.checkReads(ctx, v.policy); err != nil {
 		return fail(err)
 	}
 	p.current.Store(v)
@@ -250,7 +262,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		p.writes.waits, p.writes.seconds = m.WriteLimitWaits.WithLabelValues(cfg.Name), m.WriteLimitWaitSeconds.WithLabelValues(cfg.Name)
 		p.reads.waits, p.reads.seconds = m.ReadLimitWaits.WithLabelValues(cfg.Name), m.ReadLimitWaitSeconds.WithLabelValues(cfg.Name)
 	}
-	p.recorder = h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec/" + cfg.Name})
+	p.recorder = p.identity.recorder(h, cfg.Name)
 	p.reader = newReader(h.mgr.GetCache())
 
 	copts := controller.Options{
@@ -402,6 +414,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	p.recentMu.Lock()
 	if !p.closed { // the name is free once, for a plugin that may load under it next
 		defer p.host.release(p.cfg.Name)
+		defer p.identity.close()
 	}
 	p.closed = true
 	recent := p.recent

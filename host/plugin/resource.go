@@ -40,6 +40,19 @@ var PluginGVK = schema.GroupVersionKind{Group: "wasmrec.dev", Version: "v1alpha1
 
 var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1alpha1", Resource: "plugins"}
 
+// ConfigOf returns the settings a Plugin object gives its plugin, and whether it is paused.
+func ConfigOf(u *unstructured.Unstructured) (cfg Config, paused bool, err error) {
+	var spec pluginSpec
+	raw, _ := json.Marshal(u.Object["spec"])
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return Config{}, false, fmt.Errorf("spec is not a plugin's settings: %v: fix the Plugin object", err)
+	}
+	cfg = spec.Config
+	cfg.Name = u.GetName()
+	cfg.owner = fmt.Sprintf("Plugin object %q", cfg.Name)
+	return cfg, spec.Paused, nil
+}
+
 // pluginSpec is a Plugin's spec: a Config without its name, and paused.
 type pluginSpec struct {
 	Config      // its fields are the spec's; name comes from the object
@@ -156,15 +169,11 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	var spec pluginSpec
-	raw, _ := json.Marshal(u.Object["spec"])
-	if err := json.Unmarshal(raw, &spec); err != nil {
-		return reconcile.Result{}, r.status(ctx, u, nil, fmt.Sprintf("spec is not a plugin's settings: %v: fix the Plugin object", err))
+	cfg, paused, err := ConfigOf(u)
+	if err != nil {
+		return reconcile.Result{}, r.status(ctx, u, nil, err.Error())
 	}
-	cfg := spec.Config
-	cfg.Name = u.GetName()
-	cfg.owner = fmt.Sprintf("Plugin object %q", cfg.Name)
-	if spec.Paused {
+	if paused {
 		r.unload(ctx, cfg.Name, u)
 		return reconcile.Result{}, r.status(ctx, u, nil, "")
 	}

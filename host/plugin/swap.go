@@ -106,7 +106,7 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		p.setSource(to)
 		return nil
 	}
-	next, srcs, err := p.checkSwap(old, mod)
+	next, srcs, err := p.checkSwap(ctx, old, mod)
 	if err != nil {
 		giveBack()
 		p.rememberRefused(digest, err)
@@ -242,9 +242,12 @@ func (p *Plugin) moduleOptions() wasm.Options {
 // checkSwap checks mod as the successor of old under the one permission policy: it asks for no
 // more than the grant, reconciles the same kind, and may list and watch every kind it watches,
 // all served. If the watches change it returns the new sources.
-func (p *Plugin) checkSwap(old *version, mod *wasm.Module) (*version, map[string]watched, error) {
+func (p *Plugin) checkSwap(ctx context.Context, old *version, mod *wasm.Module) (*version, map[string]watched, error) {
 	next, err := p.versionOf(mod)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.checkReads(ctx, next.policy); err != nil {
 		return nil, nil, err
 	}
 	om, nm := old.mod.Manifest(), mod.Manifest()
