@@ -15,7 +15,8 @@ const RequestHeaderSize = 16
 type Request struct {
 	Namespace string
 	Name      string
-	// Retries is how many times this request has failed in a row before (0 on the first try).
+	// Retries is how many times in a row this request was retried with backoff: failures and
+	// Requeue results since the last success, RequeueAfter or terminal error (0 on the first try).
 	Retries uint32
 }
 

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -105,7 +106,7 @@ func statusOf(ctx context.Context, err error) abi.Status {
 		return abi.StatusInvalid
 	case apierrors.IsRequestEntityTooLargeError(err):
 		return abi.StatusTooLarge
-	case apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), meta.IsNoMatchError(err):
+	case apierrors.IsBadRequest(err), apierrors.IsMethodNotSupported(err), apierrors.IsUnsupportedMediaType(err), meta.IsNoMatchError(err):
 		return abi.StatusBadRequest
 	case apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), errors.As(err, &netErr):
 		return abi.StatusUnavailable
@@ -245,6 +246,9 @@ func (c *calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ref.Name == "" {
+		return nil, fail(abi.StatusBadRequest, "get needs a name (list reads many)")
+	}
 	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
 		return nil, err
 	}
@@ -371,6 +375,9 @@ func (c *calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if req.Name == "" {
+		return nil, fail(abi.StatusBadRequest, "patch needs the object's name")
+	}
 	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
 		return nil, err
 	}
@@ -397,6 +404,9 @@ func (c *calls) delete(ctx context.Context, body []byte) error {
 	m, err := c.target(req.APIVersion, req.Kind, "", "delete", req.Namespace)
 	if err != nil {
 		return err
+	}
+	if req.Name == "" { // without it the request would delete the whole collection
+		return fail(abi.StatusBadRequest, "delete needs the object's name: a plugin deletes one object at a time")
 	}
 	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
 		return err
@@ -431,8 +441,12 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 	if req.Object != nil {
 		ref = *req.Object
 	}
-	if ref.Namespace != "" && !c.v.policy.InNamespace(ref.Namespace) { // the event is created there
-		return fail(abi.StatusForbidden, "forbidden: namespace %q is outside plugin %q's namespaces %v", ref.Namespace, c.p.cfg.Name, c.v.policy.Namespaces)
+	if _, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || ref.Kind == "" || ref.Name == "" {
+		return fail(abi.StatusBadRequest, "an event's object needs apiVersion, kind and name (it has %q, %q, %q)", ref.APIVersion, ref.Kind, ref.Name)
+	}
+	// The event is created in the object's namespace; one about a cluster-scoped object in default.
+	if ns := cmp.Or(ref.Namespace, metav1.NamespaceDefault); !c.v.policy.InNamespace(ns) {
+		return fail(abi.StatusForbidden, "forbidden: the event would be recorded in namespace %q, outside plugin %q's namespaces %v", ns, c.p.cfg.Name, c.v.policy.Namespaces)
 	}
 	regarding := &unstructured.Unstructured{}
 	regarding.SetAPIVersion(ref.APIVersion)

@@ -652,8 +652,10 @@ func (p *Plugin) sourcesFor(m *abi.Manifest) (map[string]watched, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", gvk.Kind, err)
 		}
-		if len(p.cfg.Namespaces) > 0 {
-			preds = append(preds, predicate.Namespace(p.cfg.Namespaces...))
+		if len(p.cfg.Namespaces) > 0 { // cluster-scoped objects are not limited by namespaces
+			preds = append(preds, predicate.NewPredicateFuncs(func(o event.Object) bool {
+				return o.GetNamespace() == "" || slices.Contains(p.cfg.Namespaces, o.GetNamespace())
+			}))
 		}
 		key := cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly}
 		id, _ := json.Marshal(struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -111,6 +112,8 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	var notInstrumented error // why the module is interrupted by wazero's mechanism instead
 	if instrumented, err := instrumentLoops(wasm); err == nil {
 		bin, c.loopChecks = instrumented, true
+	} else if errors.Is(err, ErrReservedExport) {
+		return nil, err
 	} else {
 		closeOnDone, notInstrumented = interruptible, err
 	}

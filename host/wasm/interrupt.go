@@ -13,6 +13,9 @@ import (
 // to 1 to stop the guest within yieldEvery loop iterations.
 const interruptExport = "wasmrec_interrupt"
 
+// ErrReservedExport refuses a module that exports a name the host adds to every module.
+var ErrReservedExport = fmt.Errorf("the module exports %s, a name the host reserves for its loop checks: rename that export", interruptExport)
+
 // errNotInstrumentable is returned for a module instrumentLoops cannot rewrite: malformed, using
 // an instruction beyond WebAssembly 2.0 with SIMD, or without a memory. Such a module is
 // interrupted by wazero's mechanism instead.
@@ -64,6 +67,15 @@ func instrumentLoops(wasm []byte) ([]byte, error) {
 			definedGlobals = r.u32()
 			if r.err != nil {
 				return nil, fmt.Errorf("%w: global section: %v", errNotInstrumentable, r.err)
+			}
+		case 7: // exports
+			r := reader{b: s.payload}
+			for n := r.u32(); n > 0 && r.err == nil; n-- {
+				if name := r.bytes(int(r.u32())); string(name) == interruptExport {
+					return nil, ErrReservedExport
+				}
+				r.byte()
+				r.u32()
 			}
 		}
 	}

@@ -120,6 +120,13 @@ func TestInstrumentLoopsRefuses(t *testing.T) {
 			t.Errorf("%s: err = %v, want errNotInstrumentable", name, err)
 		}
 	}
+	// A module exporting the name the host adds is refused as such, not as an invalid module.
+	name := []byte(interruptExport)
+	exports := append([]byte{0x07, byte(len(name) + 4), 0x01, byte(len(name))}, name...)
+	exports = append(exports, 0x00, 0x00) // func 0
+	if _, err := instrumentLoops(module(types, funcs, memory, exports, code(0x0b))); !errors.Is(err, ErrReservedExport) {
+		t.Errorf("a module exporting %s: err = %v, want ErrReservedExport", interruptExport, err)
+	}
 	// And the same module with a memory is instrumented.
 	if _, err := instrumentLoops(module(types, funcs, memory, code(0x03, 0x40, 0x0b, 0x0b))); err != nil {
 		t.Errorf("a loop in a module with a memory: %v", err)

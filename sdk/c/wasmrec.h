@@ -36,7 +36,7 @@ enum { WASMREC_DEBUG = 0, WASMREC_INFO = 1, WASMREC_WARN = 2, WASMREC_ERROR = 3 
 typedef struct {
   const char *namespace_; /* "" for a cluster-scoped object */
   const char *name;
-  uint32_t retries; /* failures in a row before this attempt */
+  uint32_t retries; /* retries with backoff in a row (failures and requeues) before this one */
 } wasmrec_request;
 
 /* The result. Set failed (and message) for an error; terminal to not retry. */

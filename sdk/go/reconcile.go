@@ -12,7 +12,8 @@ import (
 type Request struct {
 	Namespace string
 	Name      string
-	// Retries is how many times this request failed in a row before.
+	// Retries is how many times in a row this request was retried with backoff (failures and
+	// Requeue results since the last success, RequeueAfter or terminal error).
 	Retries int
 }
 

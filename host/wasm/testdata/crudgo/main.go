@@ -7,8 +7,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/wasmrec/wasmrec/abi"
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
 )
 
@@ -79,6 +81,15 @@ func reconcile(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error)
 	}
 	if err := c.Delete(ctx, child.Ref(), wasmrec.DeleteOptions{}); !wasmrec.IsNotFound(err) {
 		return wasmrec.Result{}, fmt.Errorf("delete again: want not found, got %v", err)
+	}
+	// A delete without a name is refused, never sent as a delete of the whole collection.
+	var se *wasmrec.StatusError
+	if err := c.Delete(ctx, wasmrec.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: req.Namespace}, wasmrec.DeleteOptions{}); !errors.As(err, &se) || se.Status != abi.StatusBadRequest {
+		return wasmrec.Result{}, fmt.Errorf("delete without a name: want bad request, got %v", err)
+	}
+	// An event about an object without a name is refused too.
+	if err := c.EventFor(ctx, wasmrec.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: req.Namespace}, "Normal", "Nameless", "no"); !errors.As(err, &se) || se.Status != abi.StatusBadRequest {
+		return wasmrec.Result{}, fmt.Errorf("event about an object without a name: want bad request, got %v", err)
 	}
 	if err := c.Event(ctx, "Normal", "CrudDone", "every host call answered as expected"); err != nil {
 		return wasmrec.Result{}, fmt.Errorf("event: %w", err)
