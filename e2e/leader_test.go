@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -267,4 +269,92 @@ func TestPluginResourceOnTwoReplicas(t *testing.T) {
 	b.logs.waitFor(t, 30*time.Second, "v1 reconciled a n=2")
 	eventually(t, 30*time.Second, "b rewriting the Plugin's status", readyIs("paired", "True", "Serving"))
 	eventually(t, 30*time.Second, "b rewriting the paused Plugin's status", readyIs("paired-paused", "False", "Paused"))
+}
+
+// Swaps reach every replica, the follower too; deleting the Plugin then releases every informer
+// its versions used, on both replicas (a swap re-enqueues its objects, and on a follower that
+// once held an informer reference nothing gave back).
+func TestDeletedPluginReleasesItsInformersOnEveryReplica(t *testing.T) {
+	ctx := context.Background()
+	installPluginCRD(t)
+	installThings(t)
+	ns := namespace(t)
+	a := pluginReplica(t, ns, "a")
+	eventually(t, 30*time.Second, "a becoming the leader", func() error {
+		if !a.isLeader() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	b := pluginReplica(t, ns, "b")
+
+	dir := t.TempDir()
+	for _, v := range []string{"swap-v1", "swap-v3"} {
+		writeModule(t, filepath.Join(dir, v+".wasm"), module2(t, v))
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
+		"metadata": map[string]any{"name": "released"},
+		"spec": map[string]any{"module": filepath.Join(dir, "swap-v1.wasm"), "namespaces": []any{ns},
+			"permissions": []any{
+				map[string]any{"group": "follow.wasmrec.dev", "resources": []any{"things"}, "verbs": []any{"get", "list", "watch"}},
+				map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"list", "watch"}}}}}}
+	_, err := dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	must(t, err)
+	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "released", metav1.DeleteOptions{}) })
+	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "follow.wasmrec.dev/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": "a"}, "spec": map[string]any{"n": int64(1)}}}
+	eventually(t, 30*time.Second, "creating a thing", func() error {
+		_, err := dyn(t).Resource(thingGVR).Namespace(ns).Create(ctx, thing, metav1.CreateOptions{})
+		return err
+	})
+	a.logs.waitFor(t, 30*time.Second, "v1 reconciled a n=1")
+
+	thingKey := cache.Key{GroupVersionKind: schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}}
+	cmKey := cache.Key{GroupVersionKind: corev1.SchemeGroupVersion.WithKind("ConfigMap")}
+	active := func(r *replica) []string {
+		var on []string
+		for _, k := range []cache.Key{thingKey, cmKey} {
+			for _, meta := range []bool{false, true} {
+				k.MetadataOnly = meta
+				if r.mgr.GetCache().Active(k) {
+					on = append(on, k.String())
+				}
+			}
+		}
+		return on
+	}
+	// v1 -> v3 (watches ConfigMaps too) -> v1 -> v3, on both replicas.
+	for i, v := range []string{"swap-v3", "swap-v1", "swap-v3"} {
+		patch := fmt.Appendf(nil, `{"spec":{"module":%q}}`, filepath.Join(dir, v+".wasm"))
+		_, err := dyn(t).Resource(pluginGVR).Patch(ctx, "released", types.MergePatchType, patch, metav1.PatchOptions{})
+		must(t, err)
+		for name, r := range map[string]*replica{"a": a, "b": b} {
+			eventually(t, 30*time.Second, fmt.Sprintf("swap %d to %s on %s", i+1, v, name), func() error {
+				// the swaps to v so far: 1, 1, 2
+				if lines, _ := r.logs.matching("swapped the module", `"to"="`+digestOf(module2(t, v))+`"`); len(lines) < (i+2)/2 {
+					return errors.New("not swapped yet")
+				}
+				return nil
+			})
+		}
+	}
+	eventually(t, 30*time.Second, "the follower's ConfigMap informer warm", func() error {
+		if !slices.Contains(active(b), cmKey.String()) {
+			return fmt.Errorf("b has %v", active(b))
+		}
+		return nil
+	})
+	if lines, _ := b.logs.matching("reconciled a n="); len(lines) > 0 || b.isLeader() {
+		t.Fatalf("the follower reconciled (leader %v): %q", b.isLeader(), lines)
+	}
+
+	must(t, dyn(t).Resource(pluginGVR).Delete(ctx, "released", metav1.DeleteOptions{}))
+	for name, r := range map[string]*replica{"a": a, "b": b} {
+		eventually(t, 30*time.Second, "every informer of the deleted plugin released on "+name, func() error {
+			if on := active(r); len(on) > 0 {
+				return fmt.Errorf("still active: %v", on)
+			}
+			return nil
+		})
+	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/internal/filewatch"
 	"github.com/wasmrec/wasmrec/host/manager"
@@ -349,8 +350,18 @@ func (p *Plugin) enqueueAll(ctx context.Context) {
 		p.log.Error(err, "reading the For predicates to reconcile after a swap")
 		return
 	}
-	inf, err := p.reader.informer(ctx, p.forGVK)
+	if !p.Running() {
+		return // a follower's controller has no queue; when it starts, it lists every object
+	}
+	// A reference of its own, given back at once: the reader's are released when the controller
+	// stops, which this may race with.
+	inf, err := p.host.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: p.forGVK})
 	if err != nil {
+		p.log.Error(err, "listing objects to reconcile after a swap")
+		return
+	}
+	defer inf.Release()
+	if err := inf.WaitForSync(ctx); err != nil {
 		p.log.Error(err, "listing objects to reconcile after a swap")
 		return
 	}
