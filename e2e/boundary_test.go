@@ -177,7 +177,17 @@ func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
 	misbehave := module2(t, "misbehave")
 	writeModule(t, v1, misbehave)
 	writeModule(t, v2, withCustomSection(misbehave, "v2"))
-	h := startHost(t, "plugins: []\n", "--graceful-shutdown-timeout", "5s")
+	// A config plugin loops too, past its 2s timeout.
+	configNS := namespace(t)
+	h := startHost(t, fmt.Sprintf(`plugins:
+  - name: stuck-config
+    module: %s
+    namespaces: [%s]
+    interruptible: false
+    timeout: 2s
+    permissions:
+      - {resources: [configmaps], verbs: [get, list, watch]}
+`, wasmFile(t, "testguests", "misbehave"), configNS), "--graceful-shutdown-timeout", "5s")
 	h.waitOut(t, `msg="starting workers" controller=plugins`)
 
 	create := func(name, module, ns string, verbs []any, more map[string]any) {
@@ -205,6 +215,9 @@ func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
 	h.waitOut(t, `msg="starting workers" plugin=stuck`)
 	misbehaving(t, stuckNS, "loop")
 	h.waitOut(t, `msg=looping plugin=stuck`)
+	misbehaving(t, configNS, "loop")
+	h.waitOut(t, `msg=looping plugin=stuck-config`)
+	h.waitOut(t, `msg="reconcile running past its timeout: the plugin is not interruptible, so it holds its worker until the guest returns" plugin=stuck-config`)
 
 	// The swap, while the old module's guest loops on.
 	swapAsked := time.Now()
@@ -232,12 +245,12 @@ func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
 		if !errors.As(err, &exit) {
 			t.Fatalf("exit: %v, want a non-zero status after the graceful timeout:\n%s", err, tail(h.out.String(), 20))
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("still running 30s after SIGTERM, with a 5s graceful timeout:\n%s", tail(h.out.String(), 20))
+	case <-time.After(15 * time.Second): // the plugins' own timeouts must not add to the graceful one
+		t.Fatalf("still running 15s after SIGTERM, with a 5s graceful timeout:\n%s", tail(h.out.String(), 20))
 	}
 	took := time.Since(signalled)
 	out := h.out.String()
-	if !strings.Contains(out, "reconciles still in flight: stuck "+stuckNS+"/loop (for ") {
+	if !strings.Contains(out, "reconciles still in flight: stuck "+stuckNS+"/loop (for ") || !strings.Contains(out, "stuck-config "+configNS+"/loop (for ") {
 		t.Fatalf("the exit does not name the stuck plugin:\n%s", tail(out, 20))
 	}
 	if strings.Contains(out, "is not running in this manager") {

@@ -174,8 +174,13 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	defer func() {
 		stop() // the manager may have stopped on its own: end the retries too
 		retries.Wait()
+		// The manager has stopped, within its graceful timeout or not: closing does not wait
+		// again for guests still running (one that loops without being interruptible would hold
+		// the exit for its whole reconcile timeout); the process is about to end anyway.
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
 		for _, p := range plugins {
-			if err := p.Close(context.WithoutCancel(ctx)); err != nil {
+			if err := p.Close(closeCtx); err != nil && len(p.InFlight()) == 0 {
 				log.Error(err, "closing plugin", "plugin", p.Name())
 			}
 		}

@@ -77,6 +77,13 @@ func (c *calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, [
 		if status == abi.StatusForbidden || status == abi.StatusInternal {
 			c.p.log.V(1).Info("host call refused", "call", fn, "request", c.req.String(), "status", status.String(), "error", err.Error())
 		}
+		// The host's own refusals are the plugin's business; the API server's are the
+		// operator's (its RBAC, under impersonation): said at the default level, now and then.
+		if ce := (*callError)(nil); status == abi.StatusForbidden && !errors.As(err, &ce) {
+			c.p.apiForbidden.Do(func() {
+				c.p.log.Info("the API server refused a call of the plugin: check the RBAC of the identity it acts as (at most one such line a minute)", "call", fn, "request", c.req.String(), "error", err.Error())
+			})
+		}
 		resp = []byte(err.Error())
 	}
 	if m := c.p.host.metrics; m != nil {

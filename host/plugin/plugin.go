@@ -132,8 +132,9 @@ type Plugin struct {
 	forGVK         schema.GroupVersionKind
 	writes         *callLimit
 	reads          *callLimit
-	lookups        *rate.Limiter // the guest's lookups of kinds the host does not know
-	identity       *identity     // who the guest's API calls are made as
+	lookups        *rate.Limiter  // the guest's lookups of kinds the host does not know
+	apiForbidden   rate.Sometimes // says calls the API server refuses, now and then
+	identity       *identity      // who the guest's API calls are made as
 	recorder       record.EventRecorder
 	log            logr.Logger
 	ids            atomic.Uint64
@@ -258,6 +259,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	p.writes = newCallLimit("writes", cfg.Writes, DefaultWriteQPS, DefaultWriteBurst)
 	p.reads = newCallLimit("reads", cfg.Reads, DefaultReadQPS, DefaultReadBurst)
 	p.lookups = rate.NewLimiter(lookupQPS, lookupBurst)
+	p.apiForbidden = rate.Sometimes{Interval: time.Minute}
 	if m := h.metrics; m != nil {
 		p.writes.waits, p.writes.seconds = m.WriteLimitWaits.WithLabelValues(cfg.Name), m.WriteLimitWaitSeconds.WithLabelValues(cfg.Name)
 		p.reads.waits, p.reads.seconds = m.ReadLimitWaits.WithLabelValues(cfg.Name), m.ReadLimitWaitSeconds.WithLabelValues(cfg.Name)
@@ -425,6 +427,10 @@ func (p *Plugin) Close(ctx context.Context) error {
 		errs = append(errs, m.Close(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+func (p *Plugin) interruptible() bool {
+	return p.cfg.Interruptible == nil || *p.cfg.Interruptible
 }
 
 func (p *Plugin) isClosed() bool {
@@ -607,6 +613,14 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		res abi.Result
 		err error
 	)
+	if !p.interruptible() { // the timeout cannot stop the guest: say so when it passes
+		stop := context.AfterFunc(ctx, func() {
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				log.Info("reconcile running past its timeout: the plugin is not interruptible, so it holds its worker until the guest returns", "timeout", p.cfg.timeout())
+			}
+		})
+		defer stop()
+	}
 	for {
 		// A reconcile runs whole on one module version. One that picked a module just as a swap
 		// closed it runs on the new one instead.

@@ -288,7 +288,7 @@ func logLevel(log logr.Logger, level int32, msg string) {
 	case level >= abi.LogError:
 		log.Error(nil, msg)
 	case level == abi.LogWarn:
-		log.Info(msg, "level", "warn")
+		log.Info(msg, "severity", "warn") // logr has no warn level; "level" would clash with the handler's
 	case level == abi.LogInfo:
 		log.Info(msg)
 	default:
