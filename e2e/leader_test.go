@@ -154,6 +154,19 @@ func pluginReplica(t *testing.T, ns, identity string) *replica {
 	})
 }
 
+// leaderAndFollower starts two hosts running Plugin objects' plugins, a once it leads, then b.
+func leaderAndFollower(t *testing.T, ns string) (a, b *replica) {
+	t.Helper()
+	a = pluginReplica(t, ns, "a")
+	eventually(t, 30*time.Second, "a becoming the leader", func() error {
+		if !a.isLeader() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	return a, pluginReplica(t, ns, "b")
+}
+
 // Two hosts run the plugins of Plugin objects: both load them, so the follower's informers are
 // warm; only the leader reconciles and writes status and Events. When the leader dies, the
 // follower takes over: it reconciles what changed meanwhile and rewrites every Plugin's status.
@@ -162,15 +175,7 @@ func TestPluginResourceOnTwoReplicas(t *testing.T) {
 	installPluginCRD(t)
 	installThings(t)
 	ns := namespace(t)
-
-	a := pluginReplica(t, ns, "a")
-	eventually(t, 30*time.Second, "a becoming the leader", func() error {
-		if !a.isLeader() {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-	b := pluginReplica(t, ns, "b")
+	a, b := leaderAndFollower(t, ns)
 
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
 		"metadata": map[string]any{"name": "paired"},
@@ -279,14 +284,7 @@ func TestDeletedPluginReleasesItsInformersOnEveryReplica(t *testing.T) {
 	installPluginCRD(t)
 	installThings(t)
 	ns := namespace(t)
-	a := pluginReplica(t, ns, "a")
-	eventually(t, 30*time.Second, "a becoming the leader", func() error {
-		if !a.isLeader() {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-	b := pluginReplica(t, ns, "b")
+	a, b := leaderAndFollower(t, ns)
 
 	dir := t.TempDir()
 	for _, v := range []string{"swap-v1", "swap-v3"} {
