@@ -321,7 +321,8 @@ func TestImpersonationBoundsPlugins(t *testing.T) {
 		return err
 	})
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	must(t, host.Run(p))
+	_, err = host.Run(p)
+	must(t, err)
 	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}, Data: map[string]string{"a": "1"}}, metav1.CreateOptions{})
 	must(t, err)
 	refusal := logs.waitFor(t, 30*time.Second, "host call refused", `"call"="patch"`, `"status"="forbidden"`)

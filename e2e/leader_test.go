@@ -23,6 +23,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
 
 // replica is one host of a leader-elected pair.
@@ -63,7 +64,8 @@ func misbehaveReplica(t *testing.T, ns, identity string, release bool) *replica 
 			Namespaces: []string{ns}, Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch")}})
 		must(t, err)
 		t.Cleanup(func() { p.Close(context.Background()) })
-		must(t, host.Run(p))
+		_, err = host.Run(p)
+		must(t, err)
 	})
 }
 
@@ -148,7 +150,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 func pluginReplica(t *testing.T, ns, identity string) *replica {
 	t.Helper()
 	return startReplica(t, ns, "wasmrec-e2e-plugins", identity, false, func(mgr *manager.Manager, host *plugin.Host) {
-		res, err := host.Resources()
+		res, err := objects.New(host, host.Logger().WithName("plugins"))
 		must(t, err)
 		must(t, mgr.Add(res))
 	})

@@ -147,10 +147,11 @@ func pluginHostFull(t *testing.T, restCfg *rest.Config, log logr.Logger, m *metr
 		if err != nil {
 			t.Fatal(err)
 		}
-		must(t, host.Run(p))
+		_, err = host.Run(p)
+		must(t, err)
 		modules = append(modules, p)
 		if _, fromRegistry := c.OCIRef(); fromRegistry {
-			must(t, mgr.Add(&plugin.TagPoller{Plugin: p}))
+			must(t, mgr.Add(p.Triggers()[1])) // the tag poller
 		}
 		loaded[c.Name] = p
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
 
 var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1alpha1", Resource: "plugins"}
@@ -29,7 +30,7 @@ var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1al
 // installPluginCRD installs the Plugin CRD for the test and removes it after.
 func installPluginCRD(t *testing.T) {
 	t.Helper()
-	crds, err := crd.Parse(plugin.PluginCRD)
+	crds, err := crd.Parse(objects.CRD)
 	must(t, err)
 	must(t, crd.Install(context.Background(), cfg, crds, 0))
 	t.Cleanup(func() { _ = crd.Uninstall(context.Background(), cfg, []string{"plugins.wasmrec.dev"}, 0) })
@@ -58,7 +59,7 @@ func TestPluginResource(t *testing.T) {
 	must(t, err)
 	host.OCI = client
 	t.Cleanup(host.Close)
-	res, err := host.Resources()
+	res, err := objects.New(host, host.Logger().WithName("plugins"))
 	must(t, err)
 	must(t, mgr.Add(res))
 

@@ -82,7 +82,7 @@ func TestSwapUnderLoad(t *testing.T) {
 	mgr, plugins := pluginHostWithMetrics(t, cfg, logs.logger(), m, plugin.Config{Name: "swap", Module: path, Namespaces: []string{ns},
 		MaxConcurrentReconciles: 4, Permissions: []abi.Permission{grant("follow.wasmrec.dev", []string{"things"}, "get", "list", "watch")}})
 	p := plugins["swap"]
-	must(t, mgr.Add(&plugin.FileWatcher{Plugin: p}))
+	must(t, mgr.Add(p.Triggers()[0])) // the file watcher
 
 	const objects = 10
 	for i := range objects {
@@ -360,7 +360,7 @@ func TestSwapFromAVolume(t *testing.T) {
 	mgr, plugins := pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "swap", Module: path, Namespaces: []string{ns},
 		Permissions: []abi.Permission{grant("follow.wasmrec.dev", []string{"things"}, "get", "list", "watch"), grant("", []string{"configmaps"}, "get", "list", "watch")}})
 	p := plugins["swap"]
-	must(t, mgr.Add(&plugin.FileWatcher{Plugin: p}))
+	must(t, mgr.Add(p.Triggers()[0])) // the file watcher
 	swappedTo := func(what string, wasmBytes []byte) {
 		t.Helper()
 		eventually(t, 30*time.Second, what, func() error {

@@ -18,6 +18,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
 
 //go:embed dev.yaml
@@ -95,7 +96,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	if err := demo.InstallCRD(ctx, cp.Config); err != nil {
 		return err
 	}
-	pluginCRDs, err := crd.Parse(plugin.PluginCRD)
+	pluginCRDs, err := crd.Parse(objects.CRD)
 	if err == nil {
 		err = crd.Install(ctx, cp.Config, pluginCRDs, 0)
 	}

@@ -21,7 +21,9 @@ import (
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
 // hostOptions are the flags run and dev share.
@@ -108,7 +110,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		log.Info("plugins act as their own ServiceAccounts", "namespace", host.Impersonate)
 	}
 	// Plugin objects (plugins.wasmrec.dev) run plugins too, once their CRD is installed.
-	resources, err := host.Resources()
+	resources, err := objects.New(host, log.WithName("plugins"))
 	if err != nil {
 		return err
 	}
@@ -196,7 +198,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		mu.Lock()
 		plugins = append(plugins, p)
 		mu.Unlock()
-		err = host.Run(p)
+		_, err = host.Run(p)
 		for _, t := range p.Triggers() {
 			if err != nil {
 				break
@@ -209,11 +211,12 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 		return true, err
 	}
-	// retry loads a plugin whose module could not be had, backing off from 1 s to 5 min: a
-	// registry that was down, or a module file not there yet, is picked up without a restart.
-	retry := func(pc plugin.Config) {
-		for delay := time.Second; ; delay = min(2*delay, 5*time.Minute) {
-			if !host.WaitForModule(mctx, pc.Module, delay) { // a module file that appears is tried at once
+	// retry loads a plugin whose module could not be had, on the backoff.ModuleFetch schedule
+	// (1 s doubling to 5 min): a registry that was down, or a module file not there yet, is
+	// picked up without a restart.
+	retry := func(pc plugin.Config, delays *backoff.Schedule) {
+		for {
+			if !host.WaitForModule(mctx, pc.Module, delays.Last()) { // a module file that appears is tried at once
 				return
 			}
 			fetched, err := start(pc)
@@ -224,7 +227,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 				log.Error(err, "plugin not started", "plugin", pc.Name)
 				return
 			}
-			log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", min(2*delay, 5*time.Minute))
+			log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", delays.Next().Round(time.Millisecond))
 		}
 	}
 	type failure struct {
@@ -255,8 +258,9 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	wg.Wait()
 	if loaded > 0 { // with none loaded, run fails below instead
 		for _, f := range unloaded {
-			log.Error(f.err, "plugin not loaded; the others run, and it is tried again", "plugin", f.pc.Name, "in", time.Second)
-			retries.Go(func() { retry(f.pc) })
+			delays := backoff.ModuleFetch.Start()
+			log.Error(f.err, "plugin not loaded; the others run, and it is tried again", "plugin", f.pc.Name, "in", delays.Next().Round(time.Millisecond))
+			retries.Go(func() { retry(f.pc, delays) })
 		}
 	}
 	go func() {

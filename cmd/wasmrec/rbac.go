@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
 
 func newRBACCommand(stdout io.Writer) *cobra.Command {
@@ -62,12 +63,12 @@ kubeconfig flags point at (--plugin-objects), or both.`,
 				if err != nil {
 					return err
 				}
-				list, err := d.Resource(plugin.PluginGVK.GroupVersion().WithResource("plugins")).List(cmd.Context(), metav1.ListOptions{})
+				list, err := d.Resource(objects.GVR).List(cmd.Context(), metav1.ListOptions{})
 				if err != nil {
 					return fmt.Errorf("listing Plugin objects: %w", err)
 				}
 				for i := range list.Items {
-					c, _, err := plugin.ConfigOf(&list.Items[i])
+					c, _, err := objects.ConfigOf(&list.Items[i])
 					if err != nil {
 						return fmt.Errorf("Plugin %q: %w", list.Items[i].GetName(), err)
 					}

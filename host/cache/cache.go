@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -24,6 +22,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/wasmrec/wasmrec/host/object"
+	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
 // Options configure a Cache. The zero value is ready to use.
@@ -311,17 +310,13 @@ func (c *Cache) protobufClient(gv schema.GroupVersion) (rest.Interface, error) {
 	return rc, nil
 }
 
-// outageBackoff paces an informer's calls while the API server cannot be reached. The
-// reflector's own backoff grows to 30-60 s, so a change made after a 20 s outage waited that
-// long; this one stays within 2 s.
-var outageBackoff = wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32, Cap: 2 * time.Second}
-
 // patiently makes a list or watch call, and while it fails for want of the API server (a
-// transport error, 429 or 5xx), makes it again with outageBackoff until it works or ctx ends;
+// transport error, 429 or 5xx), makes it again on the backoff.Outage schedule until it works or
+// ctx ends;
 // the reflector then never backs off for an outage. Other errors (forbidden, gone...) are the
 // reflector's to handle.
 func (h *health) patiently(ctx context.Context, log logr.Logger, host string, call func() error) error {
-	b := outageBackoff
+	b := backoff.Outage.Start()
 	for {
 		err := call()
 		if err == nil {
@@ -332,12 +327,8 @@ func (h *health) patiently(ctx context.Context, log logr.Logger, host string, ca
 			return err
 		}
 		h.failed(log, err, host)
-		t := time.NewTimer(b.Step())
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !b.Wait(ctx) {
 			return err
-		case <-t.C:
 		}
 	}
 }

@@ -11,12 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
 // Follow returns a runnable that runs r only while every kind in kinds is served: it waits for
 // them, starts r, stops r (cancelling its context and waiting for it) when one goes away, and
 // starts it again when all are back. r must be restartable. If r fails, Follow logs it and
-// starts it again after a backoff (1s doubling to 1m): one plugin's failure does not stop the
+// starts it again after a backoff (backoff.Restart: 1s doubling to 1m): one plugin's failure does not stop the
 // host.
 func Follow(w *Watcher, kinds []schema.GroupVersionKind, r manager.Runnable, log logr.Logger) *Following {
 	return &Following{w: w, kinds: kinds, inner: r, log: log}
@@ -88,7 +89,7 @@ func (f *Following) Start(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
-	backoff := time.Second
+	restarts := backoff.Restart.Start()
 	for {
 		if m := f.missing(); len(m) > 0 {
 			f.log.Info("waiting: not served", "runnable", f.Name(), "kinds", strings.Join(m, "; "))
@@ -118,13 +119,15 @@ func (f *Following) Start(ctx context.Context) error {
 				if err == nil {
 					err = fmt.Errorf("%s stopped by itself", f.Name())
 				}
-				f.log.Error(err, "restarting after a backoff", "runnable", f.Name(), "backoff", backoff)
+				delay := restarts.Next()
+				f.log.Error(err, "restarting after a backoff", "runnable", f.Name(), "backoff", delay.Round(time.Millisecond))
+				t := time.NewTimer(delay)
 				select {
 				case <-ctx.Done():
+					t.Stop()
 					return nil
-				case <-time.After(backoff):
+				case <-t.C:
 				}
-				backoff = min(2*backoff, time.Minute)
 				break running
 			case <-changes:
 				if m := f.missing(); len(m) > 0 {
@@ -134,7 +137,7 @@ func (f *Following) Start(ctx context.Context) error {
 						f.log.Error(err, "stopping", "runnable", f.Name())
 					}
 					f.state(false)
-					backoff = time.Second
+					restarts.Reset()
 					break running
 				}
 			}

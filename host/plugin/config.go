@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -77,16 +78,16 @@ type Config struct {
 	// Defaults to 1000 lines/s and 1 MiB/s (bursts of twice that), and 64 KiB per reconcile.
 	LogLimit wasm.LogLimit `json:"logLimit,omitempty"`
 
-	// owner says where the settings come from, for a clash of names: a Plugin object, or
-	// (empty) the host config.
-	owner string
+	// Origin says where the settings come from, for a clash of names: "Plugin object \"x\"",
+	// say. Empty: the host config.
+	Origin string `json:"-"`
 }
 
-func (c *Config) ownerName() string {
-	if c.owner == "" {
+func (c *Config) originName() string {
+	if c.Origin == "" {
 		return "the host config"
 	}
-	return c.owner
+	return c.Origin
 }
 
 // RateLimiterConfig is the retry backoff: per key exponential, and an overall bucket.
@@ -190,17 +191,7 @@ func (c *Config) Validate() error {
 }
 
 // OCIRef returns the registry or layout reference of the module, if it comes from one.
-func (c *Config) OCIRef() (string, bool) { return ociRef(c.Module) }
-
-func ociRef(module string) (string, bool) {
-	if ref, ok := strings.CutPrefix(module, "oci://"); ok {
-		return ref, true
-	}
-	if strings.HasPrefix(module, "oci:") {
-		return module, true
-	}
-	return "", false
-}
+func (c *Config) OCIRef() (string, bool) { return modsource.OCIRef(c.Module) }
 
 func (c *Config) pollInterval() time.Duration {
 	if c.PollInterval == nil || c.PollInterval.Duration <= 0 {
@@ -209,7 +200,8 @@ func (c *Config) pollInterval() time.Duration {
 	return c.PollInterval.Duration
 }
 
-func (c *Config) timeout() time.Duration {
+// ReconcileTimeout is the bound on one reconcile: Timeout, or DefaultTimeout.
+func (c *Config) ReconcileTimeout() time.Duration {
 	if c.Timeout == nil {
 		return DefaultTimeout
 	}

@@ -2,11 +2,12 @@ package plugin
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -14,14 +15,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"golang.org/x/sync/singleflight"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -37,7 +40,10 @@ import (
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/oci"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
@@ -46,21 +52,22 @@ import (
 
 // Host loads plugins into a manager. One per process.
 type Host struct {
-	mgr         *manager.Manager
-	engine      *wasm.Engine
-	dynamic     dynamic.Interface // the Plugin resource's status writes
-	objects     *object.Client    // guests' writes
-	broadcaster record.EventBroadcaster
-	metrics     *metrics.Metrics
-	crds        *crdwatch.Watcher
-	mapper      meta.RESTMapper                     // the cache's
-	knownKind   func(schema.GroupKind, string) bool // answered without asking the API server; nil: unknown
-	files       *filewatch.Watcher                  // follows every plugin's module file
-	reads       singleflight.Group                  // module files being read, by path
-	namesMu     sync.Mutex
-	names       map[string]string // plugin names claimed, and where their settings come from
-	loaded      map[*Plugin]bool  // plugins loaded, until closed with no reconcile in flight
-	log         logr.Logger
+	mgr          *manager.Manager
+	engine       *wasm.Engine
+	dynamic      dynamic.Interface // the Plugin resource's status writes
+	objects      *object.Client    // guests' writes
+	broadcaster  record.EventBroadcaster
+	metrics      *metrics.Metrics
+	crds         *crdwatch.Watcher
+	mapper       meta.RESTMapper                     // the cache's
+	knownKind    func(schema.GroupKind, string) bool // answered without asking the API server; nil: unknown
+	files        *filewatch.Watcher                  // follows every plugin's module file
+	fetcher      modsource.Fetcher                   // reads modules
+	namesMu      sync.Mutex
+	names        map[string]string // plugin names claimed, and where their settings come from
+	loaded       map[*Plugin]bool  // plugins loaded, until closed with no reconcile in flight
+	refusedLoads refusedLoads      // the last module each plugin name was refused for
+	log          logr.Logger
 
 	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
 	OCI *oci.Client
@@ -102,6 +109,20 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log 
 	return h, nil
 }
 
+// Manager is the manager the host runs plugins in.
+func (h *Host) Manager() *manager.Manager { return h.mgr }
+
+// Logger is the host's logger.
+func (h *Host) Logger() logr.Logger { return h.log }
+
+// CRDs follows the CustomResourceDefinitions of the host's manager: what is served.
+func (h *Host) CRDs() *crdwatch.Watcher { return h.crds }
+
+// Recorder records events as the host, from component.
+func (h *Host) Recorder(component string) record.EventRecorder {
+	return h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component})
+}
+
 // Close stops the event broadcaster and the file watcher.
 func (h *Host) Close() {
 	h.broadcaster.Shutdown()
@@ -122,38 +143,31 @@ type Plugin struct {
 	current atomic.Pointer[version] // swapped whole; a reconcile keeps the one it started on
 	swapMu  sync.Mutex              // one swap published at a time; guards srcs
 
-	recentMu       sync.Mutex              // guards recent, recentOrder, refusedDigests and closed
-	recent         map[string]*wasm.Module // swapped-out versions kept compiled, by digest
-	recentOrder    []string                // their digests, oldest first
-	refusedDigests map[string]error        // modules refused for what they are, by digest
-	closed         bool                    // Close has run: retired modules are closed, not kept
-	ctrl           *controller.Controller
-	reader         *reader
-	forGVK         schema.GroupVersionKind
-	writes         *callLimit
-	reads          *callLimit
-	lookups        *rate.Limiter  // the guest's lookups of kinds the host does not know
-	apiForbidden   rate.Sometimes // says calls the API server refuses, now and then
-	identity       *identity      // who the guest's API calls are made as
-	recorder       record.EventRecorder
-	log            logr.Logger
-	ids            atomic.Uint64
-	watchMu        sync.Mutex         // guards keys
-	keys           []cache.Key        // what the sources watch
-	srcs           map[string]watched // the controller's sources; changed by swaps, under swapMu
-	warm           *warmer
-	follows        []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
+	kept     versions.Kept // versions swapped out lately, and digests refused
+	ctrl     *controller.Controller
+	forGVK   schema.GroupVersionKind
+	api      *guest.API // the guest's host calls
+	reader   *guest.Reader
+	identity *identity // who the guest's API calls are made as
+	log      logr.Logger
+	ids      atomic.Uint64
+	watchMu  sync.Mutex         // guards keys
+	keys     []cache.Key        // what the sources watch
+	srcs     map[string]watched // the controller's sources; changed by swaps, under swapMu
+	warm     *warmer
+	follows  []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
 
-	source  atomic.Pointer[moduleSource] // where the running module came from
-	movedMu sync.Mutex                   // guards moved
-	moved   chan struct{}                // closed when source changes; see currentSource
+	source  atomic.Pointer[modsource.Source] // where the running module came from
+	movedMu sync.Mutex                       // guards moved
+	moved   chan struct{}                    // closed when source changes; see currentSource
 
 	// OnSwap, if set, is told of every swap attempt.
 	OnSwap func(SwapEvent)
 
 	// running is whether the controller runs (false while a kind it watches is not served).
-	running   atomic.Bool
-	onRunning func(bool) // set by the Plugin resource controller to refresh the status
+	running atomic.Bool
+	// OnRunning, if set before Run, is told when the controller starts (true) or stops.
+	OnRunning func(bool)
 }
 
 var (
@@ -165,43 +179,15 @@ var (
 // LoadFile loads cfg.Module, from a file or, for an oci:// reference, from a registry or an
 // image layout through the Host's OCI client.
 func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
-	fetched := time.Now()
-	wasmBytes, manifest, err := h.fetch(ctx, cfg.Module)
+	wasmBytes, src, err := h.fetcher.Fetch(ctx, h.OCI, cfg.Module)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
 	p, err := h.Load(ctx, cfg, wasmBytes)
 	if p != nil {
-		p.source.Store(&moduleSource{ref: cfg.Module, manifestDigest: manifest, fetched: fetched})
+		p.source.Store(src)
 	}
 	return p, err
-}
-
-// fetch reads a module from where module says: a file, or a registry or image layout (then it
-// also returns the manifest's digest).
-func (h *Host) fetch(ctx context.Context, module string) (wasm []byte, manifestDigest string, err error) {
-	if ref, ok := ociRef(module); ok {
-		if h.OCI == nil {
-			return nil, "", fmt.Errorf("module %s comes from a registry, and this host has no OCI client", module)
-		}
-		m, err := h.OCI.Pull(ctx, ref)
-		if err != nil {
-			return nil, "", err
-		}
-		return m.Wasm, m.ManifestDigest, nil
-	}
-	// Plugins that read the same file at once (one per team, say, at start or after a change)
-	// share one read. The key holds the file's size and times, so that a read begun before a
-	// change is never handed to a reader that came after it.
-	key := module
-	if fi, err := os.Stat(module); err == nil {
-		key = fmt.Sprintf("%s\x00%d\x00%d\x00%d", module, fi.Size(), fi.ModTime().UnixNano(), lastChange(fi).UnixNano())
-	}
-	v, err, _ := h.reads.Do(key, func() (any, error) { return os.ReadFile(module) })
-	if err != nil {
-		return nil, "", fmt.Errorf("reading its module: %w", err)
-	}
-	return v.([]byte), "", nil
 }
 
 // Load compiles and checks a module and builds its controller. The plugin runs once added to
@@ -222,12 +208,19 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	workers := max(cfg.MaxConcurrentReconciles, 1)
 	log := h.log.WithValues("plugin", cfg.Name)
 	p := &Plugin{cfg: cfg, host: h, log: log}
-	p.source.Store(&moduleSource{ref: cfg.Module})
+	p.source.Store(&modsource.Source{Ref: cfg.Module})
+	digest := digestOf(wasmBytes)
+	if err := h.refusedLoads.before(cfg, digest); err != nil {
+		return nil, err
+	}
 	if h.metrics != nil {
 		h.metrics.Compiles.WithLabelValues(cfg.Name).Inc()
 	}
 	mod, err := h.engine.Compile(ctx, wasmBytes, p.moduleOptions())
 	if err != nil {
+		if ctx.Err() == nil {
+			h.refusedLoads.remember(cfg, digest, err)
+		}
 		return nil, err
 	}
 	fail := func(err error) (*Plugin, error) {
@@ -237,14 +230,20 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		}
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
+	// refuse fails for what the module is, under these settings: it is not compiled again
+	// until one of them changes.
+	refuse := func(err error) (*Plugin, error) {
+		h.refusedLoads.remember(cfg, digest, err)
+		return fail(err)
+	}
 	m := mod.Manifest()
 	v, err := p.versionOf(mod)
 	if err != nil {
-		return fail(err)
+		return refuse(err)
 	}
 	// Kinds not served yet are checked when they are, before their informers start.
 	if _, err := v.policy.CheckWatches(m, h.mgr.GetCache().RESTMapper()); err != nil {
-		return fail(err)
+		return refuse(err)
 	}
 	if p.identity, err = h.identityFor(cfg.Name); err != nil {
 		return fail(err)
@@ -254,23 +253,15 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	p.current.Store(v)
 	if p.forGVK, err = parseGVK(m.For); err != nil {
-		return fail(fmt.Errorf("for: %w", err))
+		return refuse(fmt.Errorf("for: %w", err))
 	}
-	p.writes = newCallLimit("writes", cfg.Writes, DefaultWriteQPS, DefaultWriteBurst)
-	p.reads = newCallLimit("reads", cfg.Reads, DefaultReadQPS, DefaultReadBurst)
-	p.lookups = rate.NewLimiter(lookupQPS, lookupBurst)
-	p.apiForbidden = rate.Sometimes{Interval: time.Minute}
-	if m := h.metrics; m != nil {
-		p.writes.waits, p.writes.seconds = m.WriteLimitWaits.WithLabelValues(cfg.Name), m.WriteLimitWaitSeconds.WithLabelValues(cfg.Name)
-		p.reads.waits, p.reads.seconds = m.ReadLimitWaits.WithLabelValues(cfg.Name), m.ReadLimitWaitSeconds.WithLabelValues(cfg.Name)
-	}
-	p.recorder = p.identity.recorder(h, cfg.Name)
-	p.reader = newReader(h.mgr.GetCache())
+	p.reader = guest.NewReader(h.mgr.GetCache())
+	p.api = p.guestAPI()
 
 	copts := controller.Options{
 		MaxConcurrentReconciles: workers,
 		RateLimiter:             rateLimiter(cfg.RateLimiter),
-		ReconcileTimeout:        cfg.timeout(),
+		ReconcileTimeout:        cfg.ReconcileTimeout(),
 		Logger:                  log,
 	}
 	if h.metrics != nil {
@@ -280,7 +271,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		return fail(err)
 	}
 	if p.srcs, err = p.sourcesFor(m); err != nil {
-		return fail(err)
+		return refuse(err)
 	}
 	for _, w := range p.srcs {
 		if err := p.ctrl.Watch(w.src); err != nil {
@@ -298,6 +289,48 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	h.loaded[p] = true
 	h.namesMu.Unlock()
 	return p, nil
+}
+
+// refusedLoads remembers, per plugin name, the last module refused at load for what it is (its
+// ABI, its manifest under the grant) and the settings it was refused under, so that loading it
+// again, unchanged, is refused without compiling it.
+type refusedLoads struct {
+	mu   sync.Mutex
+	last map[string]refusedLoad
+}
+
+type refusedLoad struct {
+	settings, digest string
+	err              error
+}
+
+func settingsOf(cfg Config) string {
+	b, _ := json.Marshal(cfg)
+	return string(b)
+}
+
+func (r *refusedLoads) before(cfg Config, digest string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l, ok := r.last[cfg.Name]; ok && l.digest == digest && l.settings == settingsOf(cfg) {
+		return fmt.Errorf("plugin %q: %w", cfg.Name, &RefusedBeforeError{Digest: digest, Err: l.err})
+	}
+	return nil
+}
+
+func (r *refusedLoads) remember(cfg Config, digest string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		r.last = map[string]refusedLoad{}
+	}
+	r.last[cfg.Name] = refusedLoad{settings: settingsOf(cfg), digest: digest, err: err}
+}
+
+// digestOf is a module's digest, as wasm.Module.Digest says it.
+func digestOf(wasmBytes []byte) string {
+	sum := sha256.Sum256(wasmBytes)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // pruneLoaded forgets the plugins closed whose reconciles have all returned. A plugin closed
@@ -335,12 +368,12 @@ func (h *Host) claim(cfg Config) error {
 	h.namesMu.Lock()
 	defer h.namesMu.Unlock()
 	if owner, taken := h.names[cfg.Name]; taken {
-		return fmt.Errorf("plugin %q: the name is taken by %s, and %s asks for it too: plugin names are unique in a host; rename one of them", cfg.Name, owner, cfg.ownerName())
+		return fmt.Errorf("plugin %q: the name is taken by %s, and %s asks for it too: plugin names are unique in a host; rename one of them", cfg.Name, owner, cfg.originName())
 	}
 	if h.names == nil {
 		h.names = map[string]string{}
 	}
-	h.names[cfg.Name] = cfg.ownerName()
+	h.names[cfg.Name] = cfg.originName()
 	return nil
 }
 
@@ -352,6 +385,9 @@ func (h *Host) release(name string) {
 
 // Name is the plugin's name.
 func (p *Plugin) Name() string { return p.cfg.Name }
+
+// Config is the plugin's settings.
+func (p *Plugin) Config() Config { return p.cfg }
 
 // Module is the plugin's compiled module.
 func (p *Plugin) Module() *wasm.Module { return p.current.Load().mod }
@@ -395,7 +431,7 @@ func (p *Plugin) Start(ctx context.Context) error {
 		defer m.UnregisterPlugin(p.cfg.Name)
 	}
 	err := p.ctrl.Start(ctx)
-	p.reader.releaseAll()
+	p.reader.ReleaseAll()
 	return err
 }
 
@@ -408,36 +444,24 @@ func (p *Plugin) Start(ctx context.Context) error {
 func (p *Plugin) Close(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.cfg.timeout()+5*time.Second)
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.ReconcileTimeout()+5*time.Second)
 		defer cancel()
 	}
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
-	p.recentMu.Lock()
-	if !p.closed { // the name is free once, for a plugin that may load under it next
+	first, err := p.kept.Close(ctx)
+	if first { // the name is free once, for a plugin that may load under it next
 		defer p.host.release(p.cfg.Name)
 		defer p.identity.close()
 	}
-	p.closed = true
-	recent := p.recent
-	p.recent, p.recentOrder = nil, nil
-	p.recentMu.Unlock()
-	errs := []error{p.Module().Close(ctx)}
-	for _, m := range recent {
-		errs = append(errs, m.Close(ctx))
-	}
-	return errors.Join(errs...)
+	return errors.Join(p.Module().Close(ctx), err)
 }
 
 func (p *Plugin) interruptible() bool {
 	return p.cfg.Interruptible == nil || *p.cfg.Interruptible
 }
 
-func (p *Plugin) isClosed() bool {
-	p.recentMu.Lock()
-	defer p.recentMu.Unlock()
-	return p.closed
-}
+func (p *Plugin) isClosed() bool { return p.kept.Closed() }
 
 // InFlight describes the plugin's reconciles running now: "name namespace/object (for 1.2s)".
 func (p *Plugin) InFlight() []string {
@@ -553,14 +577,9 @@ func (w *warmer) holdLocked(keys []cache.Key) error {
 }
 
 // Run adds the plugin to the manager: its controller (on the leader) and its informers (on
-// every replica), each running only while every kind the plugin watches is served.
-func (h *Host) Run(p *Plugin) error {
-	_, err := h.run(p)
-	return err
-}
-
-// run is Run, returning what it added so that it can be removed.
-func (h *Host) run(p *Plugin) ([]manager.Runnable, error) {
+// every replica), each running only while every kind the plugin watches is served. It returns
+// what it added, for the manager's Remove.
+func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 	kinds := p.Kinds()
 	log := h.log.WithValues("plugin", p.cfg.Name)
 	warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
@@ -582,8 +601,8 @@ func (h *Host) run(p *Plugin) ([]manager.Runnable, error) {
 			}
 			gauge.Set(v)
 		}
-		if p.onRunning != nil {
-			p.onRunning(on)
+		if p.OnRunning != nil {
+			p.OnRunning(on)
 		}
 	}
 	p.follows = []*crdwatch.Following{warm, ctrl}
@@ -591,6 +610,45 @@ func (h *Host) run(p *Plugin) ([]manager.Runnable, error) {
 		return []manager.Runnable{warm}, err
 	}
 	return []manager.Runnable{warm, ctrl}, nil
+}
+
+// guestAPI builds what the plugin's host calls share: its identity's clients and its limits,
+// from its config or the defaults.
+func (p *Plugin) guestAPI() *guest.API {
+	cfg, h := p.cfg, p.host
+	limit := func(field string, c CallLimit, qps float64, burst int, waits, seconds *prometheus.CounterVec) *guest.Limit {
+		if c.QPS > 0 {
+			qps = c.QPS
+		}
+		if c.Burst > 0 {
+			burst = c.Burst
+		}
+		if waits == nil {
+			return guest.NewLimit(field, qps, burst, nil, nil)
+		}
+		return guest.NewLimit(field, qps, burst, waits.WithLabelValues(cfg.Name), seconds.WithLabelValues(cfg.Name))
+	}
+	var (
+		count                        func(string, abi.Status)
+		wWaits, wSecs, rWaits, rSecs *prometheus.CounterVec
+	)
+	if m := h.metrics; m != nil {
+		wWaits, wSecs, rWaits, rSecs = m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds
+		count = func(fn string, s abi.Status) { m.HostCalls.WithLabelValues(cfg.Name, fn, s.String()).Inc() }
+	}
+	return (&guest.API{
+		Name:      cfg.Name,
+		For:       p.forGVK,
+		Mapper:    h.mapper,
+		KnownKind: h.knownKind,
+		Objects:   p.identity.objects,
+		Recorder:  p.identity.recorder(h, cfg.Name),
+		Reader:    p.reader,
+		Writes:    limit("writes", cfg.Writes, DefaultWriteQPS, DefaultWriteBurst, wWaits, wSecs),
+		Reads:     limit("reads", cfg.Reads, DefaultReadQPS, DefaultReadBurst, rWaits, rSecs),
+		Log:       p.log,
+		Count:     count,
+	}).Init()
 }
 
 func (p *Plugin) stats() metrics.PluginStats {
@@ -616,7 +674,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	if !p.interruptible() { // the timeout cannot stop the guest: say so when it passes
 		stop := context.AfterFunc(ctx, func() {
 			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-				log.Info("reconcile running past its timeout: the plugin is not interruptible, so it holds its worker until the guest returns", "timeout", p.cfg.timeout())
+				log.Info("reconcile running past its timeout: the plugin is not interruptible, so it holds its worker until the guest returns", "timeout", p.cfg.ReconcileTimeout())
 			}
 		})
 		defer stop()
@@ -628,7 +686,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		mod := v.mod
 		res, err = mod.Reconcile(ctx, &wasm.Call{
 			Request: abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))},
-			Host:    &calls{p: p, v: v, req: req},
+			Host:    &guest.Calls{API: p.api, Policy: v.policy, Req: req},
 			Logger:  log.WithValues("digest", mod.Digest()),
 		})
 		if !errors.Is(err, wasm.ErrClosed) || p.Module() == mod {
@@ -716,7 +774,7 @@ func (p *Plugin) mapper(mode string) handler.MapFunc {
 		}
 	}
 	return func(ctx context.Context, o event.Object) []reconcile.Request { // abi.MapNamespace
-		inf, err := p.reader.informer(ctx, p.forGVK)
+		inf, err := p.reader.Informer(ctx, p.forGVK)
 		if err != nil {
 			p.log.Error(err, "mapping an event to the objects in its namespace")
 			return nil

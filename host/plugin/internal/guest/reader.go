@@ -1,4 +1,4 @@
-package plugin
+package guest
 
 import (
 	"context"
@@ -9,20 +9,21 @@ import (
 	"github.com/wasmrec/wasmrec/host/cache"
 )
 
-// reader holds the informers a plugin reads from, acquired on first read and released when the
+// Reader holds the informers a plugin reads from, acquired on first read and released when the
 // plugin's controller stops.
-type reader struct {
+type Reader struct {
 	cache     *cache.Cache
 	mu        sync.Mutex
 	informers map[schema.GroupVersionKind]*cache.Informer
 }
 
-func newReader(c *cache.Cache) *reader {
-	return &reader{cache: c, informers: map[schema.GroupVersionKind]*cache.Informer{}}
+// NewReader returns a Reader of c's informers.
+func NewReader(c *cache.Cache) *Reader {
+	return &Reader{cache: c, informers: map[schema.GroupVersionKind]*cache.Informer{}}
 }
 
-// informer returns the synced informer for gvk.
-func (r *reader) informer(ctx context.Context, gvk schema.GroupVersionKind) (*cache.Informer, error) {
+// Informer returns the synced informer for gvk, acquiring it on first use.
+func (r *Reader) Informer(ctx context.Context, gvk schema.GroupVersionKind) (*cache.Informer, error) {
 	r.mu.Lock()
 	inf, ok := r.informers[gvk]
 	if !ok {
@@ -42,7 +43,8 @@ func (r *reader) informer(ctx context.Context, gvk schema.GroupVersionKind) (*ca
 	return inf, nil
 }
 
-func (r *reader) releaseAll() {
+// ReleaseAll lets go of every informer acquired.
+func (r *Reader) ReleaseAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for gvk, inf := range r.informers {

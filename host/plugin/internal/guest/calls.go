@@ -1,4 +1,4 @@
-package plugin
+package guest
 
 import (
 	"cmp"
@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/object"
@@ -29,11 +30,39 @@ import (
 	"github.com/wasmrec/wasmrec/host/reconcile"
 )
 
-// calls serves one reconcile's host calls.
-type calls struct {
-	p   *Plugin
-	v   *version // the version this reconcile runs on: its policy is what it may do
-	req reconcile.Request
+// API is what one plugin's host calls share: who the plugin is, what it reads from and writes
+// through, and its limits. Build it with New; it serves every reconcile of the plugin, whatever
+// module version runs.
+type API struct {
+	Name      string                              // the plugin's name: its field manager
+	For       schema.GroupVersionKind             // the kind it reconciles
+	Mapper    meta.RESTMapper                     // the host's, shared by every plugin
+	KnownKind func(schema.GroupKind, string) bool // answers without discovery; nil: unknown
+	Objects   *object.Client                      // its writes, as the identity it acts as
+	Recorder  record.EventRecorder                // its events, as that identity
+	Reader    *Reader                             // its reads, from the host's informers
+	Reads     *Limit
+	Writes    *Limit
+	Log       logr.Logger
+	// Count, if set, counts each call by function and status.
+	Count func(fn string, status abi.Status)
+
+	lookups      *rate.Limiter  // lookups of kinds the host does not know
+	apiForbidden rate.Sometimes // says calls the API server refuses, now and then
+}
+
+// Init readies the API's own limits; call it once, before the first call.
+func (a *API) Init() *API {
+	a.lookups = rate.NewLimiter(lookupQPS, lookupBurst)
+	a.apiForbidden = rate.Sometimes{Interval: time.Minute}
+	return a
+}
+
+// Calls serves one reconcile's host calls. It implements wasm.Host.
+type Calls struct {
+	API    *API
+	Policy *policy.Policy // the policy of the module version the reconcile runs on
+	Req    reconcile.Request
 }
 
 // callError is a host call's failure: a status and a message for the guest.
@@ -50,7 +79,7 @@ func fail(s abi.Status, format string, args ...any) error {
 
 // Call dispatches a host call. Every write passes the permission check, then the write rate
 // limit, then goes to the API server.
-func (c *calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, []byte) {
+func (c *Calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, []byte) {
 	var (
 		resp []byte
 		err  error
@@ -75,19 +104,19 @@ func (c *calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, [
 	if err != nil {
 		status = statusOf(ctx, err)
 		if status == abi.StatusForbidden || status == abi.StatusInternal {
-			c.p.log.V(1).Info("host call refused", "call", fn, "request", c.req.String(), "status", status.String(), "error", err.Error())
+			c.API.Log.V(1).Info("host call refused", "call", fn, "request", c.Req.String(), "status", status.String(), "error", err.Error())
 		}
 		// The host's own refusals are the plugin's business; the API server's are the
 		// operator's (its RBAC, under impersonation): said at the default level, now and then.
 		if ce := (*callError)(nil); status == abi.StatusForbidden && !errors.As(err, &ce) {
-			c.p.apiForbidden.Do(func() {
-				c.p.log.Info("the API server refused a call of the plugin: check the RBAC of the identity it acts as (at most one such line a minute)", "call", fn, "request", c.req.String(), "error", err.Error())
+			c.API.apiForbidden.Do(func() {
+				c.API.Log.Info("the API server refused a call of the plugin: check the RBAC of the identity it acts as (at most one such line a minute)", "call", fn, "request", c.Req.String(), "error", err.Error())
 			})
 		}
 		resp = []byte(err.Error())
 	}
-	if m := c.p.host.metrics; m != nil {
-		m.HostCalls.WithLabelValues(c.p.cfg.Name, fn, status.String()).Inc()
+	if c.API.Count != nil {
+		c.API.Count(fn, status)
 	}
 	return status, resp
 }
@@ -126,25 +155,25 @@ func statusOf(ctx context.Context, err error) abi.Status {
 // and verb the plugin's manifest and grant hold for no resource, or in a namespace outside the
 // plugin's, is refused before the kind is looked up; nothing reaches the API server for a
 // refused call.
-func (c *calls) target(apiVersion, kind, sub, verb, namespace string) (*meta.RESTMapping, error) {
+func (c *Calls) target(apiVersion, kind, sub, verb, namespace string) (*meta.RESTMapping, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil || kind == "" {
 		return nil, fail(abi.StatusBadRequest, "apiVersion %q and kind %q do not name a kind", apiVersion, kind)
 	}
 	gvk := gv.WithKind(kind)
-	pol := c.v.policy
+	pol := c.Policy
 	if !pol.MayCall(gv.Group, verb) {
-		return nil, fail(abi.StatusForbidden, "forbidden: %s %s: plugin %q may %s nothing in API group %s (no such rule is both asked for in its manifest and granted)", verb, policy.Kind(gvk), c.p.cfg.Name, verb, abi.Rule{Group: gv.Group}.GroupName())
+		return nil, fail(abi.StatusForbidden, "forbidden: %s %s: plugin %q may %s nothing in API group %s (no such rule is both asked for in its manifest and granted)", verb, policy.Kind(gvk), c.API.Name, verb, abi.Rule{Group: gv.Group}.GroupName())
 	}
 	if namespace != "" && !pol.InNamespace(namespace) {
-		return nil, fail(abi.StatusForbidden, "forbidden: namespace %q is outside plugin %q's namespaces %v", namespace, c.p.cfg.Name, pol.Namespaces)
+		return nil, fail(abi.StatusForbidden, "forbidden: namespace %q is outside plugin %q's namespaces %v", namespace, c.API.Name, pol.Namespaces)
 	}
 	// A kind the host does not know costs a discovery round: a plugin gets a few per second.
-	if known := c.p.host.knownKind; known != nil && !known(gvk.GroupKind(), gv.Version) && !c.p.lookups.Allow() {
+	if known := c.API.KnownKind; known != nil && !known(gvk.GroupKind(), gv.Version) && !c.API.lookups.Allow() {
 		return nil, fail(abi.StatusUnavailable, "plugin %q looks up kinds the host does not know faster than %g/s (burst %d); %s is not looked up now: retry later",
-			c.p.cfg.Name, float64(lookupQPS), lookupBurst, policy.Kind(gvk))
+			c.API.Name, float64(lookupQPS), lookupBurst, policy.Kind(gvk))
 	}
-	m, err := c.p.host.mapper.RESTMapping(gvk.GroupKind(), gv.Version)
+	m, err := c.API.Mapper.RESTMapping(gvk.GroupKind(), gv.Version)
 	switch {
 	case meta.IsNoMatchError(err):
 		return nil, fail(abi.StatusBadRequest, "no resource serves %s: is its CRD installed? (check apiVersion and kind: Kind is singular, as in manifests)", policy.Kind(gvk))
@@ -171,11 +200,11 @@ func (c *calls) target(apiVersion, kind, sub, verb, namespace string) (*meta.RES
 	return m, nil
 }
 
-func (c *calls) resource(m *meta.RESTMapping, namespace string) *object.Resource {
+func (c *Calls) resource(m *meta.RESTMapping, namespace string) *object.Resource {
 	if m.Scope.Name() != meta.RESTScopeNameNamespace {
 		namespace = ""
 	}
-	return c.p.identity.objects.Resource(m.Resource, namespace)
+	return c.API.Objects.Resource(m.Resource, namespace)
 }
 
 // A plugin's lookups of kinds the host does not know (each may cost a discovery round).
@@ -184,10 +213,10 @@ const (
 	lookupBurst = 5
 )
 
-// callLimit is one of a plugin's call rate limits (reads or writes). A call that has to wait
-// for a token is counted, and said in the log at most every 30 s: a plugin held back by its own
-// limit is otherwise only slow.
-type callLimit struct {
+// Limit is one of a plugin's call rate limits (reads or writes). A call that has to wait for a
+// token is counted, and said in the log at most every 30 s: a plugin held back by its own limit
+// is otherwise only slow.
+type Limit struct {
 	name           string // "write" or "read"
 	field          string // its field in the plugin's config
 	lim            *rate.Limiter
@@ -195,18 +224,16 @@ type callLimit struct {
 	waits, seconds prometheus.Counter // nil without metrics
 }
 
-func newCallLimit(field string, c CallLimit, qps float64, burst int) *callLimit {
-	if c.QPS > 0 {
-		qps = c.QPS
-	}
-	if c.Burst > 0 {
-		burst = c.Burst
-	}
-	return &callLimit{name: strings.TrimSuffix(field, "s"), field: field, lim: rate.NewLimiter(rate.Limit(qps), burst), log: rate.Sometimes{Interval: 30 * time.Second}}
+// NewLimit returns a limit of qps calls a second, with burst, for the calls configured in the
+// plugin's config field (writes or reads). waits and seconds count the calls that waited and
+// how long; nil for none.
+func NewLimit(field string, qps float64, burst int, waits, seconds prometheus.Counter) *Limit {
+	return &Limit{name: strings.TrimSuffix(field, "s"), field: field, lim: rate.NewLimiter(rate.Limit(qps), burst),
+		log: rate.Sometimes{Interval: 30 * time.Second}, waits: waits, seconds: seconds}
 }
 
-// wait takes a token, waiting at most until ctx's deadline.
-func (l *callLimit) wait(ctx context.Context, log logr.Logger) error {
+// Wait takes a token, waiting at most until ctx's deadline.
+func (l *Limit) Wait(ctx context.Context, log logr.Logger) error {
 	r := l.lim.Reserve()
 	d := r.Delay()
 	if d == 0 {
@@ -244,7 +271,7 @@ func decode(body []byte, v any) error {
 	return nil
 }
 
-func (c *calls) get(ctx context.Context, body []byte) ([]byte, error) {
+func (c *Calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	var ref abi.ObjectRef
 	if err := decode(body, &ref); err != nil {
 		return nil, err
@@ -256,10 +283,10 @@ func (c *calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	if ref.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "get needs a name (list reads many)")
 	}
-	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
+	if err := c.API.Reads.Wait(ctx, c.API.Log); err != nil {
 		return nil, err
 	}
-	inf, err := c.p.reader.informer(ctx, m.GroupVersionKind)
+	inf, err := c.API.Reader.Informer(ctx, m.GroupVersionKind)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +298,7 @@ func (c *calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	return obj.(*object.Object).Raw, nil
 }
 
-func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
+func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	var req abi.ListRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -280,14 +307,14 @@ func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.p.reads.wait(ctx, c.p.log); err != nil {
+	if err := c.API.Reads.Wait(ctx, c.API.Log); err != nil {
 		return nil, err
 	}
 	sel, err := labels.Parse(req.LabelSelector)
 	if err != nil {
 		return nil, fail(abi.StatusBadRequest, "labelSelector %q: %v", req.LabelSelector, err)
 	}
-	inf, err := c.p.reader.informer(ctx, m.GroupVersionKind)
+	inf, err := c.API.Reader.Informer(ctx, m.GroupVersionKind)
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +327,7 @@ func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	size := len(`{"items":[]}`)
 	for _, o := range objs {
 		obj := o.(*object.Object)
-		if obj.Namespace != "" && !c.v.policy.InNamespace(obj.Namespace) {
+		if obj.Namespace != "" && !c.Policy.InNamespace(obj.Namespace) {
 			continue // a list across namespaces covers the plugin's own
 		}
 		items = append(items, obj)
@@ -324,7 +351,7 @@ func (c *calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	return append(out, "]}"...), nil
 }
 
-func (c *calls) write(ctx context.Context, fn string, body []byte) ([]byte, error) {
+func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, error) {
 	obj, err := object.Decode(body)
 	if err != nil {
 		return nil, fail(abi.StatusBadRequest, "%s: the request is not a Kubernetes object: %v", fn, err)
@@ -340,18 +367,18 @@ func (c *calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	if fn != abi.ImportCreate && obj.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
 	}
-	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
+	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
 		return nil, err
 	}
 	r := c.resource(m, obj.Namespace)
 	var out *object.Object
 	switch fn {
 	case abi.ImportCreate:
-		out, err = r.Create(ctx, body, metav1.CreateOptions{FieldManager: c.p.cfg.Name})
+		out, err = r.Create(ctx, body, metav1.CreateOptions{FieldManager: c.API.Name})
 	case abi.ImportUpdate:
-		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.p.cfg.Name})
+		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.API.Name})
 	default:
-		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.p.cfg.Name}, "status")
+		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.API.Name}, "status")
 	}
 	if err != nil {
 		return nil, err
@@ -366,7 +393,7 @@ var patchTypes = map[string]types.PatchType{
 	abi.PatchApply:     types.ApplyPatchType,
 }
 
-func (c *calls) patch(ctx context.Context, body []byte) ([]byte, error) {
+func (c *Calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	var req abi.PatchRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
@@ -385,10 +412,10 @@ func (c *calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if req.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "patch needs the object's name")
 	}
-	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
+	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
 		return nil, err
 	}
-	opts := metav1.PatchOptions{FieldManager: c.p.cfg.Name}
+	opts := metav1.PatchOptions{FieldManager: c.API.Name}
 	if pt == types.ApplyPatchType {
 		opts.Force = &req.Force
 	}
@@ -403,7 +430,7 @@ func (c *calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	return out.Raw, nil
 }
 
-func (c *calls) delete(ctx context.Context, body []byte) error {
+func (c *Calls) delete(ctx context.Context, body []byte) error {
 	var req abi.DeleteRequest
 	if err := decode(body, &req); err != nil {
 		return err
@@ -415,7 +442,7 @@ func (c *calls) delete(ctx context.Context, body []byte) error {
 	if req.Name == "" { // without it the request would delete the whole collection
 		return fail(abi.StatusBadRequest, "delete needs the object's name: a plugin deletes one object at a time")
 	}
-	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
+	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
 		return err
 	}
 	opts := metav1.DeleteOptions{}
@@ -430,7 +457,7 @@ func (c *calls) delete(ctx context.Context, body []byte) error {
 	return c.resource(m, req.Namespace).Delete(ctx, req.Name, opts)
 }
 
-func (c *calls) event(ctx context.Context, body []byte) error {
+func (c *Calls) event(ctx context.Context, body []byte) error {
 	var req abi.EventRequest
 	if err := decode(body, &req); err != nil {
 		return err
@@ -441,10 +468,10 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 	if req.Reason == "" {
 		return fail(abi.StatusBadRequest, "an event needs a reason")
 	}
-	if err := c.v.policy.Require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
+	if err := c.Policy.Require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
 		return fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
-	ref := abi.ObjectRef{APIVersion: c.p.forGVK.GroupVersion().String(), Kind: c.p.forGVK.Kind, Namespace: c.req.Namespace, Name: c.req.Name}
+	ref := abi.ObjectRef{APIVersion: c.API.For.GroupVersion().String(), Kind: c.API.For.Kind, Namespace: c.Req.Namespace, Name: c.Req.Name}
 	if req.Object != nil {
 		ref = *req.Object
 	}
@@ -452,8 +479,8 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 		return fail(abi.StatusBadRequest, "an event's object needs apiVersion, kind and name (it has %q, %q, %q)", ref.APIVersion, ref.Kind, ref.Name)
 	}
 	// The event is created in the object's namespace; one about a cluster-scoped object in default.
-	if ns := cmp.Or(ref.Namespace, metav1.NamespaceDefault); !c.v.policy.InNamespace(ns) {
-		return fail(abi.StatusForbidden, "forbidden: the event would be recorded in namespace %q, outside plugin %q's namespaces %v", ns, c.p.cfg.Name, c.v.policy.Namespaces)
+	if ns := cmp.Or(ref.Namespace, metav1.NamespaceDefault); !c.Policy.InNamespace(ns) {
+		return fail(abi.StatusForbidden, "forbidden: the event would be recorded in namespace %q, outside plugin %q's namespaces %v", ns, c.API.Name, c.Policy.Namespaces)
 	}
 	regarding := &unstructured.Unstructured{}
 	regarding.SetAPIVersion(ref.APIVersion)
@@ -461,16 +488,16 @@ func (c *calls) event(ctx context.Context, body []byte) error {
 	regarding.SetNamespace(ref.Namespace)
 	regarding.SetName(ref.Name)
 	// The UID links the event to the object; look it up for the For kind, which is cached anyway.
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.WithKind(ref.Kind) == c.p.forGVK {
-		if inf, err := c.p.reader.informer(ctx, c.p.forGVK); err == nil {
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.WithKind(ref.Kind) == c.API.For {
+		if inf, err := c.API.Reader.Informer(ctx, c.API.For); err == nil {
 			if o, err := inf.Get(ref.Namespace, ref.Name); err == nil {
 				regarding.SetUID(o.(*object.Object).UID)
 			}
 		}
 	}
-	if err := c.p.writes.wait(ctx, c.p.log); err != nil {
+	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
 		return err
 	}
-	c.p.recorder.Event(regarding, req.Type, req.Reason, req.Message)
+	c.API.Recorder.Event(regarding, req.Type, req.Reason, req.Message)
 	return nil
 }

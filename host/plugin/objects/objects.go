@@ -1,14 +1,18 @@
-package plugin
+// Package objects runs the plugins that Plugin objects (plugins.wasmrec.dev) describe: a
+// controller of controllers, built on package plugin's public API alone.
+package objects
 
 import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/wasmrec/wasmrec/host/cache"
@@ -25,63 +29,71 @@ import (
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/object"
+	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
+	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
-// PluginCRD is the CustomResourceDefinition of Plugin (plugins.wasmrec.dev, v1alpha1).
+// CRD is the CustomResourceDefinition of Plugin (plugins.wasmrec.dev, v1alpha1).
 //
 //go:embed plugins.crd.yaml
-var PluginCRD []byte
+var CRD []byte
 
-// PluginGVK is the Plugin kind.
-var PluginGVK = schema.GroupVersionKind{Group: "wasmrec.dev", Version: "v1alpha1", Kind: "Plugin"}
+// GVK is the Plugin kind.
+var GVK = schema.GroupVersionKind{Group: "wasmrec.dev", Version: "v1alpha1", Kind: "Plugin"}
 
-var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1alpha1", Resource: "plugins"}
+// GVR is the Plugin resource.
+var GVR = GVK.GroupVersion().WithResource("plugins")
 
 // ConfigOf returns the settings a Plugin object gives its plugin, and whether it is paused.
-func ConfigOf(u *unstructured.Unstructured) (cfg Config, paused bool, err error) {
+func ConfigOf(u *unstructured.Unstructured) (cfg plugin.Config, paused bool, err error) {
 	var spec pluginSpec
 	raw, _ := json.Marshal(u.Object["spec"])
 	if err := json.Unmarshal(raw, &spec); err != nil {
-		return Config{}, false, fmt.Errorf("spec is not a plugin's settings: %v: fix the Plugin object", err)
+		return plugin.Config{}, false, fmt.Errorf("spec is not a plugin's settings: %v: fix the Plugin object", err)
 	}
 	cfg = spec.Config
 	cfg.Name = u.GetName()
-	cfg.owner = fmt.Sprintf("Plugin object %q", cfg.Name)
+	cfg.Origin = fmt.Sprintf("Plugin object %q", cfg.Name)
 	return cfg, spec.Paused, nil
 }
 
 // pluginSpec is a Plugin's spec: a Config without its name, and paused.
 type pluginSpec struct {
-	Config      // its fields are the spec's; name comes from the object
-	Paused bool `json:"paused,omitempty"`
+	plugin.Config      // its fields are the spec's; name comes from the object
+	Paused        bool `json:"paused,omitempty"`
 }
 
-// Resources runs the plugins that Plugin objects describe: a controller of controllers. It
-// loads a plugin when its object appears, swaps its module when spec.module changes, reloads it
-// when another setting changes, stops it when paused or deleted, and reports in the object's
-// status (Ready, Degraded, activeDigest) and in Events on it. Add it to the manager; it waits
+// New returns the controller that runs the plugins Plugin objects describe, in h. It loads a
+// plugin when its object appears, swaps its module when spec.module changes, reloads it when
+// another setting changes, stops it when paused or deleted, and reports in the object's status
+// (Ready, Degraded, Running, activeDigest) and in Events on it. Add it to h's manager; it waits
 // while the Plugin CRD is not installed.
 //
 // It runs on every replica, so that a follower loads the same plugins and keeps their informers
 // warm; their controllers run on the leader only, and only the leader writes status and Events.
-func (h *Host) Resources() (manager.Runnable, error) {
-	r := &resources{host: h, running: map[string]*loaded{},
-		recorder: h.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "wasmrec"})}
-	key := cache.Key{GroupVersionKind: PluginGVK}
+func New(h *plugin.Host, log logr.Logger) (manager.Runnable, error) {
+	mgr := h.Manager()
+	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, err
+	}
+	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, running: map[string]*loaded{}, failing: map[string]*failing{},
+		recorder: h.Recorder("wasmrec")}
+	key := cache.Key{GroupVersionKind: GVK}
 	// Several workers: a load compiles, and one slow plugin must not hold the others back.
-	ctrl, err := controller.New("plugins", r, controller.Options{Logger: h.log.WithName("plugins"), MaxConcurrentReconciles: 4})
+	ctrl, err := controller.New("plugins", r, controller.Options{Logger: log, MaxConcurrentReconciles: 4})
 	if err != nil {
 		return nil, err
 	}
 	// Status writes do not change the generation; spec changes and deletions pass.
-	if err := ctrl.Watch(source.Kind(h.mgr.GetCache(), key, handler.EnqueueRequestForObject(), predicate.GenerationChanged())); err != nil {
+	if err := ctrl.Watch(source.Kind(mgr.GetCache(), key, handler.EnqueueRequestForObject(), predicate.GenerationChanged())); err != nil {
 		return nil, err
 	}
 	r.ctrl = ctrl
-	return crdwatch.Follow(h.crds, []schema.GroupVersionKind{PluginGVK}, &resourcesRunnable{r: r, ctrl: ctrl}, h.log.WithName("plugins")), nil
+	return crdwatch.Follow(h.CRDs(), []schema.GroupVersionKind{GVK}, &resourcesRunnable{r: r, ctrl: ctrl}, log), nil
 }
 
 // resourcesRunnable runs the Plugin controller and unloads every plugin when it stops (the CRD
@@ -97,7 +109,7 @@ func (rr *resourcesRunnable) Name() string { return "plugins" }
 func (rr *resourcesRunnable) NeedLeaderElection() bool { return false }
 
 func (rr *resourcesRunnable) Start(ctx context.Context) error {
-	inf, err := rr.r.host.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: PluginGVK})
+	inf, err := rr.r.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: GVK})
 	if err != nil {
 		return err
 	}
@@ -110,7 +122,7 @@ func (rr *resourcesRunnable) Start(ctx context.Context) error {
 		select {
 		case <-done:
 			return
-		case <-rr.r.host.mgr.Elected():
+		case <-rr.r.mgr.Elected():
 		}
 		objs, _ := inf.List("", nil)
 		for _, o := range objs {
@@ -127,30 +139,39 @@ func (rr *resourcesRunnable) Start(ctx context.Context) error {
 }
 
 type resources struct {
-	host     *Host
+	host     *plugin.Host
+	mgr      *manager.Manager
+	dynamic  dynamic.Interface // status writes
+	log      logr.Logger
 	ctrl     *controller.Controller
 	recorder record.EventRecorder
 	reads    atomic.Pointer[cache.Informer] // the Plugin informer, held while the controller runs
 
 	mu      sync.Mutex
 	running map[string]*loaded
+	failing map[string]*failing // Plugin objects whose plugin did not load, by name
 }
 
 // loaded is a plugin a Plugin object runs.
 type loaded struct {
-	p         *Plugin
+	p         *plugin.Plugin
 	runnables []manager.Runnable
 	settings  string // the spec without the module: a change reloads
 	lastErr   string // the last refusal, cleared by a good swap
 	swaps     int64
 	refusals  int64
-	tried     string    // the last module a swap was tried to, and when: a refused one is
-	triedAt   time.Time // tried again after retryRefused, not on every reconcile
+	tried     string            // the last module a swap failed to, its retries, and when the
+	retries   *backoff.Schedule // next is due: a module refused or out of reach is tried again on
+	due       time.Time         // the backoff.ModuleFetch schedule, not on every reconcile
 }
 
-// retryRefused is how long a refused spec.module waits before it is tried again (a registry
-// may come back; a bad module is not retried in a loop).
-const retryRefused = 30 * time.Second
+// failing is a Plugin object whose plugin could not be loaded: the settings and module tried,
+// the last error said, and the retry schedule.
+type failing struct {
+	tried   string
+	lastErr string
+	retries *backoff.Schedule
+}
 
 func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	inf := r.reads.Load()
@@ -159,6 +180,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	obj, err := inf.Get("", req.Name)
 	if apierrors.IsNotFound(err) {
+		r.mu.Lock()
+		delete(r.failing, req.Name)
+		r.mu.Unlock()
 		r.unload(ctx, req.Name, nil)
 		return reconcile.Result{}, nil
 	}
@@ -196,18 +220,37 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		}
 		p, err := r.host.LoadFile(ctx, cfg)
 		if err != nil {
-			return reconcile.Result{RequeueAfter: 30 * time.Second}, r.refuse(ctx, u, "LoadFailed", err) // a registry may come back
+			// A registry may come back, a file may change: try again on the ModuleFetch schedule.
+			// A module refused before is not compiled again (LoadFile says so) and not reported
+			// again; neither is an error said already.
+			r.mu.Lock()
+			f := r.failing[cfg.Name]
+			if f == nil || f.tried != string(settings)+module {
+				f = &failing{tried: string(settings) + module, retries: backoff.ModuleFetch.Start()}
+				r.failing[cfg.Name] = f
+			}
+			again := errors.As(err, new(*plugin.RefusedBeforeError)) || f.lastErr == err.Error()
+			f.lastErr = err.Error()
+			delay := f.retries.Next()
+			r.mu.Unlock()
+			if again {
+				return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, nil, err.Error())
+			}
+			return reconcile.Result{RequeueAfter: delay}, r.refuse(ctx, u, "LoadFailed", err)
 		}
+		r.mu.Lock()
+		delete(r.failing, cfg.Name)
+		r.mu.Unlock()
 		// The counts are the object's: a reload, a restart or a new leader carries them on.
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
 		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
 		l = &loaded{p: p, settings: string(settings), swaps: swaps, refusals: refusals}
 		p.OnSwap = r.onSwap(u, l)
-		p.onRunning = func(bool) { r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}}) }
-		if l.runnables, err = r.host.run(p); err == nil {
+		p.OnRunning = func(bool) { r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}}) }
+		if l.runnables, err = r.host.Run(p); err == nil {
 			// spec.module may move between files and registries: the triggers follow it.
 			for _, w := range p.Triggers() {
-				if err = r.host.mgr.Add(w); err != nil {
+				if err = r.mgr.Add(w); err != nil {
 					break
 				}
 				l.runnables = append(l.runnables, w)
@@ -223,25 +266,37 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		r.event(u, corev1.EventTypeNormal, "Loaded", "running %s (%s)", module, p.Module().Digest())
 	case l.p.ModuleRef() != module:
 		r.mu.Lock()
-		wait := retryRefused - time.Since(l.triedAt)
-		recent := l.tried == module && wait > 0
-		if !recent {
-			l.tried, l.triedAt = module, time.Now()
+		if l.tried != module {
+			l.tried, l.retries, l.due = module, backoff.ModuleFetch.Start(), time.Time{}
 		}
+		wait := time.Until(l.due)
 		r.mu.Unlock()
-		if recent {
+		if wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, r.status(ctx, u, l, "")
 		}
-		if err := l.p.SwapTo(ctx, module); err != nil { // OnSwap records the outcome
-			return reconcile.Result{RequeueAfter: retryRefused}, r.status(ctx, u, l, "")
+		if err := l.p.SwapTo(ctx, module); err != nil {
+			var fetch *plugin.FetchError
+			r.mu.Lock()
+			delay := l.retries.Next()
+			l.due = time.Now().Add(delay)
+			news := false
+			if errors.As(err, &fetch) { // not a refusal of the module: OnSwap was not told
+				news = l.lastErr != err.Error()
+				l.lastErr = err.Error()
+			}
+			r.mu.Unlock()
+			if news {
+				r.event(u, corev1.EventTypeWarning, "FetchFailed", "%s keeps serving: %v", l.p.Module().Digest(), err)
+			}
+			return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, l, "")
 		}
 	}
 	return reconcile.Result{}, r.status(ctx, u, l, "")
 }
 
 // onSwap records a swap's outcome on the Plugin object, whoever triggered it.
-func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(SwapEvent) {
-	return func(s SwapEvent) {
+func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(plugin.SwapEvent) {
+	return func(s plugin.SwapEvent) {
 		r.mu.Lock()
 		if s.Err != nil {
 			l.lastErr = s.Err.Error()
@@ -265,7 +320,7 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(SwapEve
 
 func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) error {
 	if r.leading() { // once, by the replica that reports
-		r.host.log.Error(err, "Plugin object refused", "plugin", u.GetName(), "reason", reason)
+		r.log.Error(err, "Plugin object refused", "plugin", u.GetName(), "reason", reason)
 	}
 	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
 	return r.status(ctx, u, nil, err.Error())
@@ -275,7 +330,7 @@ func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, re
 // replicas loading the same plugins do not report everything twice.
 func (r *resources) leading() bool {
 	select {
-	case <-r.host.mgr.Elected():
+	case <-r.mgr.Elected():
 		return true
 	default:
 		return false
@@ -347,7 +402,7 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 		st["lastError"] = lastErr
 	}
 	patch, _ := json.Marshal(map[string]any{"status": st})
-	_, err := r.host.dynamic.Resource(pluginGVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err := r.dynamic.Resource(GVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("writing Plugin %q's status: %w", u.GetName(), err)
 	}
@@ -365,17 +420,18 @@ func (r *resources) unload(ctx context.Context, name string, u *unstructured.Uns
 	}
 	// A guest that loops without being interruptible holds its reconcile: stop waiting for it
 	// after its timeout (and a little more) and say so.
-	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.timeout()+5*time.Second)
+	cfg := l.p.Config()
+	ctx, cancel := context.WithTimeout(ctx, cfg.ReconcileTimeout()+5*time.Second)
 	defer cancel()
 	for i := len(l.runnables) - 1; i >= 0; i-- {
-		if err := r.host.mgr.Remove(ctx, l.runnables[i]); err != nil {
-			r.host.log.Error(err, "stopping a plugin", "plugin", name)
+		if err := r.mgr.Remove(ctx, l.runnables[i]); err != nil {
+			r.log.Error(err, "stopping a plugin", "plugin", name)
 		}
 	}
 	if err := l.p.Close(ctx); err != nil {
-		r.host.log.Error(err, "closing a plugin's module", "plugin", name)
+		r.log.Error(err, "closing a plugin's module", "plugin", name)
 	}
-	r.host.log.Info("plugin unloaded", "plugin", name)
+	r.log.Info("plugin unloaded", "plugin", name)
 	if u != nil {
 		r.event(u, corev1.EventTypeNormal, "Unloaded", "stopped %s", l.p.Module().Digest())
 	}

@@ -1,0 +1,303 @@
+// Package modsource is where a plugin's module comes from and how a new one is noticed: it reads
+// modules from files and OCI registries (or image layouts), follows a module file through one
+// host-wide file watcher, polls a registry tag, and swaps the plugin when either moves. A source
+// that cannot be read leaves the running module serving; registry failures back off (see
+// package backoff).
+package modsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
+
+	"github.com/wasmrec/wasmrec/host/internal/filewatch"
+	"github.com/wasmrec/wasmrec/host/oci"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
+	"github.com/wasmrec/wasmrec/internal/backoff"
+)
+
+// Source is where a running module came from: a file path or an OCI reference, and for the
+// latter the manifest digest it resolved to.
+type Source struct {
+	Ref            string
+	ManifestDigest string
+	Fetched        time.Time // when its module was read (zero: unknown)
+}
+
+// OCIRef returns the registry or layout reference of module, if it comes from one:
+// "oci://registry/repository:tag" gives "registry/repository:tag", and "oci:dir:tag" (an image
+// layout) is returned as it is.
+func OCIRef(module string) (string, bool) {
+	if ref, ok := strings.CutPrefix(module, "oci://"); ok {
+		return ref, true
+	}
+	if strings.HasPrefix(module, "oci:") {
+		return module, true
+	}
+	return "", false
+}
+
+// Fetcher reads modules. One per host: plugins that read the same file at once share the read.
+type Fetcher struct {
+	reads singleflight.Group // module files being read, by path, size and times
+}
+
+// Fetch reads the module at module: a file, or through c a registry or image layout. The source
+// it returns says where the module came from and when.
+func (f *Fetcher) Fetch(ctx context.Context, c *oci.Client, module string) ([]byte, *Source, error) {
+	src := &Source{Ref: module, Fetched: time.Now()}
+	if ref, ok := OCIRef(module); ok {
+		if c == nil {
+			return nil, nil, fmt.Errorf("module %s comes from a registry, and this host has no OCI client", module)
+		}
+		m, err := c.Pull(ctx, ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		src.ManifestDigest = m.ManifestDigest
+		return m.Wasm, src, nil
+	}
+	// Plugins that read the same file at once (one per team, say, at start or after a change)
+	// share one read. The key holds the file's size and times, so that a read begun before a
+	// change is never handed to a reader that came after it.
+	key := module
+	if fi, err := os.Stat(module); err == nil {
+		key = fmt.Sprintf("%s\x00%d\x00%d\x00%d", module, fi.Size(), fi.ModTime().UnixNano(), lastChange(fi).UnixNano())
+	}
+	v, err, _ := f.reads.Do(key, func() (any, error) { return os.ReadFile(module) })
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading its module: %w", err)
+	}
+	return v.([]byte), src, nil
+}
+
+// Target is the plugin a trigger swaps.
+type Target interface {
+	// Source returns where the running module came from, and a channel closed when that changes.
+	Source() (<-chan struct{}, *Source)
+	// Serving is the digest of the module serving.
+	Serving() string
+	// SwapFrom swaps to wasm, unless the target's source is no longer from: then it does nothing.
+	// A refusal is logged and counted by the target.
+	SwapFrom(ctx context.Context, wasm []byte, from string) error
+	// Tried records that src's tag was tried at manifestDigest, unless the source moved meanwhile.
+	Tried(src *Source, manifestDigest string)
+}
+
+// FileWatcher swaps a plugin's module when its file changes. It follows the plugin's current
+// source: after a swap to another file it watches that one, and it idles while the module comes
+// from a registry. It is a manager Runnable that runs on every replica, so a follower also has
+// the new module when it takes over.
+type FileWatcher struct {
+	Plugin string // the plugin's name, for the runnable's
+	Target Target
+	Files  *filewatch.Watcher // the host's one file watcher
+	Fetch  *Fetcher
+	Log    logr.Logger
+}
+
+// NeedLeaderElection is false: every replica follows the file.
+func (w *FileWatcher) NeedLeaderElection() bool { return false }
+
+// Name names the watcher in logs.
+func (w *FileWatcher) Name() string { return w.Plugin + " (module file)" }
+
+// Start follows the module file until ctx is done, through the host's one file watcher: a
+// write in place, a file replaced by rename, and a ConfigMap or Secret volume's `..data` swap
+// all wake it, and it swaps once the changes settle (a swap to the digest running does
+// nothing). A file that cannot be watched is logged, not fatal: the plugin keeps serving, and
+// a later move to another file is followed.
+func (w *FileWatcher) Start(ctx context.Context) error {
+	var (
+		path   string           // the file followed ("" for none)
+		sub    *filewatch.Sub   // its subscription (nil for none)
+		settle <-chan time.Time // changes come in bursts: act once they stop
+	)
+	changed := func() <-chan struct{} {
+		if sub == nil {
+			return nil
+		}
+		return sub.C
+	}
+	follow := func() <-chan struct{} {
+		moved, src := w.Target.Source()
+		next := src.Ref
+		if _, fromRegistry := OCIRef(next); fromRegistry {
+			next = ""
+		}
+		if next == path {
+			return moved
+		}
+		if sub != nil {
+			sub.Stop()
+			sub = nil
+		}
+		path, settle = next, nil
+		if next != "" {
+			var err error
+			if sub, err = w.Files.Watch(next); err != nil {
+				w.Log.Error(err, "cannot watch the module file: changes to it are not swapped in", "path", next)
+			} else if changedSince(next, src.Fetched) {
+				// It changed between the module's read and now: read it again.
+				settle = time.After(100 * time.Millisecond)
+			}
+		}
+		return moved
+	}
+	moved := follow()
+	defer func() {
+		if sub != nil {
+			sub.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-moved:
+			moved = follow()
+		case <-changed():
+			settle = time.After(100 * time.Millisecond)
+		case <-settle:
+			settle = nil
+			b, _, err := w.Fetch.Fetch(ctx, nil, path)
+			if err != nil {
+				w.Log.Error(err, "reading the changed module file; the current module keeps serving", "path", path)
+				continue
+			}
+			var before *versions.RefusedBeforeError
+			if err := w.Target.SwapFrom(ctx, b, path); errors.As(err, &before) { // the target logs and counts the rest
+				w.Log.Info("the module file holds a module refused before; the current module keeps serving", "path", path, "refused", before.Digest, "serving", w.Target.Serving())
+			}
+		}
+	}
+}
+
+// TagPoller swaps a plugin's module when the registry tag its module came from moves to a new
+// digest. It follows the plugin's current source: after a swap to another reference it polls
+// that one, and it idles while the module is a file or pinned by digest. A registry that
+// cannot be reached leaves the running module serving, is logged now and then, and is asked
+// again on the backoff.TagPoll schedule (from the poll interval, doubling to 5 min) until it
+// answers; a module refused is counted once and not tried again until the tag moves. It runs on
+// every replica.
+type TagPoller struct {
+	Plugin   string // the plugin's name, for the runnable's
+	Target   Target
+	OCI      *oci.Client // nil: nothing to poll
+	Interval time.Duration
+	Log      logr.Logger
+}
+
+// NeedLeaderElection is false: every replica follows the tag.
+func (t *TagPoller) NeedLeaderElection() bool { return false }
+
+// Name names the poller in logs.
+func (t *TagPoller) Name() string { return t.Plugin + " (tag poller)" }
+
+// Start polls until ctx is done.
+func (t *TagPoller) Start(ctx context.Context) error {
+	unreachable := rate.Sometimes{Interval: 5 * time.Minute} // says a failing registry now and then
+	failures := backoff.TagPoll.From(t.Interval).Start()
+	next := t.Interval
+	for {
+		timer := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+		next = t.Interval
+		if err := t.poll(ctx); err != nil {
+			next = failures.Next()
+			unreachable.Do(func() {
+				t.Log.Error(err, "polling the module's tag; the current module keeps serving, and the registry is asked again with backoff (at most every few minutes is this said)", "next", next.Round(time.Second))
+			})
+			continue
+		}
+		failures.Reset()
+	}
+}
+
+// poll swaps to the module the tag points at if it moved. Its error is the registry's: a module
+// refused is the target's to say.
+func (t *TagPoller) poll(ctx context.Context) error {
+	_, src := t.Target.Source()
+	ref, ok := OCIRef(src.Ref)
+	if !ok || strings.Contains(ref, "@") || t.OCI == nil {
+		return nil // a file, or pinned by digest: nothing moves
+	}
+	digest, err := t.OCI.Resolve(ctx, ref)
+	if err != nil || digest == src.ManifestDigest {
+		return err
+	}
+	m, err := t.OCI.Pull(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("pulling %s: %w", ref, err)
+	}
+	t.Log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
+	_ = t.Target.SwapFrom(ctx, m.Wasm, src.Ref) // logs and counts a refusal
+	// Refused or not, this manifest has been tried: wait for the tag to move again. If the
+	// plugin moved to another source meanwhile, that one stays.
+	t.Target.Tried(src, m.ManifestDigest)
+	return nil
+}
+
+// WaitFor waits until d has passed or, for a module file, until the file changes or appears
+// (then a moment more, for the writer to finish); false if ctx ends first. It paces the
+// retries of a plugin whose module could not be had.
+func WaitFor(ctx context.Context, files *filewatch.Watcher, module string, d time.Duration) bool {
+	var changed <-chan struct{}
+	if _, fromRegistry := OCIRef(module); !fromRegistry {
+		if sub, err := files.Watch(module); err == nil { // a folder that is not there: the timer alone
+			defer sub.Stop()
+			changed = sub.C
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	case <-changed:
+	}
+	t.Reset(100 * time.Millisecond)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// changedSince tells whether the file at path (through its symlinks) may have changed since t:
+// its modification or change time (a rename sets the latter) is not clearly before t. A file
+// that cannot be read counts as changed.
+func changedSince(path string, t time.Time) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return true
+	}
+	return !lastChange(fi).Before(t.Add(-time.Second)) // file times can be coarse
+}
+
+// lastChange is the later of a file's modification and change times.
+func lastChange(fi os.FileInfo) time.Time {
+	changed := fi.ModTime()
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if c := time.Unix(st.Ctim.Unix()); c.After(changed) {
+			changed = c
+		}
+	}
+	return changed
+}
