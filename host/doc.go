@@ -11,4 +11,10 @@
 //   - source, handler, predicate, event: how informer events become queued requests.
 //   - crd: installing CustomResourceDefinitions from YAML and waiting until they are served.
 //   - controlplane: a local kube-apiserver and etcd for development and tests.
+//   - wasm: the wazero runtime: compile, check against the ABI, instance pools, the reconcile call.
+//   - plugin: a module as a controller: config, load, hot swap, identities; plugin/objects runs
+//     the plugins Plugin objects describe. Under plugin/internal: the permission policy, the
+//     guest's host calls, module sources and their triggers, and the versions kept or refused.
+//   - oci, crdwatch, metrics, demo: modules in registries, which kinds are served, metrics, and
+//     what `wasmrec dev` shows.
 package host

@@ -20,7 +20,7 @@ import (
 // starts it again after a backoff (backoff.Restart: 1s doubling to 1m): one plugin's failure does not stop the
 // host.
 func Follow(w *Watcher, kinds []schema.GroupVersionKind, r manager.Runnable, log logr.Logger) *Following {
-	return &Following{w: w, kinds: kinds, inner: r, log: log}
+	return &Following{w: w, kinds: kinds, inner: r, log: log, wake: make(chan struct{}, 1)}
 }
 
 // Following is a runnable that follows its kinds' CRDs.
@@ -30,6 +30,7 @@ type Following struct {
 	kinds []schema.GroupVersionKind
 	inner manager.Runnable
 	log   logr.Logger
+	wake  chan struct{} // SetKinds changed the kinds
 
 	// OnState, if set, is told when the runnable starts (true) and stops or waits (false).
 	OnState func(running bool)
@@ -59,11 +60,21 @@ func (f *Following) Name() string {
 	return fmt.Sprintf("%T", f.inner)
 }
 
-// SetKinds changes the kinds followed from now on.
+// SetKinds changes the kinds followed from now on. A runnable waiting for a kind no longer
+// among them starts if the rest are served; a running one stops if a new kind is not.
 func (f *Following) SetKinds(kinds []schema.GroupVersionKind) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.kinds = kinds
+	f.mu.Unlock()
+	f.poke()
+}
+
+// poke wakes Start to look at the kinds again.
+func (f *Following) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 }
 
 // missing lists the kinds not served now.
@@ -89,6 +100,17 @@ func (f *Following) Start(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
+	// CRD changes and SetKinds both wake the loop below.
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+				f.poke()
+			}
+		}
+	}()
 	restarts := backoff.Restart.Start()
 	for {
 		if m := f.missing(); len(m) > 0 {
@@ -97,7 +119,7 @@ func (f *Following) Start(ctx context.Context) error {
 				select {
 				case <-ctx.Done():
 					return nil
-				case <-changes:
+				case <-f.wake:
 				}
 			}
 		}
@@ -129,7 +151,7 @@ func (f *Following) Start(ctx context.Context) error {
 				case <-t.C:
 				}
 				break running
-			case <-changes:
+			case <-f.wake:
 				if m := f.missing(); len(m) > 0 {
 					f.log.Info("stopping: no longer served", "runnable", f.Name(), "kinds", strings.Join(m, "; "))
 					stop()

@@ -216,10 +216,10 @@ func (t *TagPoller) Start(ctx context.Context) error {
 		case <-timer.C:
 		}
 		next = t.Interval
-		if err := t.poll(ctx); err != nil {
+		if ref, err := t.poll(ctx); err != nil {
 			next = failures.Next()
 			unreachable.Do(func() {
-				t.Log.Error(err, "polling the module's tag; the current module keeps serving, and the registry is asked again with backoff (at most every few minutes is this said)", "next", next.Round(time.Second))
+				t.Log.Error(err, "polling the module's tag; the current module keeps serving, and the registry is asked again with backoff (said at most every few minutes)", "ref", ref, "next", next.Round(time.Second))
 			})
 			continue
 		}
@@ -229,26 +229,26 @@ func (t *TagPoller) Start(ctx context.Context) error {
 
 // poll swaps to the module the tag points at if it moved. Its error is the registry's: a module
 // refused is the target's to say.
-func (t *TagPoller) poll(ctx context.Context) error {
+func (t *TagPoller) poll(ctx context.Context) (ref string, err error) {
 	_, src := t.Target.Source()
 	ref, ok := OCIRef(src.Ref)
 	if !ok || strings.Contains(ref, "@") || t.OCI == nil {
-		return nil // a file, or pinned by digest: nothing moves
+		return ref, nil // a file, or pinned by digest: nothing moves
 	}
 	digest, err := t.OCI.Resolve(ctx, ref)
 	if err != nil || digest == src.ManifestDigest {
-		return err
+		return ref, err
 	}
 	m, err := t.OCI.Pull(ctx, ref)
 	if err != nil {
-		return fmt.Errorf("pulling %s: %w", ref, err)
+		return ref, fmt.Errorf("pulling %s: %w", ref, err)
 	}
 	t.Log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
 	_ = t.Target.SwapFrom(ctx, m.Wasm, src.Ref) // logs and counts a refusal
 	// Refused or not, this manifest has been tried: wait for the tag to move again. If the
 	// plugin moved to another source meanwhile, that one stays.
 	t.Target.Tried(src, m.ManifestDigest)
-	return nil
+	return ref, nil
 }
 
 // WaitFor waits until d has passed or, for a module file, until the file changes or appears

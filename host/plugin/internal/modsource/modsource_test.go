@@ -1,0 +1,144 @@
+package modsource
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/wasmrec/wasmrec/host/internal/filewatch"
+	"github.com/wasmrec/wasmrec/host/oci"
+)
+
+// target is a plugin as a trigger sees it, recording the swaps asked of it.
+type target struct {
+	mu    sync.Mutex
+	src   *Source
+	swaps [][]byte
+	moved chan struct{}
+}
+
+func (t *target) Source() (<-chan struct{}, *Source) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.moved == nil {
+		t.moved = make(chan struct{})
+	}
+	return t.moved, t.src
+}
+
+func (t *target) Serving() string { return "sha256:serving" }
+
+func (t *target) SwapFrom(_ context.Context, wasm []byte, from string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.src.Ref == from {
+		t.swaps = append(t.swaps, wasm)
+	}
+	return nil
+}
+
+func (t *target) Tried(src *Source, manifestDigest string) {}
+
+func (t *target) swapped() [][]byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([][]byte(nil), t.swaps...)
+}
+
+func TestOCIRef(t *testing.T) {
+	for in, want := range map[string]string{"oci://reg:5000/repo:v1": "reg:5000/repo:v1", "oci:dir:v1": "oci:dir:v1", "plugin.wasm": ""} {
+		got, ok := OCIRef(in)
+		if got != want || ok != (want != "") {
+			t.Errorf("OCIRef(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
+func TestFetchNamesAMissingFile(t *testing.T) {
+	var f Fetcher
+	_, _, err := f.Fetch(context.Background(), nil, "/nonexistent/plugin.wasm")
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/plugin.wasm") {
+		t.Errorf("fetching a missing file: %v; want an error naming it", err)
+	}
+	if _, _, err := f.Fetch(context.Background(), nil, "oci://reg/repo:v1"); err == nil || !strings.Contains(err.Error(), "no OCI client") {
+		t.Errorf("a registry module without a client: %v", err)
+	}
+}
+
+func TestFileWatcherSwapsWhenTheFileChanges(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "plugin.wasm")
+	if err := os.WriteFile(path, []byte("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := filewatch.New(logr.Discard())
+	defer files.Close()
+	tg := &target{src: &Source{Ref: path, Fetched: time.Now().Add(time.Minute)}}
+	w := &FileWatcher{Plugin: "p", Target: tg, Files: files, Fetch: &Fetcher{}, Log: logr.Discard()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	time.Sleep(100 * time.Millisecond) // the watch is set up
+	// Replaced by rename, as a build tool or a kubelet volume does.
+	tmp := filepath.Join(dir, ".plugin.wasm.tmp")
+	if err := os.WriteFile(tmp, []byte("v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(tg.swapped()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no swap 5s after the module file was replaced")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := string(tg.swapped()[0]); got != "v2" {
+		t.Errorf("swapped to %q, want the new file's v2", got)
+	}
+}
+
+// A registry that fails is asked again with backoff, not on every poll.
+func TestTagPollerBacksOffAFailingRegistry(t *testing.T) {
+	var requests atomic.Int64
+	reg := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Error(w, `{"errors":[{"code":"NAME_UNKNOWN","message":"no such repository"}]}`, http.StatusNotFound)
+	}))
+	defer reg.Close()
+	host := strings.TrimPrefix(reg.URL, "http://")
+	client, err := oci.New(oci.Options{CacheDir: "-", Insecure: []string{host}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{src: &Source{Ref: "oci://" + host + "/plugins/p:v1"}}
+	const interval = 20 * time.Millisecond
+	p := &TagPoller{Plugin: "p", Target: tg, OCI: client, Interval: interval, Log: logr.Discard()}
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_ = p.Start(ctx)
+	// Polled every 20 ms, 1.5 s is 75 polls; with backoff (20, 40, 80, ... ms) it is 6 or 7.
+	n := requests.Load()
+	if n == 0 {
+		t.Fatal("the registry was never asked")
+	}
+	polls := 1500 * time.Millisecond / interval
+	if n > int64(polls)/4 {
+		t.Errorf("%d requests to a failing registry in 1.5s polled every %v: it is not backed off", n, interval)
+	}
+	if len(tg.swapped()) != 0 {
+		t.Error("a failing registry swapped something in")
+	}
+}

@@ -1,0 +1,216 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/metrics"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+// These tests run the swap protocol with no control plane: the manager is never started, its
+// client points nowhere, and kinds resolve through a fixed RESTMapper. The modules are the
+// hot-swap guest as clang built it (`make testguests`): v1 and v2 reconcile Things, v3 also
+// watches ConfigMaps, v5 watches Secrets and asks for them.
+
+var (
+	thingGVK  = schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}
+	cmGVK     = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secretGVK = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+)
+
+func offlineHost(t *testing.T) (*Host, *metrics.Metrics) {
+	t.Helper()
+	m := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{thingGVK, cmGVK, secretGVK} {
+		m.Add(gvk, meta.RESTScopeNamespace)
+	}
+	mgr, err := manager.New(&rest.Config{Host: "http://127.0.0.1:1"}, manager.Options{Cache: cache.Options{Mapper: m}, Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { engine.Close(context.Background()) })
+	met := metrics.New()
+	h, err := NewHost(mgr, engine, met, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h, met
+}
+
+func swapGuest(t *testing.T, version string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../bin/testguests/swap-v" + version + ".wasm")
+	if err != nil {
+		t.Fatalf("%v: run `make testguests`", err)
+	}
+	return b
+}
+
+func thingsGrant(more ...abi.Permission) Config {
+	return Config{Name: "swap", Module: "swap.wasm", Permissions: append([]abi.Permission{
+		{Group: "follow.wasmrec.dev", Resources: []string{"things"}, Verbs: []string{"get", "list", "watch"}}}, more...)}
+}
+
+func load(t *testing.T, h *Host, cfg Config, wasmBytes []byte) *Plugin {
+	t.Helper()
+	p, err := h.Load(context.Background(), cfg, wasmBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+func compiles(m *metrics.Metrics, plugin string) float64 {
+	return testutil.ToFloat64(m.Compiles.WithLabelValues(plugin))
+}
+
+func TestSwapPublishesAndRollsBackWithoutCompiling(t *testing.T) {
+	h, m := offlineHost(t)
+	v1, v2 := swapGuest(t, "1"), swapGuest(t, "2")
+	p := load(t, h, thingsGrant(), v1)
+	var events []SwapEvent
+	p.OnSwap = func(e SwapEvent) { events = append(events, e) }
+	ctx := context.Background()
+
+	if err := p.Swap(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Module().Digest(), digestOf(v2); got != want {
+		t.Fatalf("serving %s after the swap, want %s", got, want)
+	}
+	if err := p.Swap(ctx, v2); err != nil || len(events) != 1 {
+		t.Fatalf("a swap to the digest serving: %v, %d events; want nothing done", err, len(events))
+	}
+	before := compiles(m, "swap")
+	if err := p.Swap(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	if got := compiles(m, "swap"); got != before {
+		t.Errorf("a swap back to v1 compiled %g times; it was kept compiled", got-before)
+	}
+	if len(events) != 2 || !events[1].Rollback || events[1].To != digestOf(v1) {
+		t.Errorf("events %+v: want the second a rollback to v1", events)
+	}
+}
+
+func TestSwapRefusedForWhatItIsIsNotCompiledAgain(t *testing.T) {
+	h, m := offlineHost(t)
+	p := load(t, h, thingsGrant(), swapGuest(t, "1"))
+	ctx := context.Background()
+	serving := p.Module().Digest()
+
+	// v5 asks for list and watch on Secrets, which the grant does not hold.
+	v5 := swapGuest(t, "5")
+	err := p.Swap(ctx, v5)
+	if err == nil || !strings.Contains(err.Error(), "secrets") {
+		t.Fatalf("swap to a module asking for Secrets: %v; want a refusal naming secrets", err)
+	}
+	if p.Module().Digest() != serving {
+		t.Fatal("a refused module serves")
+	}
+	n := compiles(m, "swap")
+	for range 3 {
+		var before *RefusedBeforeError
+		if err := p.Swap(ctx, v5); !errors.As(err, &before) || before.Digest != digestOf(v5) {
+			t.Fatalf("swap to the refused module again: %v; want a RefusedBeforeError", err)
+		}
+	}
+	if got := compiles(m, "swap"); got != n {
+		t.Errorf("the refused module was compiled %g more times", got-n)
+	}
+	// Not a module: refused by the compiler, and remembered too.
+	garbage := []byte("\x00asm\x01\x00\x00\x00garbage")
+	if err := p.Swap(ctx, garbage); err == nil {
+		t.Fatal("garbage swapped in")
+	}
+	if err := p.Swap(ctx, garbage); !errors.As(err, new(*RefusedBeforeError)) {
+		t.Errorf("garbage again: %v; want a RefusedBeforeError", err)
+	}
+}
+
+func TestSwapToAModuleWatchingAnotherKindStartsItsWatchesFirst(t *testing.T) {
+	h, _ := offlineHost(t)
+	cm := abi.Permission{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}
+	p := load(t, h, thingsGrant(cm), swapGuest(t, "1"))
+	if err := p.Swap(context.Background(), swapGuest(t, "3")); err != nil {
+		t.Fatal(err)
+	}
+	kinds := p.Kinds()
+	if len(kinds) != 2 || kinds[0] != cmGVK || kinds[1] != thingGVK {
+		t.Errorf("kinds after a swap to v3: %v; want ConfigMap and Thing", kinds)
+	}
+	if err := p.Swap(context.Background(), swapGuest(t, "1")); err != nil {
+		t.Fatal(err)
+	}
+	if kinds := p.Kinds(); len(kinds) != 1 || kinds[0] != thingGVK {
+		t.Errorf("kinds after the swap back: %v; want Thing alone", kinds)
+	}
+}
+
+func TestLoadRefusedForWhatItIsIsNotCompiledAgain(t *testing.T) {
+	h, m := offlineHost(t)
+	cfg := thingsGrant()
+	v5 := swapGuest(t, "5")
+	if _, err := h.Load(context.Background(), cfg, v5); err == nil {
+		t.Fatal("a module asking for Secrets loaded under a grant without them")
+	}
+	var before *RefusedBeforeError
+	if _, err := h.Load(context.Background(), cfg, v5); !errors.As(err, &before) || !strings.Contains(err.Error(), `plugin "swap"`) {
+		t.Fatalf("loading it again: %v; want a RefusedBeforeError naming the plugin", err)
+	}
+	if got := compiles(m, "swap"); got != 1 {
+		t.Errorf("%g compiles; want 1", got)
+	}
+	// Other settings may let it in: it is tried again.
+	cfg.Permissions = append(cfg.Permissions, abi.Permission{Group: "", Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}})
+	load(t, h, cfg, v5)
+}
+
+func TestCloseLetsGoOfTheVersionsKept(t *testing.T) {
+	h, _ := offlineHost(t)
+	p, err := h.Load(context.Background(), thingsGrant(), swapGuest(t, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := p.Module().Digest()
+	if err := p.Swap(context.Background(), swapGuest(t, "2")); err != nil {
+		t.Fatal(err)
+	}
+	// The old module is retired in the background, then kept compiled for a swap back.
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(p.kept.Digests(), old) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the swapped-out module was not kept: %v", p.kept.Digests())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if kept := p.kept.Digests(); len(kept) != 0 {
+		t.Errorf("versions still kept after Close: %v", kept)
+	}
+	// The name is free again.
+	load(t, h, thingsGrant(), swapGuest(t, "1"))
+}
