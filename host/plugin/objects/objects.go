@@ -105,7 +105,7 @@ type resourcesRunnable struct {
 
 func (rr *resourcesRunnable) Name() string { return "plugins" }
 
-// NeedLeaderElection is false: every replica loads the plugins (see Resources).
+// NeedLeaderElection is false: every replica loads the plugins (see New).
 func (rr *resourcesRunnable) NeedLeaderElection() bool { return false }
 
 func (rr *resourcesRunnable) Start(ctx context.Context) error {
@@ -352,6 +352,33 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 	if !r.leading() {
 		return nil
 	}
+	var s *serving
+	if l != nil {
+		r.mu.Lock()
+		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr}
+		r.mu.Unlock()
+		s.digest, s.running, s.kinds = l.p.Module().Digest(), l.p.Running(), l.p.Kinds()
+	}
+	patch, _ := json.Marshal(map[string]any{"status": statusOf(u, s, loadErr)})
+	_, err := r.dynamic.Resource(GVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("writing Plugin %q's status: %w", u.GetName(), err)
+	}
+	return nil
+}
+
+// serving is what a Plugin's status says of its loaded plugin.
+type serving struct {
+	digest          string
+	swaps, refusals int64
+	lastErr         string // the last swap's refusal, or fetch failure; "" once one succeeds
+	running         bool
+	kinds           []schema.GroupVersionKind
+}
+
+// statusOf is the status (a merge patch) of Plugin u, whose plugin s serves (nil: not loaded,
+// for loadErr).
+func statusOf(u *unstructured.Unstructured, s *serving, loadErr string) map[string]any {
 	var conds []metav1.Condition
 	if raw, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
 		b, _ := json.Marshal(raw)
@@ -366,19 +393,16 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 	}
 	st := map[string]any{"observedGeneration": u.GetGeneration()}
 	lastErr := loadErr
-	if l != nil {
-		r.mu.Lock()
-		lastErr = l.lastErr
-		st["swaps"], st["refusals"] = l.swaps, l.refusals
-		r.mu.Unlock()
-		st["activeDigest"] = l.p.Module().Digest()
+	if s != nil {
+		lastErr = s.lastErr
+		st["swaps"], st["refusals"], st["activeDigest"] = s.swaps, s.refusals, s.digest
 	}
 	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
 	switch {
 	case paused:
 		set("Ready", false, "Paused", "spec.paused is set")
 		set("Degraded", false, "Paused", "")
-	case l == nil:
+	case s == nil:
 		set("Ready", false, "NotLoaded", lastErr)
 		set("Degraded", true, "LoadFailed", lastErr)
 	case lastErr != "":
@@ -389,24 +413,19 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 		set("Degraded", false, "Healthy", "")
 	}
 	switch {
-	case l == nil:
+	case s == nil:
 		meta.RemoveStatusCondition(&conds, "Running")
-	case l.p.Running():
+	case s.running:
 		set("Running", true, "Reconciling", "the controller runs")
 	default:
-		set("Running", false, "Waiting", fmt.Sprintf("waiting until %v are served (their CRDs installed) and this replica leads", l.p.Kinds()))
+		set("Running", false, "Waiting", fmt.Sprintf("waiting until %v are served (their CRDs installed) and this replica leads", s.kinds))
 	}
 	st["conditions"] = conds
 	st["lastError"] = nil // a merge patch: null removes it
 	if lastErr != "" {
 		st["lastError"] = lastErr
 	}
-	patch, _ := json.Marshal(map[string]any{"status": st})
-	_, err := r.dynamic.Resource(GVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing Plugin %q's status: %w", u.GetName(), err)
-	}
-	return nil
+	return st
 }
 
 // unload stops a plugin, removes it from the manager and closes its module.
