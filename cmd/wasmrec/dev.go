@@ -112,5 +112,6 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		extra = append(extra, &demo.Churn{Config: cp.Config, Interval: o.churn, Log: log.WithName("churn")})
 	}
 	fmt.Fprintf(stdout, "running plugins from %s; Ctrl-C stops\n", o.pluginsDir)
+	o.pluginObjects = true // dev runs the Plugin objects made on its control plane
 	return runHost(ctx, cp.Config, &hc, &o.hostOptions, log, extra...)
 }

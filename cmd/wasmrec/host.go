@@ -40,6 +40,8 @@ type hostOptions struct {
 	kubeAPIBurst   int
 	// gracefulShutdown bounds a stop; 0 takes the manager's default.
 	gracefulShutdown time.Duration
+	// pluginObjects runs the plugins of Plugin objects too.
+	pluginObjects bool
 }
 
 // clientConfig is cfg with the host's client-side limit on API requests: none unless
@@ -110,12 +112,14 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		log.Info("plugins act as their own ServiceAccounts", "namespace", host.Impersonate)
 	}
 	// Plugin objects (plugins.wasmrec.dev) run plugins too, once their CRD is installed.
-	resources, err := objects.New(host, log.WithName("plugins"))
-	if err != nil {
-		return err
-	}
-	if err := mgr.Add(resources); err != nil {
-		return err
+	if o.pluginObjects {
+		resources, err := objects.New(host, log.WithName("plugins"))
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(resources); err != nil {
+			return err
+		}
 	}
 	var ready atomic.Bool // caches synced and every plugin loaded or refused
 	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": m.Handler()}); err != nil {
@@ -214,7 +218,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	// retry loads a plugin whose module could not be had, on the backoff.ModuleFetch schedule
 	// (1 s doubling to 5 min): a registry that was down, or a module file not there yet, is
 	// picked up without a restart.
-	retry := func(pc plugin.Config, delays *backoff.Schedule) {
+	retry := func(pc plugin.Config, delays *backoff.Schedule, said error) {
 		for {
 			if !host.WaitForModule(mctx, pc.Module, delays.Last()) { // a module file that appears is tried at once
 				return
@@ -227,7 +231,11 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 				log.Error(err, "plugin not started", "plugin", pc.Name)
 				return
 			}
-			log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", delays.Next().Round(time.Millisecond))
+			next := delays.Next()
+			if err.Error() != said.Error() && !errors.As(err, new(*plugin.RefusedBeforeError)) { // said once
+				log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", next.Round(time.Millisecond))
+				said = err
+			}
 		}
 	}
 	type failure struct {
@@ -260,7 +268,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		for _, f := range unloaded {
 			delays := backoff.ModuleFetch.Start()
 			log.Error(f.err, "plugin not loaded; the others run, and it is tried again", "plugin", f.pc.Name, "in", delays.Next().Round(time.Millisecond))
-			retries.Go(func() { retry(f.pc, delays) })
+			retries.Go(func() { retry(f.pc, delays, f.err) })
 		}
 	}
 	go func() {

@@ -25,7 +25,11 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Run the plugins a config file lists against a cluster",
 		Long: `run loads every plugin the config file lists (module, granted permissions, concurrency,
 rate limits, timeout, memory cap) and runs their controllers against the cluster the kubeconfig
-flags point at, as kubectl would. A plugin that cannot be loaded is reported and left out.`,
+flags point at, as kubectl would. A plugin that cannot be loaded is reported and tried again
+with backoff (at once when its module file changes). It also runs the plugins that Plugin
+objects (plugins.wasmrec.dev) describe, once their CRD is installed; --plugin-objects=false
+leaves those to another host. Hosts that share Plugin objects need --leader-elect, or each runs
+their controllers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			hc, err := plugin.LoadHostConfig(configPath)
@@ -46,6 +50,7 @@ flags point at, as kubectl would. A plugin that cannot be loaded is reported and
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "the host config file (YAML): which plugins to run and with what")
+	cmd.Flags().BoolVar(&o.pluginObjects, "plugin-objects", true, "also run the plugins Plugin objects describe (false: only the config's)")
 	_ = cmd.MarkFlagRequired("config")
 	cmd.Flags().BoolVar(&le.enabled, "leader-elect", false, "run plugins only on the replica holding the Lease (run two or more replicas for failover)")
 	cmd.Flags().StringVar(&le.namespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace, else default)")

@@ -181,7 +181,7 @@ var (
 func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
 	wasmBytes, src, err := h.fetcher.Fetch(ctx, h.OCI, cfg.Module)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
+		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, &FetchError{Module: cfg.Module, Err: err})
 	}
 	p, err := h.Load(ctx, cfg, wasmBytes)
 	if p != nil {
@@ -218,9 +218,11 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	mod, err := h.engine.Compile(ctx, wasmBytes, p.moduleOptions())
 	if err != nil {
-		if ctx.Err() == nil {
-			h.refusedLoads.remember(cfg, digest, err)
+		if ctx.Err() != nil {
+			return nil, err
 		}
+		err = &RefusedError{Err: err}
+		h.refusedLoads.remember(cfg, digest, err)
 		return nil, err
 	}
 	fail := func(err error) (*Plugin, error) {
@@ -233,8 +235,10 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	// refuse fails for what the module is, under these settings: it is not compiled again
 	// until one of them changes.
 	refuse := func(err error) (*Plugin, error) {
+		_, err = fail(err)
+		err = &RefusedError{Err: err}
 		h.refusedLoads.remember(cfg, digest, err)
-		return fail(err)
+		return nil, err
 	}
 	m := mod.Manifest()
 	v, err := p.versionOf(mod)
@@ -291,6 +295,14 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	return p, nil
 }
 
+// RefusedError is a module refused for what it is, under the plugin's settings: its ABI, its
+// manifest against the grant. It does not pass by itself: the module or the settings must change.
+type RefusedError struct{ Err error }
+
+func (e *RefusedError) Error() string { return e.Err.Error() }
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
 // refusedLoads remembers, per plugin name, the last module refused at load for what it is (its
 // ABI, its manifest under the grant) and the settings it was refused under, so that loading it
 // again, unchanged, is refused without compiling it.
@@ -313,7 +325,7 @@ func (r *refusedLoads) before(cfg Config, digest string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if l, ok := r.last[cfg.Name]; ok && l.digest == digest && l.settings == settingsOf(cfg) {
-		return fmt.Errorf("plugin %q: %w", cfg.Name, &RefusedBeforeError{Digest: digest, Err: l.err})
+		return &RefusedBeforeError{Digest: digest, Err: l.err} // l.err names the plugin
 	}
 	return nil
 }

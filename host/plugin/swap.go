@@ -355,7 +355,7 @@ type FetchError struct {
 	Err    error
 }
 
-func (e *FetchError) Error() string { return fmt.Sprintf("fetching module %s: %v", e.Module, e.Err) }
+func (e *FetchError) Error() string { return e.Err.Error() } // it names the module already
 
 func (e *FetchError) Unwrap() error { return e.Err }
 
@@ -365,9 +365,7 @@ func (e *FetchError) Unwrap() error { return e.Err }
 func (p *Plugin) SwapTo(ctx context.Context, module string) error {
 	wasmBytes, src, err := p.host.fetcher.Fetch(ctx, p.host.OCI, module)
 	if err != nil {
-		err = &FetchError{Module: module, Err: err}
-		p.log.Error(err, "the current module keeps serving", "serving", p.Module().Digest())
-		return err
+		return &FetchError{Module: module, Err: err} // the caller says it: it knows whether it is news
 	}
 	return p.swap(ctx, wasmBytes, "", src)
 }

@@ -3,6 +3,7 @@
 package objects
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -114,6 +115,7 @@ func (rr *resourcesRunnable) Start(ctx context.Context) error {
 		return err
 	}
 	rr.r.reads.Store(inf)
+	rr.r.runCtx = ctx
 	// A follower that becomes the leader writes every Plugin's status: it wrote none so far.
 	// (Objects reconciled after the election write it anyway; this covers the ones before.)
 	done := make(chan struct{})
@@ -150,6 +152,7 @@ type resources struct {
 	mu      sync.Mutex
 	running map[string]*loaded
 	failing map[string]*failing // Plugin objects whose plugin did not load, by name
+	runCtx  context.Context     // the controller's run: retries wait within it
 }
 
 // loaded is a plugin a Plugin object runs.
@@ -157,7 +160,8 @@ type loaded struct {
 	p         *plugin.Plugin
 	runnables []manager.Runnable
 	settings  string // the spec without the module: a change reloads
-	lastErr   string // the last refusal, cleared by a good swap
+	lastErr   string // the last refusal or fetch failure, cleared by a good swap
+	lastWhy   string // its reason: SwapRefused or FetchFailed
 	swaps     int64
 	refusals  int64
 	tried     string            // the last module a swap failed to, its retries, and when the
@@ -166,11 +170,19 @@ type loaded struct {
 }
 
 // failing is a Plugin object whose plugin could not be loaded: the settings and module tried,
-// the last error said, and the retry schedule.
+// the last failure said, the retry schedule, and the wait for the next try.
 type failing struct {
 	tried   string
-	lastErr string
+	last    failure
 	retries *backoff.Schedule
+	stop    context.CancelFunc // ends the wait for the next try
+}
+
+// failure is why a Plugin's plugin is not loaded, as its status says it.
+type failure struct {
+	reason   string // Invalid, FetchFailed, Refused or LoadFailed
+	msg      string
+	refusals int64 // modules refused, over the object's life
 }
 
 func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -180,9 +192,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	obj, err := inf.Get("", req.Name)
 	if apierrors.IsNotFound(err) {
-		r.mu.Lock()
-		delete(r.failing, req.Name)
-		r.mu.Unlock()
+		r.forgetFailure(req.Name)
 		r.unload(ctx, req.Name, nil)
 		return reconcile.Result{}, nil
 	}
@@ -195,11 +205,12 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	cfg, paused, err := ConfigOf(u)
 	if err != nil {
-		return reconcile.Result{}, r.status(ctx, u, nil, err.Error())
+		return reconcile.Result{}, r.status(ctx, u, nil, &failure{reason: "Invalid", msg: err.Error()})
 	}
 	if paused {
+		r.forgetFailure(cfg.Name)
 		r.unload(ctx, cfg.Name, u)
-		return reconcile.Result{}, r.status(ctx, u, nil, "")
+		return reconcile.Result{}, r.status(ctx, u, nil, nil)
 	}
 	module := cfg.Module
 	cfg.Module = ""
@@ -220,27 +231,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		}
 		p, err := r.host.LoadFile(ctx, cfg)
 		if err != nil {
-			// A registry may come back, a file may change: try again on the ModuleFetch schedule.
-			// A module refused before is not compiled again (LoadFile says so) and not reported
-			// again; neither is an error said already.
-			r.mu.Lock()
-			f := r.failing[cfg.Name]
-			if f == nil || f.tried != string(settings)+module {
-				f = &failing{tried: string(settings) + module, retries: backoff.ModuleFetch.Start()}
-				r.failing[cfg.Name] = f
-			}
-			again := errors.As(err, new(*plugin.RefusedBeforeError)) || f.lastErr == err.Error()
-			f.lastErr = err.Error()
-			delay := f.retries.Next()
-			r.mu.Unlock()
-			if again {
-				return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, nil, err.Error())
-			}
-			return reconcile.Result{RequeueAfter: delay}, r.refuse(ctx, u, "LoadFailed", err)
+			return reconcile.Result{}, r.loadFailed(ctx, u, cfg, string(settings), err)
 		}
-		r.mu.Lock()
-		delete(r.failing, cfg.Name)
-		r.mu.Unlock()
+		r.forgetFailure(cfg.Name)
 		// The counts are the object's: a reload, a restart or a new leader carries them on.
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
 		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
@@ -272,7 +265,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		wait := time.Until(l.due)
 		r.mu.Unlock()
 		if wait > 0 {
-			return reconcile.Result{RequeueAfter: wait}, r.status(ctx, u, l, "")
+			return reconcile.Result{RequeueAfter: wait}, r.status(ctx, u, l, nil)
 		}
 		if err := l.p.SwapTo(ctx, module); err != nil {
 			var fetch *plugin.FetchError
@@ -282,16 +275,99 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			news := false
 			if errors.As(err, &fetch) { // not a refusal of the module: OnSwap was not told
 				news = l.lastErr != err.Error()
-				l.lastErr = err.Error()
+				l.lastErr, l.lastWhy = err.Error(), "FetchFailed"
 			}
 			r.mu.Unlock()
 			if news {
+				if r.leading() {
+					r.log.Error(err, "the Plugin's module could not be fetched; the current module keeps serving, and it is tried again with backoff", "plugin", cfg.Name, "serving", l.p.Module().Digest(), "next", delay.Round(time.Millisecond))
+				}
 				r.event(u, corev1.EventTypeWarning, "FetchFailed", "%s keeps serving: %v", l.p.Module().Digest(), err)
 			}
-			return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, l, "")
+			return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, l, nil)
 		}
+	default:
+		// spec.module is the module serving: a failed move to another one is over.
+		r.mu.Lock()
+		if l.tried != "" {
+			l.tried, l.lastErr, l.lastWhy = "", "", ""
+		}
+		r.mu.Unlock()
 	}
-	return reconcile.Result{}, r.status(ctx, u, l, "")
+	return reconcile.Result{}, r.status(ctx, u, l, nil)
+}
+
+// loadFailed says why a Plugin's plugin did not load, once per distinct reason, and has it tried
+// again on the backoff.ModuleFetch schedule, or as soon as its module file changes. A module
+// refused for what it is is not compiled again (LoadFile says it was refused before) until it
+// or the settings change.
+func (r *resources) loadFailed(ctx context.Context, u *unstructured.Unstructured, cfg plugin.Config, settings string, err error) error {
+	var (
+		fetch  *plugin.FetchError
+		before *plugin.RefusedBeforeError
+	)
+	reason, first := "LoadFailed", err // first: the error as it was first said
+	switch {
+	case errors.As(err, &fetch):
+		reason = "FetchFailed"
+	case errors.As(err, &before):
+		reason, first = "Refused", before.Err
+	case errors.As(err, new(*plugin.RefusedError)):
+		reason = "Refused"
+	}
+	r.mu.Lock()
+	f := r.failing[cfg.Name]
+	if f == nil || f.tried != settings+cfg.Module {
+		if f != nil && f.stop != nil {
+			f.stop()
+		}
+		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
+		f = &failing{tried: settings + cfg.Module, retries: backoff.ModuleFetch.Start(), last: failure{refusals: refusals}}
+		r.failing[cfg.Name] = f
+	}
+	news := f.last.msg != first.Error()
+	if news && reason == "Refused" {
+		f.last.refusals++
+	}
+	f.last.reason, f.last.msg = reason, first.Error()
+	delay := f.retries.Next()
+	// Tried again after the delay, or at once when the module file changes.
+	if f.stop != nil {
+		f.stop()
+	}
+	wait, stop := context.WithCancel(r.runCtx)
+	f.stop = stop
+	last := f.last
+	r.mu.Unlock()
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}}
+	go func() {
+		if r.host.WaitForModule(wait, cfg.Module, delay) {
+			r.ctrl.Enqueue(req)
+		}
+	}()
+	shown := last
+	shown.msg = fmt.Sprintf("%s (tried again in %s, or as soon as the module file changes)", err.Error(), delay.Round(time.Second))
+	if _, fromRegistry := cfg.OCIRef(); fromRegistry {
+		shown.msg = fmt.Sprintf("%s (tried again in %s)", err.Error(), delay.Round(time.Second))
+	}
+	if !news {
+		return r.status(ctx, u, nil, &shown)
+	}
+	if r.leading() {
+		r.log.Error(err, "Plugin object's plugin not loaded; tried again with backoff", "plugin", cfg.Name, "reason", reason, "next", delay.Round(time.Millisecond))
+	}
+	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
+	return r.status(ctx, u, nil, &shown)
+}
+
+// forgetFailure drops what is remembered of a Plugin's failed loads.
+func (r *resources) forgetFailure(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f := r.failing[name]; f != nil && f.stop != nil {
+		f.stop()
+	}
+	delete(r.failing, name)
 }
 
 // onSwap records a swap's outcome on the Plugin object, whoever triggered it.
@@ -299,10 +375,10 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(plugin.
 	return func(s plugin.SwapEvent) {
 		r.mu.Lock()
 		if s.Err != nil {
-			l.lastErr = s.Err.Error()
+			l.lastErr, l.lastWhy = s.Err.Error(), "SwapRefused"
 			l.refusals++
 		} else {
-			l.lastErr = ""
+			l.lastErr, l.lastWhy = "", ""
 			l.swaps++
 		}
 		r.mu.Unlock()
@@ -323,7 +399,7 @@ func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, re
 		r.log.Error(err, "Plugin object refused", "plugin", u.GetName(), "reason", reason)
 	}
 	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
-	return r.status(ctx, u, nil, err.Error())
+	return r.status(ctx, u, nil, &failure{reason: reason, msg: err.Error()})
 }
 
 // leading is whether this replica leads: only the leader writes status and Events, so that
@@ -348,18 +424,18 @@ func (r *resources) event(u *unstructured.Unstructured, typ, reason, format stri
 // conditions are metav1.Conditions, set with apimachinery's helpers: a condition's
 // lastTransitionTime moves only when its status does. A failed write is returned, so that the
 // reconcile is retried with backoff.
-func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, loadErr string) error {
+func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, f *failure) error {
 	if !r.leading() {
 		return nil
 	}
 	var s *serving
 	if l != nil {
 		r.mu.Lock()
-		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr}
+		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy}
 		r.mu.Unlock()
 		s.digest, s.running, s.kinds = l.p.Module().Digest(), l.p.Running(), l.p.Kinds()
 	}
-	patch, _ := json.Marshal(map[string]any{"status": statusOf(u, s, loadErr)})
+	patch, _ := json.Marshal(map[string]any{"status": statusOf(u, s, f)})
 	_, err := r.dynamic.Resource(GVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("writing Plugin %q's status: %w", u.GetName(), err)
@@ -372,13 +448,14 @@ type serving struct {
 	digest          string
 	swaps, refusals int64
 	lastErr         string // the last swap's refusal, or fetch failure; "" once one succeeds
+	lastWhy         string // its reason: SwapRefused or FetchFailed
 	running         bool
 	kinds           []schema.GroupVersionKind
 }
 
 // statusOf is the status (a merge patch) of Plugin u, whose plugin s serves (nil: not loaded,
-// for loadErr).
-func statusOf(u *unstructured.Unstructured, s *serving, loadErr string) map[string]any {
+// for f).
+func statusOf(u *unstructured.Unstructured, s *serving, f *failure) map[string]any {
 	var conds []metav1.Condition
 	if raw, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
 		b, _ := json.Marshal(raw)
@@ -392,9 +469,15 @@ func statusOf(u *unstructured.Unstructured, s *serving, loadErr string) map[stri
 		meta.SetStatusCondition(&conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: u.GetGeneration()})
 	}
 	st := map[string]any{"observedGeneration": u.GetGeneration()}
-	lastErr := loadErr
+	lastErr, why := "", "LoadFailed"
+	if f != nil {
+		lastErr, why = f.msg, f.reason
+		if f.refusals > 0 {
+			st["refusals"] = f.refusals
+		}
+	}
 	if s != nil {
-		lastErr = s.lastErr
+		lastErr, why = s.lastErr, cmp.Or(s.lastWhy, "SwapRefused")
 		st["swaps"], st["refusals"], st["activeDigest"] = s.swaps, s.refusals, s.digest
 	}
 	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
@@ -404,10 +487,10 @@ func statusOf(u *unstructured.Unstructured, s *serving, loadErr string) map[stri
 		set("Degraded", false, "Paused", "")
 	case s == nil:
 		set("Ready", false, "NotLoaded", lastErr)
-		set("Degraded", true, "LoadFailed", lastErr)
+		set("Degraded", true, why, lastErr)
 	case lastErr != "":
 		set("Ready", true, "Serving", "the last good module serves")
-		set("Degraded", true, "SwapRefused", lastErr)
+		set("Degraded", true, why, lastErr)
 	default:
 		set("Ready", true, "Serving", "the module serves")
 		set("Degraded", false, "Healthy", "")

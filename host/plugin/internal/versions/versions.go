@@ -42,7 +42,7 @@ type RefusedBeforeError struct {
 }
 
 func (e *RefusedBeforeError) Error() string {
-	return fmt.Sprintf("module %s was refused before and is not tried again until it changes: %v", e.Digest, e.Err)
+	return fmt.Sprintf("%v (refused before as module %s: not compiled again until it or the plugin's settings change)", e.Err, e.Digest)
 }
 
 func (e *RefusedBeforeError) Unwrap() error { return e.Err }
