@@ -218,7 +218,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	// retry loads a plugin whose module could not be had, on the backoff.ModuleFetch schedule
 	// (1 s doubling to 5 min): a registry that was down, or a module file not there yet, is
 	// picked up without a restart.
-	retry := func(pc plugin.Config, delays *backoff.Schedule, said error) {
+	retry := func(pc plugin.Config, delays *backoff.Schedule) {
 		for {
 			if !host.WaitForModule(mctx, pc.Module, delays.Last()) { // a module file that appears is tried at once
 				return
@@ -232,10 +232,11 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 				return
 			}
 			next := delays.Next()
-			if err.Error() != said.Error() && !errors.As(err, new(*plugin.RefusedBeforeError)) { // said once
-				log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", next.Round(time.Millisecond))
-				said = err
+			if errors.As(err, new(*plugin.RefusedBeforeError)) {
+				log.Info("plugin still refused: its module is looked at again when it changes", "plugin", pc.Name, "refused", err.Error(), "in", next.Round(time.Millisecond))
+				continue
 			}
+			log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", next.Round(time.Millisecond))
 		}
 	}
 	type failure struct {
@@ -268,7 +269,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		for _, f := range unloaded {
 			delays := backoff.ModuleFetch.Start()
 			log.Error(f.err, "plugin not loaded; the others run, and it is tried again", "plugin", f.pc.Name, "in", delays.Next().Round(time.Millisecond))
-			retries.Go(func() { retry(f.pc, delays, f.err) })
+			retries.Go(func() { retry(f.pc, delays) })
 		}
 	}
 	go func() {
