@@ -96,6 +96,12 @@ func TestSwapUnderLoad(t *testing.T) {
 	for i := range objects {
 		logs.waitFor(t, 30*time.Second, fmt.Sprintf("v1 reconciled thing-%d n=0", i))
 	}
+	// A plugin limited to a namespace watches and reads through an informer of that namespace:
+	// the host lists no Things across the cluster for it.
+	thing := schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}
+	if c := mgr.GetCache(); c.Active(cache.Key{GroupVersionKind: thing}) || !c.Active(cache.Key{GroupVersionKind: thing, Namespace: ns}) {
+		t.Fatalf("Thing informers: cluster-wide %v, in %s %v; want only the namespace's", c.Active(cache.Key{GroupVersionKind: thing}), ns, c.Active(cache.Key{GroupVersionKind: thing, Namespace: ns}))
+	}
 
 	// The writer bumps spec.n of each Thing in turn, as fast as the API server takes it.
 	var (

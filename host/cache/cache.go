@@ -64,13 +64,20 @@ type Key struct {
 	// MetadataOnly informers hold *metav1.PartialObjectMetadata: cheaper for kinds a controller
 	// only maps to owners (Owns) or keys (Watches).
 	MetadataOnly bool
+	// Namespace, if set, limits the informer to one namespace: it lists and watches there
+	// only. Ignored for cluster-scoped kinds (Acquire clears it).
+	Namespace string
 }
 
 func (k Key) String() string {
+	s := k.GroupVersionKind.String()
 	if k.MetadataOnly {
-		return k.GroupVersionKind.String() + " (metadata only)"
+		s += " (metadata only)"
 	}
-	return k.GroupVersionKind.String()
+	if k.Namespace != "" {
+		s += " in namespace " + k.Namespace
+	}
+	return s
 }
 
 // Cache holds the host's shared informers. It is a manager Runnable: informers acquired before
@@ -179,6 +186,9 @@ func (c *Cache) Acquire(key Key) (*Informer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		key.Namespace = "" // one informer per cluster-scoped kind, whoever asks
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.informers[key]
@@ -233,7 +243,7 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 	)
 	switch typed, err := kubescheme.Scheme.New(key.GroupVersionKind); {
 	case key.MetadataOnly:
-		r := c.metadata.Resource(m.Resource)
+		r := c.metadata.Resource(m.Resource).Namespace(key.Namespace)
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) }
 		watchFn, example, client = r.Watch, &metav1.PartialObjectMetadata{}, c.metadata
 	case err == nil:
@@ -247,11 +257,11 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 			if err != nil {
 				return nil, err
 			}
-			return out, rc.Get().Resource(m.Resource.Resource).VersionedParams(&o, kubescheme.ParameterCodec).Do(ctx).Into(out)
+			return out, rc.Get().Namespace(key.Namespace).Resource(m.Resource.Resource).VersionedParams(&o, kubescheme.ParameterCodec).Do(ctx).Into(out)
 		}
 		watchFn = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.Watch = true
-			return rc.Get().Resource(m.Resource.Resource).VersionedParams(&o, kubescheme.ParameterCodec).Watch(ctx)
+			return rc.Get().Namespace(key.Namespace).Resource(m.Resource.Resource).VersionedParams(&o, kubescheme.ParameterCodec).Watch(ctx)
 		}
 		example, client = typed, rc
 		transform = func(obj any) (any, error) {
@@ -261,7 +271,7 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 			return obj, nil
 		}
 	default:
-		r := c.objects.Resource(m.Resource, "")
+		r := c.objects.Resource(m.Resource, key.Namespace)
 		list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) }
 		watchFn, example, client = r.Watch, &object.Object{}, c.objects
 	}

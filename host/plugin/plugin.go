@@ -259,7 +259,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if p.forGVK, err = parseGVK(m.For); err != nil {
 		return refuse(fmt.Errorf("for: %w", err))
 	}
-	p.reader = guest.NewReader(h.mgr.GetCache())
+	p.reader = guest.NewReader(h.mgr.GetCache(), cfg.Namespaces)
 	p.api = p.guestAPI()
 
 	copts := controller.Options{
@@ -741,12 +741,15 @@ func (p *Plugin) sourcesFor(m *abi.Manifest) (map[string]watched, error) {
 				return o.GetNamespace() == "" || slices.Contains(p.cfg.Namespaces, o.GetNamespace())
 			}))
 		}
-		key := cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly}
-		id, _ := json.Marshal(struct {
-			Role  string
-			Watch abi.Watch
-		}{role, w})
-		out[string(id)] = watched{key: key, src: source.Kind(c, key, h, preds...)}
+		// A plugin limited to namespaces watches through informers of those namespaces only.
+		for _, key := range p.keysFor(gvk, metadataOnly) {
+			id, _ := json.Marshal(struct {
+				Role      string
+				Watch     abi.Watch
+				Namespace string `json:",omitempty"`
+			}{role, w, key.Namespace})
+			out[string(id)] = watched{key: key, src: source.Kind(c, key, h, preds...)}
+		}
 		return nil
 	}
 	if err := add("for", m.For, false, handler.EnqueueRequestForObject()); err != nil {
@@ -764,6 +767,15 @@ func (p *Plugin) sourcesFor(m *abi.Manifest) (map[string]watched, error) {
 		}
 	}
 	return out, nil
+}
+
+// keysFor are the informers the plugin watches gvk through: one per namespace of the plugin,
+// or one for all (no namespaces, or a kind the API server says is cluster-scoped).
+func (p *Plugin) keysFor(gvk schema.GroupVersionKind, metadataOnly bool) []cache.Key {
+	if m, err := p.host.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
+		return guest.Keys(gvk, metadataOnly, nil)
+	}
+	return guest.Keys(gvk, metadataOnly, p.cfg.Namespaces)
 }
 
 // keysOf lists the distinct informers sources use, in a stable order.
@@ -786,13 +798,9 @@ func (p *Plugin) mapper(mode string) handler.MapFunc {
 		}
 	}
 	return func(ctx context.Context, o event.Object) []reconcile.Request { // abi.MapNamespace
-		inf, err := p.reader.Informer(ctx, p.forGVK)
+		objs, err := p.reader.List(ctx, p.forGVK, o.GetNamespace(), nil)
 		if err != nil {
 			p.log.Error(err, "mapping an event to the objects in its namespace")
-			return nil
-		}
-		objs, err := inf.List(o.GetNamespace(), nil)
-		if err != nil {
 			return nil
 		}
 		reqs := make([]reconcile.Request, 0, len(objs))

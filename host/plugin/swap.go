@@ -9,10 +9,10 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmrec/wasmrec/abi"
-	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
@@ -287,21 +287,26 @@ func (p *Plugin) enqueueAll(ctx context.Context) {
 	if !p.Running() {
 		return // a follower's controller has no queue; when it starts, it lists every object
 	}
-	// A reference of its own, given back at once: the reader's are released when the controller
+	// References of its own, given back at once: the reader's are released when the controller
 	// stops, which this may race with.
-	inf, err := p.host.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: p.forGVK})
-	if err != nil {
-		p.log.Error(err, "listing objects to reconcile after a swap")
-		return
-	}
-	defer inf.Release()
-	if err := inf.WaitForSync(ctx); err != nil {
-		p.log.Error(err, "listing objects to reconcile after a swap")
-		return
-	}
-	objs, err := inf.List("", nil)
-	if err != nil {
-		return
+	var objs []runtime.Object
+	for _, key := range p.keysFor(p.forGVK, false) {
+		inf, err := p.host.mgr.GetCache().Acquire(key)
+		if err != nil {
+			p.log.Error(err, "listing objects to reconcile after a swap")
+			return
+		}
+		if err := inf.WaitForSync(ctx); err != nil {
+			inf.Release()
+			p.log.Error(err, "listing objects to reconcile after a swap")
+			return
+		}
+		some, _ := inf.List("", nil)
+		objs = append(objs, some...)
+		inf.Release()
+		if inf.Key().Namespace == "" {
+			break
+		}
 	}
 	reqs := make([]reconcile.Request, 0, len(objs))
 	for _, o := range objs {

@@ -214,3 +214,21 @@ func TestCloseLetsGoOfTheVersionsKept(t *testing.T) {
 	// The name is free again.
 	load(t, h, thingsGrant(), swapGuest(t, "1"))
 }
+
+func TestAPluginInNamespacesWatchesThroughTheirInformersOnly(t *testing.T) {
+	h, _ := offlineHost(t)
+	cfg := thingsGrant(abi.Permission{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}})
+	cfg.Namespaces = []string{"team-a", "team-b"}
+	p := load(t, h, cfg, swapGuest(t, "3")) // Things, and the ConfigMaps of their namespaces
+	var got []string
+	for _, k := range p.currentKeys() {
+		got = append(got, k.String())
+	}
+	want := []string{
+		"/v1, Kind=ConfigMap in namespace team-a", "/v1, Kind=ConfigMap in namespace team-b",
+		"follow.wasmrec.dev/v1, Kind=Thing in namespace team-a", "follow.wasmrec.dev/v1, Kind=Thing in namespace team-b",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("informers %q; want one per kind and namespace, none cluster-wide: %q", got, want)
+	}
+}

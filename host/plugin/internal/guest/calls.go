@@ -286,11 +286,7 @@ func (c *Calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	if err := c.API.Reads.Wait(ctx, c.API.Log); err != nil {
 		return nil, err
 	}
-	inf, err := c.API.Reader.Informer(ctx, m.GroupVersionKind)
-	if err != nil {
-		return nil, err
-	}
-	obj, err := inf.Get(ref.Namespace, ref.Name)
+	obj, err := c.API.Reader.Get(ctx, m.GroupVersionKind, ref.Namespace, ref.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -314,11 +310,7 @@ func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fail(abi.StatusBadRequest, "labelSelector %q: %v", req.LabelSelector, err)
 	}
-	inf, err := c.API.Reader.Informer(ctx, m.GroupVersionKind)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := inf.List(req.Namespace, sel)
+	objs, err := c.API.Reader.List(ctx, m.GroupVersionKind, req.Namespace, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -489,10 +481,8 @@ func (c *Calls) event(ctx context.Context, body []byte) error {
 	regarding.SetName(ref.Name)
 	// The UID links the event to the object; look it up for the For kind, which is cached anyway.
 	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.WithKind(ref.Kind) == c.API.For {
-		if inf, err := c.API.Reader.Informer(ctx, c.API.For); err == nil {
-			if o, err := inf.Get(ref.Namespace, ref.Name); err == nil {
-				regarding.SetUID(o.(*object.Object).UID)
-			}
+		if o, err := c.API.Reader.Get(ctx, c.API.For, ref.Namespace, ref.Name); err == nil {
+			regarding.SetUID(o.(*object.Object).UID)
 		}
 	}
 	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
