@@ -60,7 +60,7 @@ func TestControllerFollowsItsCRD(t *testing.T) {
 		errorsBefore, _ := logs.matching("list/watch failing", "things")
 		must(t, crd.Uninstall(context.Background(), cfg, []string{"things.follow.wasmrec.dev"}, 0))
 		eventually(t, 30*time.Second, "the thing informer released", func() error {
-			if mgr.GetCache().Active(thingKey) {
+			if informerOf(mgr.GetCache(), thingKey) {
 				return fmt.Errorf("cycle %d: still active", cycle)
 			}
 			return nil

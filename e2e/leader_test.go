@@ -102,7 +102,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 	b := misbehaveReplica(t, ns, "b", true)
 	cmKey := cache.Key{GroupVersionKind: corev1.SchemeGroupVersion.WithKind("ConfigMap")}
 	eventually(t, 30*time.Second, "the follower's informers warm", func() error {
-		if !b.mgr.GetCache().Active(cmKey) {
+		if !informerOf(b.mgr.GetCache(), cmKey) {
 			return errors.New("no configmap informer on b")
 		}
 		return nil
@@ -215,7 +215,7 @@ func TestPluginResourceOnTwoReplicas(t *testing.T) {
 	// Both replicas loaded it; the follower holds its informers but does not reconcile.
 	thingKey := cache.Key{GroupVersionKind: schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}}
 	eventually(t, 30*time.Second, "the follower's Thing informer warm", func() error {
-		if !b.mgr.GetCache().Active(thingKey) {
+		if !informerOf(b.mgr.GetCache(), thingKey) {
 			return errors.New("no Thing informer on b")
 		}
 		return nil
@@ -316,7 +316,7 @@ func TestDeletedPluginReleasesItsInformersOnEveryReplica(t *testing.T) {
 		for _, k := range []cache.Key{thingKey, cmKey} {
 			for _, meta := range []bool{false, true} {
 				k.MetadataOnly = meta
-				if r.mgr.GetCache().Active(k) {
+				if informerOf(r.mgr.GetCache(), k) {
 					on = append(on, k.String())
 				}
 			}

@@ -260,7 +260,7 @@ func TestPluginResource(t *testing.T) {
 	})
 	thingKey := cache.Key{GroupVersionKind: schema.GroupVersionKind{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}}
 	eventually(t, 10*time.Second, "the plugin's informers released", func() error {
-		if mgr.GetCache().Active(thingKey) {
+		if informerOf(mgr.GetCache(), thingKey) {
 			return fmt.Errorf("still active")
 		}
 		return nil

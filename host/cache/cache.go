@@ -216,6 +216,20 @@ func (c *Cache) Active(key Key) bool {
 	return ok
 }
 
+// ActiveKeys lists the keys of the shared informers of gvk that exist now, in every namespace and
+// mode (full or metadata only).
+func (c *Cache) ActiveKeys(gvk schema.GroupVersionKind) []Key {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Key
+	for k := range c.informers {
+		if k.GroupVersionKind == gvk {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // mapping resolves gvk to a resource, with an error that says what to check.
 func (c *Cache) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) {
 	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
