@@ -215,6 +215,20 @@ func TestPluginResource(t *testing.T) {
 	waitStatus("swapped to v2 from the file", func() bool { return digest() == digestOf(module2(t, "swap-v2")) })
 	writeModule(t, file, module2(t, "swap-v1"))
 	waitStatus("the module written to the file swapped in", func() bool { return digest() == digestOf(module2(t, "swap-v1")) })
+	// A module written to the file and refused is Degraded, and stays so (the spec's move to the
+	// file is over; the refusal is the trigger's) until a good one is written.
+	writeModule(t, file, []byte("\x00asm\x01\x00\x00\x00not a module, written to "+file))
+	degradedByFile := func() bool { d, msg := condition("Degraded"); return d == "True" && strings.Contains(msg, "swapper") }
+	waitStatus("Degraded by the module written to the file", degradedByFile)
+	time.Sleep(2 * time.Second)
+	if !degradedByFile() {
+		t.Fatal("Degraded cleared while the refused module is still the file's")
+	}
+	writeModule(t, file, module2(t, "swap-v2"))
+	waitStatus("healthy on v2 from the file", func() bool {
+		d, _ := condition("Degraded")
+		return d == "False" && digest() == digestOf(module2(t, "swap-v2"))
+	})
 
 	// Another setting changes: the plugin is reloaded, and its counts carry on.
 	counts := func() (generation, observed, swaps, refusals int64) {
@@ -226,8 +240,8 @@ func TestPluginResource(t *testing.T) {
 		return u.GetGeneration(), observed, swaps, refusals
 	}
 	_, _, swapsBefore, refusalsBefore := counts()
-	if swapsBefore != 4 || refusalsBefore != 2 {
-		t.Errorf("status counts swaps=%d refusals=%d, want 4 and 2", swapsBefore, refusalsBefore)
+	if swapsBefore != 5 || refusalsBefore != 3 {
+		t.Errorf("status counts swaps=%d refusals=%d, want 5 and 3", swapsBefore, refusalsBefore)
 	}
 	_, err = dyn(t).Resource(pluginGVR).Patch(ctx, "swapper", types.MergePatchType, []byte(`{"spec":{"pollInterval":"300ms"}}`), metav1.PatchOptions{})
 	must(t, err)

@@ -286,6 +286,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			}
 			return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, l, nil)
 		}
+		r.mu.Lock()
+		l.tried = "" // the move is done: nothing pending
+		r.mu.Unlock()
 	default:
 		// spec.module is the module serving: a failed move to another one is over.
 		r.mu.Lock()
