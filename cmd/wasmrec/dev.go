@@ -29,6 +29,7 @@ type devOptions struct {
 	binDir        string
 	pluginsDir    string
 	kubeconfigOut string
+	plugins       []string
 	churn         time.Duration
 	duration      time.Duration
 }
@@ -37,21 +38,39 @@ func newDevCommand(stdout, stderr io.Writer) *cobra.Command {
 	o := &devOptions{}
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Start a local control plane and run the example plugins on it",
-		Long: `dev starts etcd and kube-apiserver from bin/ (built by 'make controlplane'), installs the
-example App CRD, creates objects for every example plugin and runs them: app (Go) and app-c (C)
-keep a ConfigMap and a Service per App, rollout stamps a config hash on a Deployment when its
-ConfigMap changes, failing fails on purpose so its retries show the backoff. Every few seconds
-dev edits something and the log shows the plugins answering. Ctrl-C stops it; the control plane
-and its data go with it.`,
+		Short: "Start a local control plane and run your plugins, or the example ones, on it",
+		Long: `dev starts etcd and kube-apiserver (found in --bin-dir, $KUBEBUILDER_ASSETS, beside the wasmrec
+binary, or in a bin/ above the working directory; 'make install' and 'make controlplane' put them
+there) and writes a kubeconfig for it.
+
+With --plugin, it runs your plugins: a folder is built (as 'wasmrec build' does) and built again
+whenever its sources change, and the host swaps to the new module without a restart; a .wasm file
+is run as it is, and swapped when it changes. A folder's host.yaml gives the plugin's grant (else
+it gets what its manifest asks for); its crds/*.yaml are installed and its samples/*.yaml applied.
+
+Without --plugin, it runs the example plugins on objects it makes: app (Go) and app-c (C) keep a
+ConfigMap and a Service per App, rollout stamps a config hash on a Deployment when its ConfigMap
+changes, failing fails on purpose so its retries show the backoff; every few seconds dev edits
+something and the log shows the plugins answering.
+
+Ctrl-C stops it; the control plane and its data go with it.`,
+		Example: `  # Run the plugin in the working directory, rebuilding it when its sources change:
+  wasmrec dev --plugin .
+
+  # Two plugins, one a built module:
+  wasmrec dev --plugin ./hello --plugin ./other/other.wasm
+
+  # The example plugins, for a minute:
+  wasmrec dev --duration 1m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), stdout, stderr) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default $KUBEBUILDER_ASSETS, else the nearest bin/ above the working directory)")
+	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default $KUBEBUILDER_ASSETS, else the wasmrec binary's directory, else the nearest bin/ above the working directory)")
+	f.StringArrayVar(&o.plugins, "plugin", nil, "a plugin's folder or .wasm file to run (repeat for more); without it, dev runs the example plugins")
 	f.StringVar(&o.pluginsDir, "plugins-dir", "", "directory holding the example plugins (default plugins/ beside etcd and kube-apiserver)")
-	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", filepath.Join(os.TempDir(), "wasmrec-dev.kubeconfig"), "where to write a kubeconfig for the local control plane")
-	f.DurationVar(&o.churn, "churn-interval", 4*time.Second, "how often to edit something (0 turns it off)")
+	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "where to write a kubeconfig for the local control plane (default wasmrec/dev.kubeconfig in the user's cache directory)")
+	f.DurationVar(&o.churn, "churn-interval", 4*time.Second, "how often the example run edits something (0 turns it off)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0 runs until interrupted)")
 	o.addFlags(cmd)
 	return cmd
@@ -68,17 +87,24 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
-	if o.pluginsDir == "" {
-		o.pluginsDir = filepath.Join(binDir, "plugins")
-	}
 	var hc plugin.HostConfig
-	if err := yaml.UnmarshalStrict(devConfig, &hc); err != nil {
-		return fmt.Errorf("the built-in dev config: %w", err)
+	var mine []*devPlugin
+	if len(o.plugins) > 0 {
+		if mine, err = loadDevPlugins(ctx, o.plugins, stdout); err != nil {
+			return err
+		}
+		for _, dp := range mine {
+			hc.Plugins = append(hc.Plugins, dp.config)
+		}
+		if err := hc.Validate(); err != nil {
+			return err
+		}
+	} else if err := o.examplePlugins(&hc, binDir); err != nil {
+		return err
 	}
-	for i := range hc.Plugins {
-		hc.Plugins[i].Module = filepath.Join(o.pluginsDir, hc.Plugins[i].Module)
-		if _, err := os.Stat(hc.Plugins[i].Module); err != nil {
-			return fmt.Errorf("plugin %q: %w: run `make plugins` to build the example plugins", hc.Plugins[i].Name, err)
+	if o.kubeconfigOut == "" {
+		if o.kubeconfigOut, err = defaultKubeconfig(); err != nil {
+			return err
 		}
 	}
 
@@ -91,16 +117,35 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	if err := os.WriteFile(o.kubeconfigOut, cp.Kubeconfig, 0o600); err != nil {
 		return fmt.Errorf("writing the kubeconfig: %w", err)
 	}
-	fmt.Fprintf(stdout, "control plane up at %s; kubeconfig written to %s\n", cp.Config.Host, o.kubeconfigOut)
+	fmt.Fprintf(stdout, "control plane up at %s; for kubectl:\n  export KUBECONFIG=%s\n", cp.Config.Host, o.kubeconfigOut)
 
-	if err := demo.InstallCRD(ctx, cp.Config); err != nil {
-		return err
-	}
 	pluginCRDs, err := crd.Parse(objects.CRD)
 	if err == nil {
 		err = crd.Install(ctx, cp.Config, pluginCRDs, 0)
 	}
 	if err != nil {
+		return err
+	}
+	o.pluginObjects = true // dev runs the Plugin objects made on its control plane
+	if len(mine) > 0 {
+		if err := installFolderObjects(ctx, cp.Config, mine, stdout); err != nil {
+			return err
+		}
+		var watched []*devPlugin
+		for _, dp := range mine {
+			if dp.dir != "" {
+				watched = append(watched, dp)
+			}
+		}
+		var extra []manager.Runnable
+		if len(watched) > 0 {
+			extra = append(extra, &devRebuilder{plugins: watched, log: log.WithName("dev")})
+		}
+		fmt.Fprintf(stdout, "running plugins %v; Ctrl-C stops\n", pluginNames(mine))
+		return runHost(ctx, cp.Config, &hc, &o.hostOptions, log, extra...)
+	}
+
+	if err := demo.InstallCRD(ctx, cp.Config); err != nil {
 		return err
 	}
 	if err := demo.SeedObjects(ctx, cp.Config); err != nil {
@@ -112,6 +157,35 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		extra = append(extra, &demo.Churn{Config: cp.Config, Interval: o.churn, Log: log.WithName("churn")})
 	}
 	fmt.Fprintf(stdout, "running plugins from %s; Ctrl-C stops\n", o.pluginsDir)
-	o.pluginObjects = true // dev runs the Plugin objects made on its control plane
 	return runHost(ctx, cp.Config, &hc, &o.hostOptions, log, extra...)
+}
+
+// examplePlugins fills hc with the example plugins, from the plugins directory.
+func (o *devOptions) examplePlugins(hc *plugin.HostConfig, binDir string) error {
+	if o.pluginsDir == "" {
+		o.pluginsDir = filepath.Join(binDir, "plugins")
+	}
+	if err := yaml.UnmarshalStrict(devConfig, hc); err != nil {
+		return fmt.Errorf("the built-in dev config: %w", err)
+	}
+	for i := range hc.Plugins {
+		hc.Plugins[i].Module = filepath.Join(o.pluginsDir, hc.Plugins[i].Module)
+		if _, err := os.Stat(hc.Plugins[i].Module); err != nil {
+			return fmt.Errorf("plugin %q: %w: run `make plugins` in the wasmrec checkout to build the example plugins, or run your own with --plugin", hc.Plugins[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// defaultKubeconfig is wasmrec/dev.kubeconfig in the user's cache directory.
+func defaultKubeconfig() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory for the kubeconfig (%w): set --kubeconfig-out", err)
+	}
+	dir = filepath.Join(dir, "wasmrec")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "dev.kubeconfig"), nil
 }

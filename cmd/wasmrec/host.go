@@ -24,6 +24,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin/objects"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/backoff"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // hostOptions are the flags run and dev share.
@@ -211,7 +212,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 		if err == nil {
 			m := p.Module().Manifest()
-			log.Info("plugin loaded", "plugin", pc.Name, "digest", p.Module().Digest(), "for", m.For.APIVersion+"/"+m.For.Kind, "module", pc.Module)
+			log.Info("plugin loaded", "plugin", pc.Name, "digest", p.Module().ShortDigest(), "for", kinds.String(m.For.APIVersion, m.For.Kind), "module", pc.Module)
 		}
 		return true, err
 	}

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 func newInspectCommand(stdout io.Writer) *cobra.Command {
@@ -42,7 +44,7 @@ func newInspectCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	o.addOCIFlags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
 	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
 	return cmd
 }
@@ -56,49 +58,45 @@ type inspection struct {
 	Imports     []string      `json:"imports"`
 	Manifest    *abi.Manifest `json:"manifest,omitempty"`
 	Permissions []string      `json:"permissions,omitempty"`
-	Error       string        `json:"error,omitempty"`
 }
 
-func inspect(ctx context.Context, path string, b []byte, output, cacheDir string, stdout io.Writer) error {
-	if output != "text" && output != "json" {
-		return fmt.Errorf("--output %q: use text or json", output)
-	}
+// checkModule reads a module as the host does at load: it must compile, speak the ABI and
+// give a manifest.
+func checkModule(ctx context.Context, path string, b []byte, cacheDir string) (*inspection, error) {
 	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer engine.Close(ctx)
-	in := inspection{File: path, Size: len(b)}
-	d, problem := engine.Inspect(ctx, b)
+	in := &inspection{File: path, Size: len(b)}
+	d, err := engine.Inspect(ctx, b)
+	if err != nil {
+		return nil, err
+	}
 	in.ABIVersion, in.Exports, in.Imports = d.ABIVersion, d.Exports, d.Imports
-	if problem == nil {
-		m, err := engine.Compile(ctx, b, wasm.Options{Name: "inspect"})
-		if err != nil {
-			problem = err
-		} else {
-			in.Digest, in.Manifest = m.Digest(), m.Manifest()
-			for _, r := range abi.Rules(in.Manifest.Permissions) {
-				in.Permissions = append(in.Permissions, r.String())
-			}
-			_ = m.Close(ctx)
-		}
+	m, err := engine.Compile(ctx, b, wasm.Options{Name: strings.TrimSuffix(filepath.Base(path), ".wasm")})
+	if err != nil {
+		return nil, err
 	}
-	if problem != nil {
-		in.Error = problem.Error()
+	defer m.Close(ctx)
+	in.Digest, in.Manifest = m.Digest(), m.Manifest()
+	for _, r := range abi.Rules(in.Manifest.Permissions) {
+		in.Permissions = append(in.Permissions, r.String())
 	}
-	if output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(in); err != nil {
-			return err
-		}
-	} else {
-		printInspection(stdout, &in)
+	return in, nil
+}
+
+// inspect prints what checkModule found, or, for a module the host would refuse, nothing but
+// the error.
+func inspect(ctx context.Context, path string, b []byte, output, cacheDir string, stdout io.Writer) error {
+	if output != "text" && output != "json" && output != "yaml" {
+		return fmt.Errorf("--output %q: use text, json or yaml", output)
 	}
-	if problem != nil {
-		return fmt.Errorf("%s is not a usable plugin: %w", path, problem)
+	in, err := checkModule(ctx, path, b, cacheDir)
+	if err != nil {
+		return fmt.Errorf("%s is not a usable plugin: %w", path, err)
 	}
-	return nil
+	return printAs(stdout, output, in, func(w io.Writer) { printInspection(w, in) })
 }
 
 func printInspection(w io.Writer, in *inspection) {
@@ -122,7 +120,7 @@ func printInspection(w io.Writer, in *inspection) {
 }
 
 func watchString(x abi.Watch) string {
-	s := x.APIVersion + ", Kind=" + x.Kind
+	s := kinds.String(x.APIVersion, x.Kind)
 	if x.Map != "" {
 		s += " (map: " + x.Map + ")"
 	}

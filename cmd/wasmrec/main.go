@@ -73,6 +73,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newDevCommand(stdout, stderr), newRunCommand(stdout, stderr), newInspectCommand(stdout), newPushCommand(stdout), newPullCommand(stdout), newRBACCommand(stdout), newVersionCommand(stdout))
+	root.AddCommand(newNewCommand(stdout), newBuildCommand(stdout, stderr), newDevCommand(stdout, stderr), newRunCommand(stdout, stderr), newInspectCommand(stdout), newPushCommand(stdout), newPullCommand(stdout), newRBACCommand(stdout), newVersionCommand(stdout))
 	return root.ExecuteContext(ctx)
 }

@@ -155,7 +155,7 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("inspect: %v\n%s", err, &out)
 	}
 	for _, want := range []string{"ABI version:  1", "wasmrec_reconcile: (i32) -> (i64)", "wasmrec.patch: (i32, i32) -> (i64)",
-		"for: demo.wasmrec.dev/v1, Kind=App", "patch demo.wasmrec.dev/apps/status"} {
+		"for: App.v1.demo.wasmrec.dev", "patch demo.wasmrec.dev/apps/status"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("inspect output lacks %q:\n%s", want, &out)
 		}
@@ -164,6 +164,14 @@ func TestInspect(t *testing.T) {
 	err := run(context.Background(), []string{"inspect", "../../bin/testguests/abi7.wasm"}, &out, &out)
 	if err == nil || !strings.Contains(err.Error(), "plugin speaks ABI v7, host speaks v1") {
 		t.Fatalf("inspect of an ABI v7 module: %v", err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("inspect of a module the host refuses printed more than the error:\n%s", &out)
+	}
+	out.Reset()
+	err = run(context.Background(), []string{"inspect", "-o", "yaml", "../../bin/plugins/app.wasm"}, &out, &out)
+	if err != nil || !strings.Contains(out.String(), "abiVersion: 1") {
+		t.Errorf("inspect -o yaml: %v\n%s", err, &out)
 	}
 }
 

@@ -80,6 +80,9 @@ func FindBinDir(dir string) (string, error) {
 		}
 		return filepath.Abs(dir)
 	}
+	if exe, err := os.Executable(); err == nil && hasBinaries(filepath.Dir(exe)) == nil {
+		return filepath.Dir(exe), nil // installed side by side (make install)
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -92,7 +95,7 @@ func FindBinDir(dir string) (string, error) {
 			break
 		}
 	}
-	return "", fmt.Errorf("controlplane: no bin/ with %v found from %s upwards: run `make controlplane` in the wasmrec checkout (it builds them from the Go module proxy), or set KUBEBUILDER_ASSETS", Binaries, wd)
+	return "", fmt.Errorf("controlplane: no bin/ with %v found from %s upwards: run `make install` in the wasmrec checkout (it installs them beside the wasmrec binary) or `make controlplane` (into its bin/), or set KUBEBUILDER_ASSETS", Binaries, wd)
 }
 
 func hasBinaries(dir string) error {

@@ -48,6 +48,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // Host loads plugins into a manager. One per process.
@@ -437,7 +438,7 @@ func (p *Plugin) Start(ctx context.Context) error {
 	if err := p.checkWatches(); err != nil {
 		return err
 	}
-	p.log.Info("plugin starting", "digest", p.Module().Digest(), "for", p.forGVK.String())
+	p.log.Info("plugin starting", "digest", p.Module().ShortDigest(), "for", kinds.String(p.forGVK.GroupVersion().String(), p.forGVK.Kind))
 	if m := p.host.metrics; m != nil {
 		m.RegisterPlugin(p.cfg.Name, p.stats)
 		defer m.UnregisterPlugin(p.cfg.Name)
@@ -699,7 +700,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		res, err = mod.Reconcile(ctx, &wasm.Call{
 			Request: abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))},
 			Host:    &guest.Calls{API: p.api, Policy: v.policy, Req: req},
-			Logger:  log.WithValues("digest", mod.Digest()),
+			Logger:  log.WithValues("digest", mod.ShortDigest()),
 		})
 		if !errors.Is(err, wasm.ErrClosed) || p.Module() == mod {
 			break

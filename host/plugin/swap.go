@@ -119,7 +119,7 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 	if p.OnSwap != nil {
 		p.OnSwap(SwapEvent{From: old.mod.Digest(), To: mod.Digest(), Rollback: reused})
 	}
-	p.log.Info("swapped the module", "from", old.mod.Digest(), "to", mod.Digest(), "rollback", reused, "took", time.Since(start).Round(time.Millisecond))
+	p.log.Info("swapped the module", "from", old.mod.ShortDigest(), "to", mod.ShortDigest(), "rollback", reused, "took", time.Since(start).Round(time.Millisecond))
 	if p.host.metrics != nil {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "swapped").Inc()
 	}
@@ -149,7 +149,7 @@ func (p *Plugin) swapRefused(from string, err error) error {
 }
 
 func (p *Plugin) refused(err error) error {
-	p.log.Error(err, "module swap refused; the current module keeps serving", "serving", p.Module().Digest())
+	p.log.Error(err, "module swap refused; the current module keeps serving", "serving", p.Module().ShortDigest())
 	if p.host.metrics != nil {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "refused").Inc()
 	}

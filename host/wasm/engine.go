@@ -105,6 +105,9 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	}
 	e.mu.Unlock()
 
+	if err := checkBinary(wasm); err != nil {
+		return nil, err
+	}
 	c = &code{key: key, refs: 1}
 	// Every module gets the loop checks: their yield points keep a looping guest from holding
 	// up the Go runtime's stop-the-world, whether or not the deadline may interrupt it.
@@ -208,6 +211,9 @@ func (e *Engine) Inspect(ctx context.Context, wasm []byte) (_ Describe, err erro
 	lock := digestOf(wasm) + "/interruptible=false" // as load locks
 	e.compiling.LockKey(lock)
 	defer func() { _ = e.compiling.UnlockKey(lock) }()
+	if err := checkBinary(wasm); err != nil {
+		return Describe{}, err
+	}
 	cm, err := r.CompileModule(ctx, wasm)
 	if err != nil {
 		return Describe{}, fmt.Errorf("not a valid WebAssembly module: %w", err)

@@ -3,6 +3,7 @@ package wasm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -213,7 +214,7 @@ func (inst *instance) readManifest(ctx context.Context) (*abi.Manifest, error) {
 	fn := inst.mod.ExportedFunction(abi.ExportManifest)
 	stack := []uint64{0}
 	if err := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), stack); err != nil {
-		return nil, fmt.Errorf("calling %s: %w", abi.ExportManifest, explain(err, inst.module.opts))
+		return nil, fmt.Errorf("calling %s: %w", abi.ExportManifest, explainPanic(explain(err, inst.module.opts), inst.stderr))
 	}
 	ptr, n := abi.UnpackPtrLen(stack[0])
 	if n > abi.MaxManifest {
@@ -229,6 +230,15 @@ func (inst *instance) readManifest(ctx context.Context) (*abi.Manifest, error) {
 func instanceFrom(ctx context.Context) *instance {
 	inst, _ := ctx.Value(instanceKey{}).(*instance)
 	return inst
+}
+
+// explainPanic puts the panic message the guest wrote before it trapped first in err.
+func explainPanic(err error, stderr *lineWriter) error {
+	if stderr == nil || stderr.panicked == "" {
+		return err
+	}
+	stderr.flush()
+	return fmt.Errorf("the plugin panicked: %s (%w)", stderr.panicked, err)
 }
 
 // trap ends the guest's call with an error.
@@ -280,19 +290,64 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	if inst == nil || !inst.admit(len(msg)) {
 		return
 	}
-	logLevel(inst.logger(), level, string(msg))
+	text, kv := splitLog(msg)
+	logLevel(inst.logger(), level, text, kv)
 }
 
-func logLevel(log logr.Logger, level int32, msg string) {
+// hostKeys are the keys the host puts on a plugin's log lines; a plugin's own key of the same
+// name is written "plugin.<key>", so that no line has a key twice.
+var hostKeys = map[string]bool{"plugin": true, "request": true, "reconcileID": true, "digest": true, "logger": true,
+	"stream": true, "severity": true, "msg": true, "level": true, "time": true, "controller": true, "err": true}
+
+// splitLog reads a log call's message: the text, then optionally a NUL byte and a JSON array of
+// alternating keys (strings) and values. What is not such an array stays part of the text.
+func splitLog(b []byte) (string, []any) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return string(b), nil
+	}
+	var pairs []any
+	dec := json.NewDecoder(bytes.NewReader(b[i+1:]))
+	dec.UseNumber()
+	if err := dec.Decode(&pairs); err != nil || dec.More() {
+		return string(bytes.ReplaceAll(b, []byte{0}, []byte(" "))), nil
+	}
+	kv := make([]any, 0, len(pairs)+len(pairs)%2)
+	for j := 0; j < len(pairs); j += 2 {
+		key, ok := pairs[j].(string)
+		if !ok {
+			key = fmt.Sprint(pairs[j])
+		}
+		if hostKeys[key] {
+			key = "plugin." + key
+		}
+		var v any = "(MISSING)"
+		if j+1 < len(pairs) {
+			v = pairs[j+1]
+		}
+		kv = append(kv, key, v)
+	}
+	return string(b[:i]), kv
+}
+
+func logLevel(log logr.Logger, level int32, msg string, kv []any) {
 	switch {
 	case level >= abi.LogError:
-		log.Error(nil, msg)
+		var err error
+		for j := 0; j+1 < len(kv); j += 2 {
+			if kv[j] == "error" {
+				err = errors.New(fmt.Sprint(kv[j+1]))
+				kv = append(kv[:j:j], kv[j+2:]...)
+				break
+			}
+		}
+		log.Error(err, msg, kv...)
 	case level == abi.LogWarn:
-		log.Info(msg, "severity", "warn") // logr has no warn level; "level" would clash with the handler's
+		log.Info(msg, append(kv, "severity", "warn")...) // logr has no warn level; "level" would clash with the handler's
 	case level == abi.LogInfo:
-		log.Info(msg)
+		log.Info(msg, kv...)
 	default:
-		log.V(1).Info(msg)
+		log.V(1).Info(msg, kv...)
 	}
 }
 
@@ -348,6 +403,9 @@ type lineWriter struct {
 	inst   *instance
 	stream string
 	buf    []byte
+	// panicked is the first "panic: ..." line written, kept for the error of a call that
+	// traps: a Go guest's panic message says what went wrong better than "unreachable".
+	panicked string
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -382,6 +440,9 @@ func (w *lineWriter) flush() {
 }
 
 func (w *lineWriter) emit(line []byte) {
+	if w.panicked == "" && bytes.HasPrefix(line, []byte("panic: ")) {
+		w.panicked = string(bytes.TrimPrefix(bytes.TrimRight(line, "\r"), []byte("panic: ")))
+	}
 	if w.inst.admit(len(line)) {
 		w.inst.logger().Info(string(bytes.TrimRight(line, "\r")), "stream", w.stream)
 	}

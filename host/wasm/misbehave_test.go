@@ -155,7 +155,10 @@ func TestModulesRefusedAtLoad(t *testing.T) {
 		{"abi v7", module(t, "testguests", "abi7"), "plugin speaks ABI v7, host speaks v1"},
 		{"bad import", module(t, "testguests", "badimport"), `invalid import["env"."launch_missiles"]`},
 		{"no version marker", []byte("\x00asm\x01\x00\x00\x00"), "not a wasmrec plugin: no wasmrec_abi_v<N> export"},
-		{"not wasm", []byte("#!/bin/sh\necho hi\n"), "not a valid WebAssembly module"},
+		{"not wasm", []byte("#!/bin/sh\necho hi\n"), "not a WebAssembly module: the file is not WebAssembly"},
+		{"native executable", []byte("\x7fELF\x02\x01\x01\x00"), "an ELF executable, built for this machine: GOOS=wasip1 GOARCH=wasm is missing"},
+		{"empty", nil, "not a WebAssembly module: the file is empty"},
+		{"truncated", module(t, "testguests", "noop")[:100], "not a valid WebAssembly module"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.Compile(context.Background(), tc.wasm, wasm.Options{Name: "bad"})

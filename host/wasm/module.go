@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,18 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 // Digest is the module's sha256, "sha256:<hex>".
 func (m *Module) Digest() string { return m.digest }
 
+// ShortDigest is the first 12 hex digits of the digest, as log lines show it.
+func (m *Module) ShortDigest() string { return ShortDigest(m.digest) }
+
+// ShortDigest cuts a "sha256:<hex>" digest to its first 12 hex digits.
+func ShortDigest(digest string) string {
+	_, hex, ok := strings.Cut(digest, ":")
+	if !ok {
+		hex = digest
+	}
+	return hex[:min(12, len(hex))]
+}
+
 // Manifest is what the plugin says about itself.
 func (m *Module) Manifest() *abi.Manifest { return m.manifest }
 
@@ -346,7 +359,7 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 		WithStartFunctions(abi.ExportInitialize)
 	mod, err := m.engine.instantiate(ctx, m.code.runtime, m.code.compiled, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("instantiating: %w", explain(err, m.opts))
+		return nil, fmt.Errorf("instantiating: %w", explainPanic(explain(err, m.opts), inst.stderr))
 	}
 	inst.mod = mod
 	inst.mem = mod.Memory()

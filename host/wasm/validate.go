@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -76,10 +77,58 @@ func describe(cm wazero.CompiledModule) (Describe, error) {
 	return d, nil
 }
 
+// buildAdvice is how plugins are built, for the errors of modules built otherwise.
+const buildAdvice = "build it with `wasmrec build`, which runs GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared for Go and clang --target=wasm32-wasi -mexec-model=reactor for C"
+
+// checkBinary says what a file that is not WebAssembly is, and how to build a plugin instead.
+func checkBinary(b []byte) error {
+	if bytes.HasPrefix(b, []byte("\x00asm")) {
+		return nil
+	}
+	what := "not WebAssembly (no \\0asm header)"
+	switch {
+	case len(b) == 0:
+		what = "empty"
+	case bytes.HasPrefix(b, []byte("\x7fELF")):
+		what = "an ELF executable, built for this machine: GOOS=wasip1 GOARCH=wasm is missing"
+	case bytes.HasPrefix(b, []byte{0xcf, 0xfa, 0xed, 0xfe}) || bytes.HasPrefix(b, []byte{0xce, 0xfa, 0xed, 0xfe}) || bytes.HasPrefix(b, []byte{0xca, 0xfe, 0xba, 0xbe}):
+		what = "a Mach-O executable, built for this machine: GOOS=wasip1 GOARCH=wasm is missing"
+	case bytes.HasPrefix(b, []byte("MZ")):
+		what = "a Windows executable, built for this machine: GOOS=wasip1 GOARCH=wasm is missing"
+	case bytes.HasPrefix(b, []byte("!<arch>")):
+		what = "an archive (a Go package built without a main package?)"
+	case bytes.HasPrefix(b, []byte{0x1f, 0x8b}):
+		what = "gzip data (an image layer? push and pull plugins with wasmrec push and pull)"
+	case bytes.HasPrefix(b, []byte("(module")):
+		what = "WebAssembly text (.wat): compile it to binary first"
+	}
+	return fmt.Errorf("not a WebAssembly module: the file is %s: %s", what, buildAdvice)
+}
+
+// checkBuild finds the usual build mistakes, which would otherwise show as a missing export or
+// an "unreachable" trap.
+func checkBuild(cm wazero.CompiledModule) error {
+	for _, def := range cm.ImportedFunctions() {
+		if mod, _, _ := def.Import(); mod == "gojs" {
+			return fmt.Errorf("built with GOOS=js, for browsers: plugins are built with GOOS=wasip1 GOARCH=wasm -buildmode=c-shared; %s", buildAdvice)
+		}
+	}
+	exports := cm.ExportedFunctions()
+	if _, start := exports["_start"]; start {
+		if _, init := exports[abi.ExportInitialize]; !init {
+			return fmt.Errorf("built as a WASI command (it exports _start, not %s): a plugin is a library the host calls; Go needs -buildmode=c-shared, C -mexec-model=reactor; %s", abi.ExportInitialize, buildAdvice)
+		}
+	}
+	return nil
+}
+
 // validate checks a compiled module against ABI v1: version first, then exports, then imports.
 func validate(cm wazero.CompiledModule) (Describe, error) {
 	d, err := describe(cm)
 	if err != nil {
+		return d, err
+	}
+	if err := checkBuild(cm); err != nil {
 		return d, err
 	}
 	switch d.ABIVersion {

@@ -2,11 +2,6 @@ module github.com/wasmrec/wasmrec/plugins/failing
 
 go 1.24
 
-require github.com/wasmrec/wasmrec/sdk/go v0.0.0
+require github.com/wasmrec/wasmrec/sdk/go v0.1.0
 
-require github.com/wasmrec/wasmrec/abi v0.0.0 // indirect
-
-replace (
-	github.com/wasmrec/wasmrec/abi => ../../abi
-	github.com/wasmrec/wasmrec/sdk/go => ../../sdk/go
-)
+require github.com/wasmrec/wasmrec/abi v0.1.0 // indirect

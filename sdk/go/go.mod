@@ -2,6 +2,4 @@ module github.com/wasmrec/wasmrec/sdk/go
 
 go 1.24
 
-require github.com/wasmrec/wasmrec/abi v0.0.0
-
-replace github.com/wasmrec/wasmrec/abi => ../../abi
+require github.com/wasmrec/wasmrec/abi v0.1.0

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmrec/wasmrec/internal/build"
+	"github.com/wasmrec/wasmrec/internal/kinds"
+)
+
+func newBuildCommand(stdout, stderr io.Writer) *cobra.Command {
+	var out, cacheDir string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "build [DIR]",
+		Short: "Build a plugin's folder to a module and check it as the host will",
+		Long: `build compiles the plugin in DIR (default the working directory) to DIR/<folder name>.wasm:
+a Go plugin (DIR holds go.mod) with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath,
+a C plugin (DIR holds .c files) with clang --target=wasm32-wasi -mexec-model=reactor, wasi-libc
+and the C SDK that comes with wasmrec. It then checks the module as the host does at load (ABI,
+exports, imports, manifest) and prints what it found.`,
+		Example: `  # Build the plugin in the working directory:
+  wasmrec build
+
+  # Build another folder, to a chosen file, showing the compiler's command line:
+  wasmrec build ./hello --out /tmp/hello.wasm -v`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			o := build.Options{Out: out}
+			if verbose {
+				o.Log = stderr
+			}
+			path, err := build.Build(dir, o)
+			if err != nil {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			in, err := checkModule(cmd.Context(), path, b, cacheDir)
+			if err != nil {
+				return fmt.Errorf("built %s, but it is not a usable plugin: %w", path, err)
+			}
+			_, err = fmt.Fprintf(stdout, "built %s (%s, ABI v%d): plugin %q reconciles %s\n", path, sizeString(in.Size), in.ABIVersion, in.Manifest.Name, kinds.String(in.Manifest.For.APIVersion, in.Manifest.For.Kind))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "the module file to write (default DIR/<folder name>.wasm)")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the compiler's command line")
+	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
+	return cmd
+}
+
+func sizeString(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

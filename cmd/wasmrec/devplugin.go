@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/wasmrec/wasmrec/host/crd"
+	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/internal/build"
+	"github.com/wasmrec/wasmrec/internal/kinds"
+)
+
+// devPlugin is one --plugin of `wasmrec dev`: a module file, or a plugin's folder that dev
+// builds, and builds again when its sources change.
+type devPlugin struct {
+	dir    string // "" for a module file
+	module string // the module file the host follows
+	config plugin.Config
+}
+
+// loadDevPlugins builds every folder and reads every plugin's settings: a folder's host.yaml
+// when it has one (the grant as it will be in production), else the grant the manifest asks for.
+func loadDevPlugins(ctx context.Context, paths []string, stdout io.Writer) ([]*devPlugin, error) {
+	var out []*devPlugin
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("--plugin %s: %w", p, err)
+		}
+		dp := &devPlugin{}
+		if st.IsDir() {
+			if dp.dir, err = filepath.Abs(p); err != nil {
+				return nil, err
+			}
+			hostYAML := filepath.Join(dp.dir, "host.yaml")
+			if _, err := os.Stat(hostYAML); err == nil {
+				hc, err := plugin.LoadHostConfig(hostYAML)
+				if err != nil {
+					return nil, fmt.Errorf("--plugin %s: %w", p, err)
+				}
+				if len(hc.Plugins) != 1 || strings.HasPrefix(hc.Plugins[0].Module, "oci:") {
+					return nil, fmt.Errorf("--plugin %s: %s must hold exactly one plugin whose module is a file, the one this folder builds", p, hostYAML)
+				}
+				dp.config, dp.module = hc.Plugins[0], hc.Plugins[0].Module
+			} else if dp.module, err = build.DefaultOut(dp.dir); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			if err := dp.build(); err != nil {
+				return nil, fmt.Errorf("--plugin %s: %w", p, err)
+			}
+			fmt.Fprintf(stdout, "built %s in %s\n", dp.module, time.Since(start).Round(100*time.Millisecond))
+		} else if dp.module, err = filepath.Abs(p); err != nil {
+			return nil, err
+		}
+		if dp.config.Name == "" {
+			b, err := os.ReadFile(dp.module)
+			if err != nil {
+				return nil, err
+			}
+			in, err := checkModule(ctx, dp.module, b, "")
+			if err != nil {
+				return nil, fmt.Errorf("--plugin %s: %w", p, err)
+			}
+			dp.config = plugin.Config{Name: in.Manifest.Name, Module: dp.module, Permissions: in.Manifest.Permissions}
+			fmt.Fprintf(stdout, "plugin %s has no host.yaml: dev grants it what its manifest asks for\n", dp.config.Name)
+		}
+		out = append(out, dp)
+	}
+	return out, nil
+}
+
+// build compiles the folder to a file beside the module and renames it into place, so that the
+// host's file watcher sees one whole new module.
+func (dp *devPlugin) build() error {
+	tmp := dp.module + ".building"
+	defer os.Remove(tmp)
+	if _, err := build.Build(dp.dir, build.Options{Out: tmp}); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dp.module)
+}
+
+// sources fingerprints what a build reads: the names, sizes and times of the folder's files,
+// less modules, samples and CRDs.
+func (dp *devPlugin) sources() string {
+	var b strings.Builder
+	_ = filepath.WalkDir(dp.dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if path != dp.dir && (strings.HasPrefix(name, ".") || name == "samples" || name == "crds") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(name) {
+		case ".go", ".c", ".h", ".mod", ".sum":
+			if info, err := d.Info(); err == nil {
+				fmt.Fprintf(&b, "%s %d %d\n", path, info.Size(), info.ModTime().UnixNano())
+			}
+		}
+		return nil
+	})
+	return b.String()
+}
+
+// devRebuilder builds a plugin's folder again when its sources change; the host swaps to the new
+// module as it does for any module file that changes. A failed build leaves the running version.
+type devRebuilder struct {
+	plugins []*devPlugin
+	log     logr.Logger
+}
+
+func (r *devRebuilder) Start(ctx context.Context) error {
+	seen := map[*devPlugin]string{}
+	for _, dp := range r.plugins {
+		seen[dp] = dp.sources()
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		for _, dp := range r.plugins {
+			now := dp.sources()
+			if now == seen[dp] {
+				continue
+			}
+			seen[dp] = now
+			start := time.Now()
+			log := r.log.WithValues("plugin", dp.config.Name)
+			if err := dp.build(); err != nil {
+				log.Error(err, "build failed: the running version stays")
+				continue
+			}
+			log.Info("rebuilt: swapping to the new module", "took", time.Since(start).Round(100*time.Millisecond).String())
+		}
+	}
+}
+
+// installFolderObjects installs each plugin folder's crds/*.yaml, then applies its
+// samples/*.yaml, so that the plugin has something to reconcile. A sample whose kind is not
+// served is said and skipped.
+func installFolderObjects(ctx context.Context, cfg *rest.Config, plugins []*devPlugin, stdout io.Writer) error {
+	for _, dp := range plugins {
+		if dp.dir == "" {
+			continue
+		}
+		crdFiles, _ := filepath.Glob(filepath.Join(dp.dir, "crds", "*.yaml"))
+		if len(crdFiles) > 0 {
+			crds, err := crd.Read(crdFiles...)
+			if err == nil {
+				err = crd.Install(ctx, cfg, crds, 0)
+			}
+			if err != nil {
+				return fmt.Errorf("installing %s: %w", strings.Join(crdFiles, ", "), err)
+			}
+			fmt.Fprintf(stdout, "installed the CRDs in %s\n", filepath.Join(dp.dir, "crds"))
+		}
+		samples, _ := filepath.Glob(filepath.Join(dp.dir, "samples", "*.yaml"))
+		for _, s := range samples {
+			if err := applyFile(ctx, cfg, s, stdout); err != nil {
+				fmt.Fprintf(stdout, "%v: fix the file; the plugin runs without it\n", err)
+			}
+		}
+	}
+	return nil
+}
+
+// applyFile server-side applies every object of a YAML file, as the field manager wasmrec-dev.
+func applyFile(ctx context.Context, cfg *rest.Config, path string, stdout io.Writer) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			hint := "put its CRD in the folder's crds/"
+			if kinds.BuiltInGroup(gvk.Group) {
+				hint = kinds.NotBuiltIn(gvk)
+			}
+			fmt.Fprintf(stdout, "%s: %s is not served (%s): not applied\n", path, kinds.String(u.GetAPIVersion(), u.GetKind()), hint)
+			continue
+		}
+		ri := dynamic.ResourceInterface(client.Resource(m.Resource))
+		if m.Scope.Name() == "namespace" {
+			if u.GetNamespace() == "" {
+				u.SetNamespace(metav1.NamespaceDefault)
+			}
+			ri = client.Resource(m.Resource).Namespace(u.GetNamespace())
+		}
+		body, err := u.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		force := true
+		if _, err := ri.Patch(ctx, u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
+			return fmt.Errorf("%s: applying %s %s: %w", path, kinds.String(u.GetAPIVersion(), u.GetKind()), u.GetName(), err)
+		}
+		name := u.GetName()
+		if u.GetNamespace() != "" {
+			name = u.GetNamespace() + "/" + name
+		}
+		fmt.Fprintf(stdout, "applied %s %s from %s\n", kinds.String(u.GetAPIVersion(), u.GetKind()), name, filepath.Base(path))
+	}
+}
+
+// pluginNames lists the plugins' names, sorted.
+func pluginNames(plugins []*devPlugin) []string {
+	var names []string
+	for _, dp := range plugins {
+		names = append(names, dp.config.Name)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmrec/wasmrec/internal/scaffold"
+)
+
+func newNewCommand(stdout io.Writer) *cobra.Command {
+	o := scaffold.Options{}
+	cmd := &cobra.Command{
+		Use:   "new NAME",
+		Short: "Make a plugin's folder: source, a test, a host.yaml and a sample object",
+		Long: `new makes the folder NAME with a plugin that builds and tests as it is: for Go, main.go,
+main_test.go (a test against the SDK's fake cluster) and go.mod; for C, NAME.c. Both get a
+host.yaml whose grant matches the plugin's manifest and samples/NAME.yaml, an object of the kind
+the plugin reconciles. The plugin marks each object it reconciles with an annotation: replace
+that with your logic. For Go, new runs 'go mod tidy' when Go is installed.`,
+		Example: `  # A Go plugin for ConfigMaps, then its test, its build and a local run:
+  wasmrec new hello --for v1/ConfigMap
+  cd hello && go test ./...
+  wasmrec build
+  wasmrec dev --plugin .
+
+  # A C plugin for Deployments:
+  wasmrec new rollout --lang c --for apps/v1/Deployment`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name = args[0]
+			files, err := scaffold.Write(o)
+			if err != nil {
+				return err
+			}
+			dir := o.Dir
+			if dir == "" {
+				dir = o.Name
+			}
+			for _, f := range files {
+				fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(dir, f))
+			}
+			if o.Lang == "go" {
+				if gobin, err := exec.LookPath("go"); err != nil {
+					fmt.Fprintf(stdout, "go is not on PATH: run 'go mod tidy' in %s once it is\n", dir)
+				} else {
+					tidy := exec.Command(gobin, "mod", "tidy")
+					tidy.Dir, tidy.Stdout, tidy.Stderr = dir, stdout, os.Stderr
+					fmt.Fprintln(stdout, "running go mod tidy (fetches the Go SDK)")
+					if err := tidy.Run(); err != nil {
+						return fmt.Errorf("go mod tidy in %s: %w: the files are written; fix the module setup and run it again", dir, err)
+					}
+				}
+			}
+			fmt.Fprintf(stdout, "\nnext:\n  cd %s\n", dir)
+			if o.Lang == "go" {
+				fmt.Fprintln(stdout, "  go test ./...")
+			}
+			fmt.Fprintln(stdout, "  wasmrec build\n  wasmrec dev --plugin .")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Lang, "lang", "go", "the plugin's language: go or c")
+	f.StringVar(&o.For, "for", "v1/ConfigMap", "the kind the plugin reconciles, as APIVERSION/KIND (apps/v1/Deployment, example.com/v1/Widget)")
+	f.StringVar(&o.Module, "module", "", "the Go module path (default NAME)")
+	f.StringVar(&o.Dir, "dir", "", "the folder to make (default NAME)")
+	return cmd
+}

@@ -1,0 +1,201 @@
+// Package build compiles a plugin's folder to a module: Go with GOOS=wasip1 GOARCH=wasm
+// -buildmode=c-shared, C with clang, wasi-libc and the C SDK that comes with wasmrec. It is what
+// `wasmrec build` and `wasmrec dev --plugin` run.
+package build
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/wasmrec/wasmrec/sdk"
+)
+
+// Lang is a plugin's language, as read from its folder.
+type Lang string
+
+const (
+	Go Lang = "go"
+	C  Lang = "c"
+)
+
+// Detect reads dir's language: Go if it holds go.mod, C if it holds .c files.
+func Detect(dir string) (Lang, error) {
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		return Go, nil
+	}
+	if cs, _ := filepath.Glob(filepath.Join(dir, "*.c")); len(cs) > 0 {
+		return C, nil
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("%s holds neither go.mod nor .c files: run wasmrec build in a plugin's folder (wasmrec new makes one)", dir)
+}
+
+// Options tune Build.
+type Options struct {
+	// Out is the module's path; defaults to DIR/<folder name>.wasm.
+	Out string
+	// Log receives the commands run, if set.
+	Log io.Writer
+}
+
+// DefaultOut is where Build writes dir's module by default.
+func DefaultOut(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(abs, filepath.Base(abs)+".wasm"), nil
+}
+
+// Build compiles the plugin in dir and returns the module's path. A failed build's error holds
+// the compiler's output.
+func Build(dir string, o Options) (string, error) {
+	lang, err := Detect(dir)
+	if err != nil {
+		return "", err
+	}
+	if o.Out == "" {
+		if o.Out, err = DefaultOut(dir); err != nil {
+			return "", err
+		}
+	}
+	if o.Out, err = filepath.Abs(o.Out); err != nil {
+		return "", err
+	}
+	switch lang {
+	case Go:
+		return o.Out, buildGo(dir, o)
+	default:
+		return o.Out, buildC(dir, o)
+	}
+}
+
+func buildGo(dir string, o Options) error {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return errors.New("go is not on PATH: install Go 1.24 or later (https://go.dev/dl) to build Go plugins")
+	}
+	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", o.Out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	return runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o.Log)
+}
+
+// WASI_SYSROOT, if set, is the wasi-libc sysroot; otherwise /usr/share/wasi-sysroot where it
+// exists (LLVM's layout), else /usr (Debian's wasi-libc package).
+func sysroot() string {
+	if s := os.Getenv("WASI_SYSROOT"); s != "" {
+		return s
+	}
+	if _, err := os.Stat("/usr/share/wasi-sysroot"); err == nil {
+		return "/usr/share/wasi-sysroot"
+	}
+	return "/usr"
+}
+
+func buildC(dir string, o Options) error {
+	clang := os.Getenv("CC")
+	if clang == "" {
+		clang = "clang"
+	}
+	clangPath, err := exec.LookPath(clang)
+	if err != nil {
+		return fmt.Errorf("%s is not on PATH: C plugins need clang, lld and wasi-libc (Debian and Ubuntu: apt-get install clang lld wasi-libc libclang-rt-dev-wasm32)", clang)
+	}
+	sdkPath, err := sdkDir()
+	if err != nil {
+		return err
+	}
+	sources, err := filepath.Glob(filepath.Join(dir, "*.c"))
+	if err != nil {
+		return err
+	}
+	for i, s := range sources {
+		sources[i] = filepath.Base(s)
+	}
+	args := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot(), "-mexec-model=reactor", "-O2", "-Wall",
+		"-I", sdkPath, "-o", o.Out}
+	args = append(append(args, sources...), filepath.Join(sdkPath, "wasmrec.c"))
+	cmd := exec.Command(clangPath, args...)
+	cmd.Dir = dir
+	err = runTool(cmd, "", o.Log)
+	var te *ToolError
+	if errors.As(err, &te) {
+		switch out := te.Output; {
+		case strings.Contains(out, "'stdio.h' file not found") || strings.Contains(out, "'stdlib.h' file not found") || strings.Contains(out, "'string.h' file not found"):
+			te.Advice = "wasi-libc is missing: install it (Debian and Ubuntu: apt-get install wasi-libc), or set WASI_SYSROOT to its sysroot"
+		case strings.Contains(out, "libclang_rt.builtins-wasm32.a"):
+			te.Advice = "the wasm32 compiler runtime is missing: install it (Debian and Ubuntu: apt-get install libclang-rt-dev-wasm32)"
+		case strings.Contains(out, "unable to execute command") && strings.Contains(out, "wasm-ld"):
+			te.Advice = "the wasm linker is missing: install lld (Debian and Ubuntu: apt-get install lld)"
+		}
+	}
+	return err
+}
+
+// sdkDir writes the C SDK to the user's cache, once per SDK version.
+func sdkDir() (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	sum := sha256.Sum256(append(append([]byte{}, sdk.CHeader...), sdk.CSource...))
+	dir := filepath.Join(cache, "wasmrec", "sdk-c", hex.EncodeToString(sum[:6]))
+	if b, err := os.ReadFile(filepath.Join(dir, "wasmrec.c")); err == nil && bytes.Equal(b, sdk.CSource) {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("writing the C SDK: %w", err)
+	}
+	for name, b := range map[string][]byte{"wasmrec.h": sdk.CHeader, "wasmrec.c": sdk.CSource} {
+		tmp := filepath.Join(dir, name+".tmp")
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			return "", fmt.Errorf("writing the C SDK: %w", err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("writing the C SDK: %w", err)
+		}
+	}
+	return dir, nil
+}
+
+// ToolError is a compiler that failed.
+type ToolError struct {
+	Command string
+	Output  string
+	// Advice says what to do, when the output shows a missing part of the toolchain.
+	Advice string
+	Err    error
+}
+
+func (e *ToolError) Error() string {
+	s := fmt.Sprintf("%s failed (%v):\n%s", e.Command, e.Err, strings.TrimRight(e.Output, "\n"))
+	if e.Advice != "" {
+		s += "\n" + e.Advice
+	}
+	return s
+}
+
+func (e *ToolError) Unwrap() error { return e.Err }
+
+func runTool(cmd *exec.Cmd, envPrefix string, log io.Writer) error {
+	line := envPrefix + filepath.Base(cmd.Path) + " " + strings.Join(cmd.Args[1:], " ")
+	if log != nil {
+		fmt.Fprintf(log, "(cd %s && %s)\n", cmd.Dir, line)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return &ToolError{Command: line, Output: string(out), Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+// Package kinds knows the built-in Kubernetes kinds without a cluster: their resource names and
+// scope, and the kind a misspelling most likely meant. `wasmrec new` uses it to fill a
+// scaffold's grant, and the host to say "did you mean ConfigMap?" for a kind no API serves.
+package kinds
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// Kind is a kind with its resource.
+type Kind struct {
+	Group, Version, Kind string
+	// Resource is the plural resource name: known for built-in kinds, guessed for others
+	// (ConfigMap -> configmaps, Policy -> policies).
+	Resource string
+	// Namespaced is false for the built-in cluster-scoped kinds; other kinds are taken to be
+	// namespaced.
+	Namespaced bool
+	// BuiltIn is true for a kind of the API server's own groups.
+	BuiltIn bool
+}
+
+// APIVersion is "group/version", or "version" for the core group.
+func (k Kind) APIVersion() string {
+	return schema.GroupVersion{Group: k.Group, Version: k.Version}.String()
+}
+
+// ParseFor reads "APIVERSION/KIND" ("v1/ConfigMap", "apps/v1/Deployment",
+// "example.com/v1alpha1/Widget"). A kind of a built-in group that does not exist is an error
+// that names the kind it most likely meant.
+func ParseFor(s string) (Kind, error) {
+	i := strings.LastIndex(s, "/")
+	if i <= 0 || i == len(s)-1 {
+		return Kind{}, fmt.Errorf("--for %q: write APIVERSION/KIND, as in v1/ConfigMap or apps/v1/Deployment", s)
+	}
+	gv, err := schema.ParseGroupVersion(s[:i])
+	if err != nil || gv.Version == "" {
+		return Kind{}, fmt.Errorf("--for %q: %q is not an apiVersion: write APIVERSION/KIND, as in v1/ConfigMap or apps/v1/Deployment", s, s[:i])
+	}
+	k := Lookup(gv.WithKind(s[i+1:]))
+	if BuiltInGroup(gv.Group) && !k.BuiltIn {
+		return Kind{}, fmt.Errorf("--for %q: %s", s, NotBuiltIn(gv.WithKind(s[i+1:])))
+	}
+	return k, nil
+}
+
+// Lookup returns what is known of gvk.
+func Lookup(gvk schema.GroupVersionKind) Kind {
+	k := Kind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespaced: true}
+	plural, _ := meta.UnsafeGuessKindToResource(gvk)
+	k.Resource = plural.Resource
+	if _, ok := builtIn()[gvk]; ok {
+		k.BuiltIn = true
+		k.Namespaced = !clusterScoped[gvk.GroupKind()]
+	}
+	return k
+}
+
+// BuiltInGroup reports whether group is one of the API server's own ("" is core).
+func BuiltInGroup(group string) bool {
+	for gvk := range builtIn() {
+		if gvk.Group == group {
+			return true
+		}
+	}
+	return false
+}
+
+// NotBuiltIn says that gvk, of a built-in group, does not exist, and what was most likely
+// meant: "v1 has no kind ConfigMaps: did you mean ConfigMap?".
+func NotBuiltIn(gvk schema.GroupVersionKind) string {
+	gv := gvk.GroupVersion().String()
+	if m := Suggest(gvk); m != "" {
+		return fmt.Sprintf("%s has no kind %s: did you mean %s?", gv, gvk.Kind, m)
+	}
+	return fmt.Sprintf("%s has no kind %s", gv, gvk.Kind)
+}
+
+// Suggest returns the built-in kind gvk's kind most likely misspells ("apps/v1 Deployment" when
+// the version differs), or "" when none is close.
+func Suggest(gvk schema.GroupVersionKind) string {
+	best, bestScore := "", 3
+	for known := range builtIn() {
+		if known.Group != gvk.Group {
+			continue
+		}
+		score := distance(strings.ToLower(gvk.Kind), strings.ToLower(known.Kind))
+		if singular := strings.TrimSuffix(strings.ToLower(gvk.Kind), "s"); singular == strings.ToLower(known.Kind) {
+			score = 0
+		}
+		name := known.Kind
+		if known.Version != gvk.Version {
+			score++
+			name = known.GroupVersion().String() + " " + known.Kind
+		}
+		if score < bestScore || score == bestScore && name < best {
+			best, bestScore = name, score
+		}
+	}
+	return best
+}
+
+var builtInKinds map[schema.GroupVersionKind]bool
+
+// builtIn is every kind of client-go's scheme that is an object (has metadata), not a list or
+// an options type.
+func builtIn() map[schema.GroupVersionKind]bool {
+	if builtInKinds != nil {
+		return builtInKinds
+	}
+	m := map[schema.GroupVersionKind]bool{}
+	for gvk, t := range scheme.Scheme.AllKnownTypes() {
+		if strings.HasSuffix(gvk.Kind, "List") || gvk.Version == "__internal" {
+			continue
+		}
+		if f, ok := t.FieldByName("ObjectMeta"); ok && f.Anonymous && f.Type == reflect.TypeFor[struct{}]() {
+			continue
+		} else if ok {
+			m[gvk] = true
+		}
+	}
+	builtInKinds = m
+	return m
+}
+
+// The built-in cluster-scoped kinds (kubectl api-resources --namespaced=false).
+var clusterScoped = map[schema.GroupKind]bool{}
+
+func init() {
+	for _, gk := range []string{
+		"Namespace", "Node", "PersistentVolume", "ComponentStatus",
+		"MutatingWebhookConfiguration.admissionregistration.k8s.io", "ValidatingWebhookConfiguration.admissionregistration.k8s.io",
+		"ValidatingAdmissionPolicy.admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io",
+		"MutatingAdmissionPolicy.admissionregistration.k8s.io", "MutatingAdmissionPolicyBinding.admissionregistration.k8s.io",
+		"CustomResourceDefinition.apiextensions.k8s.io", "APIService.apiregistration.k8s.io",
+		"TokenReview.authentication.k8s.io", "SelfSubjectReview.authentication.k8s.io",
+		"SelfSubjectAccessReview.authorization.k8s.io", "SelfSubjectRulesReview.authorization.k8s.io", "SubjectAccessReview.authorization.k8s.io",
+		"CertificateSigningRequest.certificates.k8s.io", "ClusterTrustBundle.certificates.k8s.io",
+		"FlowSchema.flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration.flowcontrol.apiserver.k8s.io",
+		"IngressClass.networking.k8s.io", "IPAddress.networking.k8s.io", "ServiceCIDR.networking.k8s.io",
+		"RuntimeClass.node.k8s.io", "PriorityClass.scheduling.k8s.io",
+		"ClusterRole.rbac.authorization.k8s.io", "ClusterRoleBinding.rbac.authorization.k8s.io",
+		"CSIDriver.storage.k8s.io", "CSINode.storage.k8s.io", "StorageClass.storage.k8s.io", "VolumeAttachment.storage.k8s.io",
+		"VolumeAttributesClass.storage.k8s.io", "DeviceClass.resource.k8s.io", "ResourceSlice.resource.k8s.io",
+		"StorageVersion.internal.apiserver.k8s.io",
+	} {
+		clusterScoped[schema.ParseGroupKind(gk)] = true
+	}
+}
+
+// distance is the Levenshtein distance of a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = slices.Min([]int{prev[j] + 1, cur[j-1] + 1, prev[j-1] + cost})
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// String is how wasmrec writes a kind, in logs, errors and output alike: "Deployment.v1.apps",
+// "ConfigMap.v1" (kind.version.group, as kubectl writes resources).
+func String(apiVersion, kind string) string {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return kind + "." + apiVersion
+	}
+	s := kind + "." + gv.Version
+	if gv.Group != "" {
+		s += "." + gv.Group
+	}
+	return s
+}

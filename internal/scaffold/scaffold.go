@@ -1,0 +1,110 @@
+// Package scaffold writes a new plugin's folder: source that builds and tests as it is, a
+// host.yaml whose grant matches the manifest, and a sample object, for Go or C. It is what
+// `wasmrec new` runs.
+package scaffold
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"text/template"
+
+	"github.com/wasmrec/wasmrec/internal/kinds"
+	"github.com/wasmrec/wasmrec/internal/release"
+)
+
+//go:embed templates
+var templates embed.FS
+
+// Options say what to write.
+type Options struct {
+	// Name is the plugin's name, and the folder's: lowercase letters, digits and dashes.
+	Name string
+	// Lang is "go" or "c".
+	Lang string
+	// For is the kind reconciled, "APIVERSION/KIND": "v1/ConfigMap", "apps/v1/Deployment".
+	For string
+	// Module is the Go module path; defaults to Name.
+	Module string
+	// Dir is where the folder is made; defaults to Name in the working directory.
+	Dir string
+}
+
+var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+type data struct {
+	Name, Module, SDKVersion string
+	APIVersion, Group, Kind  string
+	Resource, Annotation     string
+	Namespaced               bool
+}
+
+// Write makes the folder and returns the files written, relative to it. It refuses a folder
+// that exists and is not empty.
+func Write(o Options) ([]string, error) {
+	if !nameRE.MatchString(o.Name) {
+		return nil, fmt.Errorf("plugin name %q: use lowercase letters, digits and dashes, starting with a letter (it names the module file, the plugin in logs and its field manager)", o.Name)
+	}
+	if o.Lang != "go" && o.Lang != "c" {
+		return nil, fmt.Errorf("--lang %q: use go or c", o.Lang)
+	}
+	k, err := kinds.ParseFor(o.For)
+	if err != nil {
+		return nil, err
+	}
+	if o.Dir == "" {
+		o.Dir = o.Name
+	}
+	if o.Module == "" {
+		o.Module = o.Name
+	}
+	if entries, err := os.ReadDir(o.Dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("%s exists and is not empty: choose another name or folder (--dir)", o.Dir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	d := data{
+		Name: o.Name, Module: o.Module, SDKVersion: release.Version,
+		APIVersion: k.APIVersion(), Group: k.Group, Kind: k.Kind,
+		Resource: k.Resource, Namespaced: k.Namespaced,
+		Annotation: "wasmrec.dev/" + o.Name,
+	}
+	files := map[string]string{
+		"host.yaml":                   "templates/host.yaml.tmpl",
+		"samples/" + o.Name + ".yaml": "templates/sample.yaml.tmpl",
+		".gitignore":                  "templates/gitignore.tmpl",
+	}
+	if o.Lang == "go" {
+		files["go.mod"] = "templates/go/go.mod.tmpl"
+		files["main.go"] = "templates/go/main.go.tmpl"
+		files["main_test.go"] = "templates/go/main_test.go.tmpl"
+	} else {
+		files[o.Name+".c"] = "templates/c/plugin.c.tmpl"
+	}
+	var written []string
+	for out, in := range files {
+		t, err := template.ParseFS(templates, in)
+		if err != nil {
+			return nil, err
+		}
+		var b bytes.Buffer
+		if err := t.Execute(&b, d); err != nil {
+			return nil, fmt.Errorf("%s: %w", out, err)
+		}
+		path := filepath.Join(o.Dir, filepath.FromSlash(out))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+		written = append(written, out)
+	}
+	slices.Sort(written)
+	return written, nil
+}
