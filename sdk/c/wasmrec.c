@@ -176,7 +176,41 @@ void wasmrec_buf_free(wasmrec_buf *b) {
   b->len = b->cap = 0;
 }
 
-/* --- reading JSON: just enough to find a value by path --- */
+/* --- structured logs --- */
+
+void wasmrec_log_kvv(int level, const char *msg, va_list ap) {
+  wasmrec_buf b = {0};
+  wasmrec_buf_str(&b, msg);
+  const char *key = va_arg(ap, const char *);
+  if (key) {
+    b.len++; /* the NUL that wasmrec_buf_str left after msg */
+    wasmrec_buf_str(&b, "[");
+    for (int first = 1; key; key = va_arg(ap, const char *), first = 0) {
+      const char *value = va_arg(ap, const char *);
+      if (!first) wasmrec_buf_str(&b, ",");
+      wasmrec_buf_json_string(&b, key);
+      wasmrec_buf_str(&b, ",");
+      if (value) wasmrec_buf_json_string(&b, value);
+      else wasmrec_buf_str(&b, "null");
+    }
+    wasmrec_buf_str(&b, "]");
+  }
+  wasmrec_host_log(level, b.s, (uint32_t)b.len);
+  wasmrec_buf_free(&b);
+}
+
+void wasmrec_log_kv(int level, const char *msg, ...) {
+  va_list ap;
+  va_start(ap, msg);
+  wasmrec_log_kvv(level, msg, ap);
+  va_end(ap);
+}
+
+/* --- reading JSON: just enough to find a value by path, and to walk a container --- */
+
+/* Containers nested deeper than this below the value being skipped are refused (the recursion
+ * of skip_value stays within a small stack). */
+#define MAX_DEPTH 512
 
 static const char *ws(const char *p) {
   while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
@@ -190,39 +224,144 @@ static const char *skip_string(const char *p) {
   return *p ? p + 1 : NULL;
 }
 
-static const char *skip_value(const char *p) {
+static int digit(char c) { return c >= '0' && c <= '9'; }
+
+/* skip_scalar returns the end of the true, false, null or number at p, or NULL. */
+static const char *skip_scalar(const char *p) {
+  static const char *const words[] = {"true", "false", "null"};
+  for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+    size_t n = strlen(words[i]);
+    if (strncmp(p, words[i], n) == 0) return p + n;
+  }
+  if (*p == '-') p++;
+  if (!digit(*p)) return NULL;
+  while (digit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-') p++;
+  return p;
+}
+
+static const char *skip_value_at(const char *p, int depth) {
   p = ws(p);
   if (*p == '"') return skip_string(p);
-  if (*p == '{' || *p == '[') {
-    char close = *p == '{' ? '}' : ']';
-    p = ws(p + 1);
-    if (*p == close) return p + 1;
-    for (;;) {
-      if (close == '}') {
-        if (*p != '"' || !(p = skip_string(p))) return NULL;
-        p = ws(p);
-        if (*p++ != ':') return NULL;
-      }
-      if (!(p = skip_value(p))) return NULL;
+  if (*p != '{' && *p != '[') return skip_scalar(p);
+  if (depth >= MAX_DEPTH) return NULL;
+  char close = *p == '{' ? '}' : ']';
+  p = ws(p + 1);
+  if (*p == close) return p + 1;
+  for (;;) {
+    if (close == '}') {
+      if (*p != '"' || !(p = skip_string(p))) return NULL;
       p = ws(p);
-      if (*p == ',') { p = ws(p + 1); continue; }
-      return *p == close ? p + 1 : NULL;
+      if (*p++ != ':') return NULL;
     }
+    if (!(p = skip_value_at(p, depth + 1))) return NULL;
+    p = ws(p);
+    if (*p == ',') { p = ws(p + 1); continue; }
+    return *p == close ? p + 1 : NULL;
   }
-  while (*p && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n') p++;
+}
+
+/* skip_value returns the end of the value at p (after leading space), or NULL if it is
+ * malformed or truncated. */
+static const char *skip_value(const char *p) { return skip_value_at(p, 0); }
+
+/* hex4 reads 4 hex digits at p; it stops at the first other character (the NUL included). */
+static int hex4(const char *p, uint32_t *out) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    if (c >= '0' && c <= '9') v = v << 4 | (uint32_t)(c - '0');
+    else if (c >= 'a' && c <= 'f') v = v << 4 | (uint32_t)(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') v = v << 4 | (uint32_t)(c - 'A' + 10);
+    else return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* utf8 writes code point cp (not a surrogate, at most 0x10ffff) to w and returns its length. */
+static int utf8(uint32_t cp, char *w) {
+  if (cp < 0x80) { w[0] = (char)cp; return 1; }
+  if (cp < 0x800) {
+    w[0] = (char)(0xc0 | cp >> 6);
+    w[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    w[0] = (char)(0xe0 | cp >> 12);
+    w[1] = (char)(0x80 | (cp >> 6 & 0x3f));
+    w[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+  }
+  w[0] = (char)(0xf0 | cp >> 18);
+  w[1] = (char)(0x80 | (cp >> 12 & 0x3f));
+  w[2] = (char)(0x80 | (cp >> 6 & 0x3f));
+  w[3] = (char)(0x80 | (cp & 0x3f));
+  return 4;
+}
+
+/* unescape decodes one character of a JSON string at p (not its closing quote): a byte as it
+ * is, or an escape as UTF-8. It writes n (1 to 4) bytes to w and returns what follows, or NULL
+ * for the end of the text, a bad escape, a lone surrogate or \u0000. */
+static const char *unescape(const char *p, char w[4], int *n) {
+  static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+  *n = 1;
+  if (!*p) return NULL;
+  if (*p != '\\') { w[0] = *p; return p + 1; }
+  p++;
+  const char *e = *p ? strchr(from, *p) : NULL;
+  if (e) { w[0] = to[e - from]; return p + 1; }
+  uint32_t cp, lo;
+  if (*p != 'u' || !hex4(p + 1, &cp) || cp == 0 || (cp >= 0xdc00 && cp <= 0xdfff)) return NULL;
+  p += 5;
+  if (cp >= 0xd800 && cp <= 0xdbff) {
+    if (p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, &lo) || lo < 0xdc00 || lo > 0xdfff) return NULL;
+    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+    p += 6;
+  }
+  *n = utf8(cp, w);
   return p;
+}
+
+/* decode_string decodes the string whose opening quote is at p into dst, which has room for
+ * end - p bytes (decoding never lengthens, and the quotes make room for the NUL), end being
+ * skip_string(p). It returns 0 for a bad escape. */
+static int decode_string(const char *p, const char *end, char *dst) {
+  for (p++; p < end - 1;) {
+    int n;
+    if (!(p = unescape(p, dst, &n))) return 0;
+    dst += n;
+  }
+  *dst = 0;
+  return p == end - 1;
+}
+
+/* match_key compares the key whose opening quote is at p with seg (n bytes), escapes
+ * resolved. It returns the character after the closing quote, or NULL for a bad key. */
+static const char *match_key(const char *p, const char *seg, size_t n, int *match) {
+  size_t i = 0;
+  *match = 1;
+  for (p++; *p != '"';) {
+    char c[4];
+    int k;
+    if (!(p = unescape(p, c, &k))) return NULL;
+    if (*match && i + (size_t)k <= n && memcmp(seg + i, c, (size_t)k) == 0) i += (size_t)k;
+    else *match = 0;
+  }
+  *match = *match && i == n;
+  return p + 1;
 }
 
 /* find returns where the value at path starts, or NULL. A segment of digits indexes an array
  * ("spec.containers.0.image"). */
 static const char *find(const char *json, const char *path) {
   const char *p = ws(json);
+  if (!path) path = "";
   while (*path) {
     const char *dot = strchr(path, '.');
     size_t klen = dot ? (size_t)(dot - path) : strlen(path);
     if (*p == '[') {
       size_t index = 0, i;
-      for (i = 0; i < klen && path[i] >= '0' && path[i] <= '9'; i++) index = index * 10 + (size_t)(path[i] - '0');
+      for (i = 0; i < klen && digit(path[i]); i++) index = index * 10 + (size_t)(path[i] - '0');
       if (klen == 0 || i != klen) return NULL;
       p = ws(p + 1);
       if (*p == ']') return NULL;
@@ -239,10 +378,9 @@ static const char *find(const char *json, const char *path) {
     p = ws(p + 1);
     const char *found = NULL;
     while (*p == '"') {
-      const char *kend = skip_string(p);
-      if (!kend) return NULL;
-      int match = (size_t)(kend - p - 2) == klen && strncmp(p + 1, path, klen) == 0;
-      p = ws(kend);
+      int match;
+      if (!(p = match_key(p, path, klen, &match))) return NULL;
+      p = ws(p);
       if (*p++ != ':') return NULL;
       p = ws(p);
       if (match) { found = p; break; }
@@ -262,33 +400,77 @@ int wasmrec_json_string(const char *json, const char *path, char **out) {
   if (!p || *p != '"') return 0;
   const char *end = skip_string(p);
   if (!end) return 0;
-  char *s = malloc((size_t)(end - p)), *w = s;
-  for (const char *r = p + 1; r < end - 1; r++) {
-    if (*r != '\\') { *w++ = *r; continue; }
-    switch (*++r) {
-    case 'n': *w++ = '\n'; break;
-    case 't': *w++ = '\t'; break;
-    case 'r': *w++ = '\r'; break;
-    case 'u': {
-      unsigned cp = 0;
-      sscanf(r + 1, "%4x", &cp);
-      r += 4;
-      if (cp < 0x80) *w++ = (char)cp;
-      else if (cp < 0x800) { *w++ = (char)(0xc0 | cp >> 6); *w++ = (char)(0x80 | (cp & 0x3f)); }
-      else { *w++ = (char)(0xe0 | cp >> 12); *w++ = (char)(0x80 | ((cp >> 6) & 0x3f)); *w++ = (char)(0x80 | (cp & 0x3f)); }
-      break;
-    }
-    default: *w++ = *r;
-    }
+  char *s = malloc((size_t)(end - p));
+  if (!s) __builtin_trap();
+  if (!decode_string(p, end, s)) {
+    free(s);
+    return 0;
   }
-  *w = 0;
   *out = s;
   return 1;
 }
 
 int wasmrec_json_int(const char *json, const char *path, int64_t *out) {
   const char *p = find(json, path);
-  if (!p || !(*p == '-' || (*p >= '0' && *p <= '9'))) return 0;
+  if (!p || !(*p == '-' || digit(*p))) return 0;
   *out = strtoll(p, NULL, 10);
+  return 1;
+}
+
+/* --- walking an object or an array --- */
+
+int wasmrec_json_iter_init(wasmrec_json_iter *it, const char *json, const char *path) {
+  *it = (wasmrec_json_iter){0};
+  const char *p = find(json, path);
+  if (!p || (*p != '{' && *p != '[')) return 0;
+  if (!skip_value(p)) { /* malformed or truncated: nothing is returned, not even a first part */
+    it->error = 1;
+    return 0;
+  }
+  it->object = *p == '{';
+  it->p = ws(p + 1);
+  return 1;
+}
+
+void wasmrec_json_iter_free(wasmrec_json_iter *it) {
+  free(it->key);
+  it->key = NULL;
+  it->key_cap = 0;
+  it->p = NULL;
+}
+
+/* iter_stop ends the walk, an error if bad; next returns its 0. */
+static int iter_stop(wasmrec_json_iter *it, int bad) {
+  wasmrec_json_iter_free(it);
+  it->error = bad;
+  return 0;
+}
+
+int wasmrec_json_next(wasmrec_json_iter *it, const char **key, const char **value, size_t *len) {
+  const char *p = it->p;
+  if (!p) return 0;
+  if (*p == (it->object ? '}' : ']')) return iter_stop(it, 0);
+  *key = NULL;
+  if (it->object) {
+    const char *end = *p == '"' ? skip_string(p) : NULL;
+    if (!end) return iter_stop(it, 1);
+    if (it->key_cap < (size_t)(end - p)) {
+      free(it->key);
+      it->key_cap = (size_t)(end - p) < 64 ? 64 : (size_t)(end - p);
+      if (!(it->key = malloc(it->key_cap))) __builtin_trap();
+    }
+    if (!decode_string(p, end, it->key)) return iter_stop(it, 1);
+    p = ws(end);
+    if (*p++ != ':') return iter_stop(it, 1);
+    *key = it->key;
+  }
+  p = ws(p);
+  const char *end = skip_value(p);
+  if (!end) return iter_stop(it, 1);
+  *value = p;
+  *len = (size_t)(end - p);
+  p = ws(end);
+  if (*p == ',') p = ws(p + 1);
+  it->p = p;
   return 1;
 }

@@ -11,6 +11,7 @@
 #ifndef WASMREC_H
 #define WASMREC_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,6 +71,20 @@ wasmrec_response wasmrec_event(const char *request_json);
 
 void wasmrec_log(int level, const char *msg);
 
+/* A log line with key/values: NULL-terminated pairs of const char * key and value, the values
+ * strings (a NULL value is logged as null), all JSON-escaped by the SDK:
+ *
+ *   wasmrec_log_kv(WASMREC_INFO, "scaled", "deployment", name, "replicas", "3", NULL);
+ *
+ * The host gets the message, a NUL and a JSON array of the keys and values
+ * ("scaled\0[\"deployment\",\"web\",\"replicas\",\"3\"]"); with no pairs, just the message.
+ * The whole line counts toward the 64 KiB the host keeps of a message. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((sentinel))
+#endif
+void wasmrec_log_kv(int level, const char *msg, ...);
+void wasmrec_log_kvv(int level, const char *msg, va_list ap); /* the same with a va_list */
+
 /* A growable string for building JSON. */
 typedef struct {
   char *s;
@@ -81,10 +96,47 @@ void wasmrec_buf_fmt(wasmrec_buf *b, const char *fmt, ...);  /* append printf-fo
 void wasmrec_buf_json_string(wasmrec_buf *b, const char *s); /* append s as a quoted JSON string */
 void wasmrec_buf_free(wasmrec_buf *b);
 
-/* JSON lookups by a dotted path ("spec.port"). They return 0 if the path is missing or has
- * another type. */
+/* JSON lookups by a dotted path ("spec.port"; a segment of digits indexes an array,
+ * "spec.containers.0.image"; "" or NULL is json itself). They return 0 if the path is missing
+ * or has another type. Keys are compared with their escapes resolved. They read only the value
+ * at the start of json, so they also take a value_json of wasmrec_json_next as it is.
+ *
+ * wasmrec_json_string resolves every escape (\" \\ \/ \b \f \n \r \t \uXXXX, surrogate pairs
+ * to 4-byte UTF-8) and returns 0, setting nothing, for a bad escape, a lone or malformed
+ * surrogate and \u0000 (out is NUL-terminated, so a NUL in it would cut it silently). */
 int wasmrec_json_string(const char *json, const char *path, char **out); /* out is malloc'd */
 int wasmrec_json_int(const char *json, const char *path, int64_t *out);
+
+/* Walking the members of an object or the items of an array at a dotted path (as above):
+ *
+ *   wasmrec_json_iter it;
+ *   const char *key, *value;
+ *   size_t len;
+ *   wasmrec_json_iter_init(&it, json, "metadata.labels");
+ *   while (wasmrec_json_next(&it, &key, &value, &len)) { ... }
+ *   if (it.error) { ... malformed JSON ... }
+ *
+ * wasmrec_json_iter_init returns 0 if the path is missing, is not an object or array, or the
+ * container is malformed or truncated (it is checked whole first; it.error is then set, and
+ * containers nested more than 512 deep count as malformed); next then returns 0 at once.
+ * wasmrec_json_next returns 1 with the next member: key is its name with escapes resolved
+ * (NULL for an array item), valid until the next call; value points into json at the value's
+ * JSON text, len bytes long (not NUL-terminated, but the lookups and wasmrec_json_iter_init
+ * can take it as it is). It returns 0 at the end, or with it.error set for a key that does not
+ * decode (as in wasmrec_json_string); by then it has freed what it held. To stop early, call
+ * wasmrec_json_iter_free (harmless after the end). Nothing is read past json's NUL. */
+typedef struct {
+  int error; /* set if the walk stopped on malformed JSON */
+  /* private */
+  const char *p;
+  int object;
+  char *key;
+  size_t key_cap;
+} wasmrec_json_iter;
+
+int wasmrec_json_iter_init(wasmrec_json_iter *it, const char *json, const char *path);
+int wasmrec_json_next(wasmrec_json_iter *it, const char **key, const char **value_json, size_t *value_len);
+void wasmrec_json_iter_free(wasmrec_json_iter *it);
 
 /* Defined by the plugin. */
 const char *wasmrec_plugin_manifest(void);
