@@ -46,7 +46,7 @@ func TestGrantBoundsWatches(t *testing.T) {
 		want   []string
 	}{
 		{"swap-v4", []abi.Permission{things, grant("", []string{"secrets"}, "list", "watch")},
-			[]string{"watching v1 Secret needs list core/secrets, watch core/secrets", "manifest does not ask for list core/secrets, watch core/secrets"}},
+			[]string{"watching Secret.v1 needs list core/secrets, watch core/secrets", "manifest does not ask for list core/secrets, watch core/secrets"}},
 		{"swap-v5", []abi.Permission{things},
 			[]string{"asks for permissions it was not granted: list core/secrets, watch core/secrets"}},
 	} {

@@ -238,7 +238,7 @@ func TestUnknownKindIsAClearError(t *testing.T) {
 	}
 	must(t, c.Watch(source.Kind(m.GetCache(), gizmo, handler.EnqueueRequestForObject())))
 	err = c.Start(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "nothing.wasmrec.dev/v1, Kind=Gizmo") || !strings.Contains(err.Error(), "CRD installed") {
+	if err == nil || !strings.Contains(err.Error(), "Gizmo.v1.nothing.wasmrec.dev") || !strings.Contains(err.Error(), "CRD installed") {
 		t.Fatalf("Start = %v, want an error naming the kind and asking whether its CRD is installed", err)
 	}
 	if m.GetCache().Active(gizmo) {
@@ -298,7 +298,7 @@ func TestCacheSyncTimeoutNamesTheKind(t *testing.T) {
 	}
 	defer inf.Release()
 	err = inf.WaitForSync(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "timed out after 2s") || !strings.Contains(err.Error(), "Kind=Widget") {
+	if err == nil || !strings.Contains(err.Error(), "timed out after 2s") || !strings.Contains(err.Error(), "Widget.v1.") {
 		t.Fatalf("WaitForSync = %v, want a timeout naming the kind", err)
 	}
 }

@@ -424,7 +424,7 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 		logs.waitFor(t, 30*time.Second, "reconciler error", `"name"="`+name+`"`, `plugin \"misbehave\"`, want)
 	}
 	line := logs.waitFor(t, 30*time.Second, "delete secret returned status 4")
-	if !strings.Contains(line, `forbidden: delete v1 Secret: plugin \"misbehave\" may delete nothing in API group core`) {
+	if !strings.Contains(line, `forbidden: delete Secret.v1: plugin \"misbehave\" may delete nothing in API group core`) {
 		t.Errorf("the forbidden call's message does not say why: %s", line)
 	}
 

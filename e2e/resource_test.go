@@ -257,7 +257,7 @@ func TestPluginResource(t *testing.T) {
 	must(t, crd.Uninstall(ctx, cfg, []string{"things.follow.wasmrec.dev"}, 0))
 	waitStatus("waiting for its CRD", func() bool {
 		r, msg := condition("Running")
-		return r == "False" && strings.Contains(msg, "follow.wasmrec.dev/v1, Kind=Thing")
+		return r == "False" && strings.Contains(msg, "Thing.v1.follow.wasmrec.dev")
 	})
 	thingCRDs, err := crd.Read("testdata/things.yaml")
 	must(t, err)

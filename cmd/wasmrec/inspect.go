@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/wasm"
@@ -80,6 +81,12 @@ func checkModule(ctx context.Context, path string, b []byte, cacheDir string) (*
 	}
 	defer m.Close(ctx)
 	in.Digest, in.Manifest = m.Digest(), m.Manifest()
+	for _, w := range append(append([]abi.Watch{in.Manifest.For}, in.Manifest.Owns...), in.Manifest.Watches...) {
+		gvk := schema.FromAPIVersionAndKind(w.APIVersion, w.Kind)
+		if kinds.BuiltInGroup(gvk.Group) && !kinds.Lookup(gvk).BuiltIn {
+			return nil, fmt.Errorf("plugin %q watches %s, which no API server serves: %s", in.Manifest.Name, kinds.GVK(gvk), kinds.NotBuiltIn(gvk))
+		}
+	}
 	for _, r := range abi.Rules(in.Manifest.Permissions) {
 		in.Permissions = append(in.Permissions, r.String())
 	}

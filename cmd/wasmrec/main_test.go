@@ -47,8 +47,8 @@ func TestDev(t *testing.T) {
 	// Churn may edit an App before its plugin has loaded (plugins join the running manager as
 	// they load), so the first reconcile can be at any generation.
 	reconciled := []*regexp.Regexp{
-		regexp.MustCompile(`reconciled app=demo/frontend generation=\d+ port=8080" plugin=app `),
-		regexp.MustCompile(`reconciled app=demo-c/frontend generation=\d+ port=8080" plugin=app-c `),
+		regexp.MustCompile(`msg=reconciled plugin=app .* app=demo/frontend generation=\d+ port=8080\n`),
+		regexp.MustCompile(`msg=reconciled plugin=app-c .* app=demo-c/frontend generation="?\d+"? port="?8080"?\n`),
 	}
 	seen := func(log string) bool {
 		for _, w := range wants {

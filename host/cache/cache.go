@@ -23,6 +23,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/internal/backoff"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // Options configure a Cache. The zero value is ready to use.
@@ -70,7 +71,7 @@ type Key struct {
 }
 
 func (k Key) String() string {
-	s := k.GroupVersionKind.String()
+	s := kinds.GVK(k.GroupVersionKind)
 	if k.MetadataOnly {
 		s += " (metadata only)"
 	}
@@ -237,7 +238,7 @@ func (c *Cache) mapping(gvk schema.GroupVersionKind) (*meta.RESTMapping, error) 
 	case err == nil:
 		return m, nil
 	case meta.IsNoMatchError(err):
-		return nil, fmt.Errorf("cache: no resource serves %s on %s: is its CRD installed and established? (%w)", gvk, c.host, err)
+		return nil, fmt.Errorf("cache: no resource serves %s on %s: is its CRD installed and established? (%w)", kinds.GVK(gvk), c.host, err)
 	default:
 		return nil, fmt.Errorf("cache: looking up %s on the API server at %s: %w: check that the API server is reachable and the kubeconfig is right", gvk, c.host, err)
 	}

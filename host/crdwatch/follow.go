@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/internal/backoff"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // Follow returns a runnable that runs r only while every kind in kinds is served: it waits for
@@ -85,7 +86,7 @@ func (f *Following) missing() []string {
 	var out []string
 	for _, k := range kinds {
 		if !f.w.Served(k) {
-			out = append(out, k.String())
+			out = append(out, notServed(k))
 		}
 	}
 	return out
@@ -165,4 +166,15 @@ func (f *Following) Start(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// notServed says which kind is not served and what would serve it.
+func notServed(gvk schema.GroupVersionKind) string {
+	if kinds.BuiltInGroup(gvk.Group) {
+		if k := kinds.Lookup(gvk); !k.BuiltIn {
+			return kinds.GVK(gvk) + " (" + kinds.NotBuiltIn(gvk) + ")"
+		}
+		return kinds.GVK(gvk) + " (an API this API server does not enable)"
+	}
+	return kinds.GVK(gvk) + " (install the CRD that serves it, " + kinds.Lookup(gvk).Resource + "." + gvk.Group + ")"
 }

@@ -423,7 +423,7 @@ func (p *Plugin) checkWatches() error {
 		return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
 	}
 	if len(unresolved) > 0 {
-		return fmt.Errorf("plugin %q: cannot resolve %v to check its permissions: are their CRDs installed?", p.cfg.Name, unresolved)
+		return fmt.Errorf("plugin %q: cannot resolve %s to check its permissions: are their CRDs installed?", p.cfg.Name, kinds.GVKs(unresolved))
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // Swap replaces the plugin's module with wasmBytes without stopping it: the new module is
@@ -196,7 +197,7 @@ func (p *Plugin) checkSwap(ctx context.Context, old *version, mod *wasm.Module) 
 			nm.For.APIVersion, nm.For.Kind, om.For.APIVersion, om.For.Kind)
 	}
 	if len(unresolved) > 0 {
-		return nil, nil, &passingError{fmt.Errorf("the new module watches %v, which the API server does not serve: install their CRDs first", unresolved)}
+		return nil, nil, &passingError{fmt.Errorf("the new module watches %s, which the API server does not serve: install their CRDs first", kinds.GVKs(unresolved))}
 	}
 	srcs, err := p.sourcesFor(nm)
 	if err != nil {
@@ -269,11 +270,11 @@ func (p *Plugin) finishWatches(next map[string]watched) {
 	if err := p.warm.update(keys); err != nil {
 		p.log.Error(err, "releasing the informers of the old watches")
 	}
-	kinds := p.Kinds()
+	watched := p.Kinds()
 	for _, f := range p.follows {
-		f.SetKinds(kinds)
+		f.SetKinds(watched)
 	}
-	p.log.Info("applied the new module's watches", "kinds", kinds)
+	p.log.Info("applied the new module's watches", "kinds", kinds.GVKs(watched))
 }
 
 // enqueueAll enqueues every object of the For kind the plugin sees: in its namespaces, and

@@ -225,8 +225,8 @@ func TestAPluginInNamespacesWatchesThroughTheirInformersOnly(t *testing.T) {
 		got = append(got, k.String())
 	}
 	want := []string{
-		"/v1, Kind=ConfigMap in namespace team-a", "/v1, Kind=ConfigMap in namespace team-b",
-		"follow.wasmrec.dev/v1, Kind=Thing in namespace team-a", "follow.wasmrec.dev/v1, Kind=Thing in namespace team-b",
+		"ConfigMap.v1 in namespace team-a", "ConfigMap.v1 in namespace team-b",
+		"Thing.v1.follow.wasmrec.dev in namespace team-a", "Thing.v1.follow.wasmrec.dev in namespace team-b",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("informers %q; want one per kind and namespace, none cluster-wide: %q", got, want)

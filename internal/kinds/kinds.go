@@ -189,3 +189,17 @@ func String(apiVersion, kind string) string {
 	}
 	return s
 }
+
+// GVK is String for a GroupVersionKind.
+func GVK(gvk schema.GroupVersionKind) string {
+	return String(gvk.GroupVersion().String(), gvk.Kind)
+}
+
+// GVKs spells a list of kinds, separated by commas.
+func GVKs(gvks []schema.GroupVersionKind) string {
+	s := make([]string, len(gvks))
+	for i, g := range gvks {
+		s[i] = GVK(g)
+	}
+	return strings.Join(s, ", ")
+}

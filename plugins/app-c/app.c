@@ -141,9 +141,11 @@ wasmrec_result wasmrec_plugin_reconcile(const wasmrec_request *req) {
     if (r.status != WASMREC_OK) { result = failed(0, "apply status", &r); goto out; }
     wasmrec_response_free(&r);
 
-    char line[256];
-    snprintf(line, sizeof line, "reconciled app=%s/%s generation=%lld port=%lld", req->namespace_, req->name, (long long)gen, (long long)port);
-    wasmrec_log(WASMREC_INFO, line);
+    char app[512], generation[24], port_s[24];
+    snprintf(app, sizeof app, "%s/%s", req->namespace_, req->name);
+    snprintf(generation, sizeof generation, "%lld", (long long)gen);
+    snprintf(port_s, sizeof port_s, "%lld", (long long)port);
+    wasmrec_log_kv(WASMREC_INFO, "reconciled", "app", app, "generation", generation, "port", port_s, NULL);
   }
 
 out:

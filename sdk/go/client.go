@@ -42,28 +42,55 @@ func IsForbidden(err error) bool { return statusOf(err) == abi.StatusForbidden }
 func IsInvalid(err error) bool { return statusOf(err) == abi.StatusInvalid }
 
 // Client reads objects from the host's cache and writes them through the API server.
-type Client struct{}
+type Client struct {
+	t Transport // nil: the wasmrec host
+}
 
-// NewClient returns a Client.
+// NewClient returns a Client that calls the wasmrec host: what a plugin uses.
 func NewClient() *Client { return &Client{} }
+
+// Transport is the other side of the SDK: what a Client's calls and the Logger's lines go to.
+// In a plugin it is the wasmrec host, and nothing needs to name it. It exists so that tests can
+// put a stand-in there: package fake (github.com/wasmrec/wasmrec/sdk/go/fake) is one.
+type Transport interface {
+	// Call makes a host call: fn is an abi.Import* call name (abi.ImportGet...), req its JSON
+	// request (ABI.md). It returns the status and the response: the call's answer on
+	// abi.StatusOK, a message saying what went wrong otherwise.
+	Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte)
+	// Log takes one log line as the log import does (level abi.LogDebug to abi.LogError): the
+	// message, then, if there are key/values, a NUL byte and a JSON array of them.
+	Log(level int32, line []byte)
+}
+
+// NewClientWith returns a Client whose calls go to t instead of the wasmrec host: for tests
+// (fake.Cluster.Client returns one). Plugins use NewClient.
+func NewClientWith(t Transport) *Client { return &Client{t: t} }
 
 // ObjectRef names an object.
 type ObjectRef = abi.ObjectRef
 
-func (c *Client) call(fn string, req any) ([]byte, error) {
+func (c *Client) call(ctx context.Context, fn string, req any) ([]byte, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
 	}
-	status, resp := hostCall(fn, body)
+	var (
+		status abi.Status
+		resp   []byte
+	)
+	if c.t != nil {
+		status, resp = c.t.Call(ctx, fn, body)
+	} else {
+		status, resp = hostCall(fn, body)
+	}
 	if status != abi.StatusOK {
 		return nil, &StatusError{Call: fn, Status: status, Message: string(resp)}
 	}
 	return resp, nil
 }
 
-func (c *Client) object(fn string, req any) (*Object, error) {
-	resp, err := c.call(fn, req)
+func (c *Client) object(ctx context.Context, fn string, req any) (*Object, error) {
+	resp, err := c.call(ctx, fn, req)
 	if err != nil {
 		return nil, err
 	}
@@ -75,14 +102,14 @@ func (c *Client) object(fn string, req any) (*Object, error) {
 }
 
 // Get reads an object from the host's cache.
-func (c *Client) Get(_ context.Context, apiVersion, kind, namespace, name string) (*Object, error) {
-	return c.object(abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
+func (c *Client) Get(ctx context.Context, apiVersion, kind, namespace, name string) (*Object, error) {
+	return c.object(ctx, abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
 }
 
 // GetInto reads an object from the host's cache and decodes it straight into v (a typed
 // k8s.io/api struct, say): one JSON decode, where Get then Object.Into takes three.
-func (c *Client) GetInto(_ context.Context, apiVersion, kind, namespace, name string, v any) error {
-	resp, err := c.call(abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
+func (c *Client) GetInto(ctx context.Context, apiVersion, kind, namespace, name string, v any) error {
+	resp, err := c.call(ctx, abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
 	if err != nil {
 		return err
 	}
@@ -94,8 +121,8 @@ func (c *Client) GetInto(_ context.Context, apiVersion, kind, namespace, name st
 
 // List reads objects of a kind from the host's cache; namespace "" lists all namespaces, and
 // labelSelector is in kubectl's form ("app=web,tier in (a,b)").
-func (c *Client) List(_ context.Context, apiVersion, kind, namespace, labelSelector string) ([]*Object, error) {
-	resp, err := c.call(abi.ImportList, abi.ListRequest{APIVersion: apiVersion, Kind: kind, Namespace: namespace, LabelSelector: labelSelector})
+func (c *Client) List(ctx context.Context, apiVersion, kind, namespace, labelSelector string) ([]*Object, error) {
+	resp, err := c.call(ctx, abi.ImportList, abi.ListRequest{APIVersion: apiVersion, Kind: kind, Namespace: namespace, LabelSelector: labelSelector})
 	if err != nil {
 		return nil, err
 	}
@@ -113,28 +140,28 @@ func (c *Client) List(_ context.Context, apiVersion, kind, namespace, labelSelec
 }
 
 // Create creates obj and returns it as the API server stored it.
-func (c *Client) Create(_ context.Context, obj *Object) (*Object, error) {
-	return c.object(abi.ImportCreate, obj.Object)
+func (c *Client) Create(ctx context.Context, obj *Object) (*Object, error) {
+	return c.object(ctx, abi.ImportCreate, obj.Object)
 }
 
 // Update replaces obj (its resourceVersion must be current).
-func (c *Client) Update(_ context.Context, obj *Object) (*Object, error) {
-	return c.object(abi.ImportUpdate, obj.Object)
+func (c *Client) Update(ctx context.Context, obj *Object) (*Object, error) {
+	return c.object(ctx, abi.ImportUpdate, obj.Object)
 }
 
 // Patch patches an object; patchType is abi.PatchMerge, PatchJSON, PatchStrategic or PatchApply,
 // and patch is a JSON document (a []byte, json.RawMessage, or anything json.Marshal takes).
-func (c *Client) Patch(_ context.Context, ref ObjectRef, patchType string, patch any) (*Object, error) {
-	return c.patch(ref, patchType, patch, "", false)
+func (c *Client) Patch(ctx context.Context, ref ObjectRef, patchType string, patch any) (*Object, error) {
+	return c.patch(ctx, ref, patchType, patch, "", false)
 }
 
 // Apply server-side applies obj (apiVersion, kind, metadata.name and namespace set): the fields
 // it holds become the plugin's. force takes fields other managers own.
-func (c *Client) Apply(_ context.Context, obj *Object, force bool) (*Object, error) {
-	return c.patch(obj.Ref(), abi.PatchApply, obj.Object, "", force)
+func (c *Client) Apply(ctx context.Context, obj *Object, force bool) (*Object, error) {
+	return c.patch(ctx, obj.Ref(), abi.PatchApply, obj.Object, "", force)
 }
 
-func (c *Client) patch(ref ObjectRef, patchType string, patch any, sub string, force bool) (*Object, error) {
+func (c *Client) patch(ctx context.Context, ref ObjectRef, patchType string, patch any, sub string, force bool) (*Object, error) {
 	raw, ok := patch.([]byte)
 	if !ok {
 		var err error
@@ -142,7 +169,7 @@ func (c *Client) patch(ref ObjectRef, patchType string, patch any, sub string, f
 			return nil, fmt.Errorf("patch: encoding the patch: %w", err)
 		}
 	}
-	return c.object(abi.ImportPatch, abi.PatchRequest{ObjectRef: ref, Type: patchType, Patch: raw, Subresource: sub, Force: force})
+	return c.object(ctx, abi.ImportPatch, abi.PatchRequest{ObjectRef: ref, Type: patchType, Patch: raw, Subresource: sub, Force: force})
 }
 
 // DeleteOptions tune Delete.
@@ -154,20 +181,20 @@ type DeleteOptions struct {
 }
 
 // Delete deletes an object.
-func (c *Client) Delete(_ context.Context, ref ObjectRef, opts DeleteOptions) error {
-	_, err := c.call(abi.ImportDelete, abi.DeleteRequest{ObjectRef: ref, PropagationPolicy: opts.PropagationPolicy, UID: opts.UID})
+func (c *Client) Delete(ctx context.Context, ref ObjectRef, opts DeleteOptions) error {
+	_, err := c.call(ctx, abi.ImportDelete, abi.DeleteRequest{ObjectRef: ref, PropagationPolicy: opts.PropagationPolicy, UID: opts.UID})
 	return err
 }
 
 // Event records a Kubernetes Event ("Normal" or "Warning") about the object being reconciled.
-func (c *Client) Event(_ context.Context, eventType, reason, message string) error {
-	_, err := c.call(abi.ImportEvent, abi.EventRequest{Type: eventType, Reason: reason, Message: message})
+func (c *Client) Event(ctx context.Context, eventType, reason, message string) error {
+	_, err := c.call(ctx, abi.ImportEvent, abi.EventRequest{Type: eventType, Reason: reason, Message: message})
 	return err
 }
 
 // EventFor records a Kubernetes Event about another object.
-func (c *Client) EventFor(_ context.Context, ref ObjectRef, eventType, reason, message string) error {
-	_, err := c.call(abi.ImportEvent, abi.EventRequest{Object: &ref, Type: eventType, Reason: reason, Message: message})
+func (c *Client) EventFor(ctx context.Context, ref ObjectRef, eventType, reason, message string) error {
+	_, err := c.call(ctx, abi.ImportEvent, abi.EventRequest{Object: &ref, Type: eventType, Reason: reason, Message: message})
 	return err
 }
 
@@ -178,16 +205,16 @@ func (c *Client) Status() *StatusClient { return &StatusClient{c} }
 type StatusClient struct{ c *Client }
 
 // Update replaces obj's status (its resourceVersion must be current).
-func (s *StatusClient) Update(_ context.Context, obj *Object) (*Object, error) {
-	return s.c.object(abi.ImportUpdateStatus, obj.Object)
+func (s *StatusClient) Update(ctx context.Context, obj *Object) (*Object, error) {
+	return s.c.object(ctx, abi.ImportUpdateStatus, obj.Object)
 }
 
 // Patch patches the status subresource.
-func (s *StatusClient) Patch(_ context.Context, ref ObjectRef, patchType string, patch any) (*Object, error) {
-	return s.c.patch(ref, patchType, patch, "status", false)
+func (s *StatusClient) Patch(ctx context.Context, ref ObjectRef, patchType string, patch any) (*Object, error) {
+	return s.c.patch(ctx, ref, patchType, patch, "status", false)
 }
 
 // Apply server-side applies obj's status.
-func (s *StatusClient) Apply(_ context.Context, obj *Object, force bool) (*Object, error) {
-	return s.c.patch(obj.Ref(), abi.PatchApply, obj.Object, "status", force)
+func (s *StatusClient) Apply(ctx context.Context, obj *Object, force bool) (*Object, error) {
+	return s.c.patch(ctx, obj.Ref(), abi.PatchApply, obj.Object, "status", force)
 }

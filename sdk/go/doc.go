@@ -6,4 +6,7 @@
 // The SDK depends only on the standard library and wasmrec's abi module. Objects are
 // Object (a JSON map, no k8s.io imports); authors who want typed objects import k8s.io/api
 // themselves and convert with Object.Into and FromTyped.
+//
+// To test a reconciler with go test, give it the Client of a fake.Cluster (package
+// github.com/wasmrec/wasmrec/sdk/go/fake): objects in memory, answered as the host would.
 package wasmrec

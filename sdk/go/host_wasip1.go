@@ -69,9 +69,8 @@ func hostCall(fn string, req []byte) (abi.Status, []byte) {
 	return status, readPending(n)
 }
 
-func hostLog(level int32, msg string) {
-	b := []byte(msg)
-	wasmLog(level, ptr(b), uint32(len(b)))
+func hostLog(level int32, line []byte) {
+	wasmLog(level, ptr(line), uint32(len(line)))
 }
 
 //go:wasmexport wasmrec_abi_v1

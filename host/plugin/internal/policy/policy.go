@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // Policy is what one plugin may do.
@@ -126,16 +127,23 @@ type Mapper interface {
 
 // CheckWatches requires list and watch for every kind m watches that mapper resolves, and
 // returns the kinds it could not resolve (not served yet): they are checked when they are,
-// before any informer is started for them.
+// before any informer is started for them. A kind of a built-in group that does not exist
+// (ConfigMaps.v1) is refused, with the kind it most likely meant.
 func (p *Policy) CheckWatches(m *abi.Manifest, mapper Mapper) (unresolved []schema.GroupVersionKind, err error) {
-	kinds, err := Watched(m)
+	watched, err := Watched(m)
 	if err != nil {
 		return nil, err
 	}
 	var refused []string // one line: messages go to logs, events and status
-	for _, gvk := range kinds {
+	for _, gvk := range watched {
 		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
+			if kinds.BuiltInGroup(gvk.Group) && !kinds.Lookup(gvk).BuiltIn {
+				// A kind the API server's own groups do not have is a mistake, not a CRD
+				// still to come: waiting for it would wait for ever.
+				refused = append(refused, fmt.Sprintf("watching %s: %s", Kind(gvk), kinds.NotBuiltIn(gvk)))
+				continue
+			}
 			unresolved = append(unresolved, gvk)
 			continue
 		}
@@ -154,10 +162,8 @@ func (p *Policy) CheckWatch(gvk schema.GroupVersionKind, resource schema.GroupRe
 	return p.Require("watching "+Kind(gvk), WatchRules(resource))
 }
 
-// Kind spells a kind as its apiVersion and Kind, as manifests do: "apps/v1 Deployment".
-func Kind(gvk schema.GroupVersionKind) string {
-	return gvk.GroupVersion().String() + " " + gvk.Kind
-}
+// Kind spells a kind as wasmrec does everywhere: "Deployment.v1.apps".
+func Kind(gvk schema.GroupVersionKind) string { return kinds.GVK(gvk) }
 
 // Join spells rules as a list.
 func Join(rs []abi.Rule) string {

@@ -93,7 +93,7 @@ func TestCheckWatchesNamesTheMissingRulesAndWhose(t *testing.T) {
 	if err == nil {
 		t.Fatal("watching Secrets without asking for list and watch was accepted")
 	}
-	for _, want := range []string{"watching v1 Secret", "manifest does not ask for list core/secrets, watch core/secrets", `plugin "p" was not granted watch core/secrets`} {
+	for _, want := range []string{"watching Secret.v1", "manifest does not ask for list core/secrets, watch core/secrets", `plugin "p" was not granted watch core/secrets`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal does not say %q:\n%v", want, err)
 		}

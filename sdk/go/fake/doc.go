@@ -1,0 +1,78 @@
+// Package fake is a cluster in memory for testing wasmrec plugins with go test, as
+// controller-runtime's fake client is for controllers: it answers a wasmrec.Client's calls with
+// the statuses the wasmrec host gives (abi/ABI.md), checks them against the plugin's manifest as
+// the host does, and records the plugin's Events and log lines.
+//
+//	c := fake.NewCluster(manifest, app)           // the manifest the plugin registers
+//	r := &reconciler{client: c.Client()}          // the plugin uses wasmrec.NewClient()
+//	res, err := c.Reconcile(ctx, r, wasmrec.Request{Namespace: "demo", Name: "web"})
+//	cm, ok := c.Get("v1", "ConfigMap", "demo", "web")
+//	events, logs := c.Events(), c.Logs()
+//
+// What it does as the host and the API server do:
+//
+//   - Permissions: a call needs its rules in both the manifest and the grant (SetGrant; by
+//     default the manifest's own), checked in the host's order with its messages: forbidden
+//     when no rule of the API group has the verb, or the namespace is outside SetNamespaces, or
+//     a rule is missing (get needs get, list and watch; list needs list and watch; update_status
+//     update on <resource>/status; a status patch patch on <resource>/status; an event create on
+//     core events). Reconcile refuses to run a plugin the host would refuse: a manifest asking
+//     for more than the grant, watching a kind without list and watch on it, or watching a
+//     kind a built-in group does not have (ConfigMaps.v1).
+//   - Bad requests: malformed JSON, no kind, a kind of a built-in group that does not exist
+//     (Deployment.v1), a namespace against the kind's scope, get, patch, update or delete
+//     without a name, an unknown patch type or subresource, an unparsable label selector, an
+//     event without a valid type, reason or object.
+//   - get and list (namespace, kubectl's label selectors: =, ==, !=, in, notin, exists, !exists,
+//     > and <), sorted by namespace then name; with SetNamespaces, a list across namespaces
+//     only sees the plugin's.
+//   - create: already exists; uid, resourceVersion, creationTimestamp, generation 1;
+//     generateName; status dropped; names, label keys and values and annotation keys
+//     validated (invalid); a resourceVersion set is refused as the API server does (an
+//     internal error there, which the host answers as unavailable).
+//   - update and update_status: not found; conflict on a stale resourceVersion or another
+//     uid; a custom resource's update needs a resourceVersion (invalid), a built-in kind's may
+//     leave it empty. update keeps the stored status, update_status changes only status;
+//     generation goes up when anything but metadata and status changes; an update that
+//     changes nothing keeps the resourceVersion. Status calls on a built-in kind without a
+//     status subresource (ConfigMap) are not found.
+//   - patch: merge (RFC 7386), json (RFC 6902: add, remove, replace, move, copy, test; a
+//     failing operation is invalid), strategic (built-in kinds only, bad request on a custom
+//     resource), apply; a resourceVersion or uid in the patch is a precondition (conflict).
+//   - delete: not found; a uid precondition (conflict); propagationPolicy checked (invalid).
+//     An object with finalizers gets a deletionTimestamp and stays until an update removes the
+//     last one.
+//   - event: about the given object, or the object being reconciled (Reconcile's request, of
+//     the manifest's For kind); recorded in the object's namespace or "default".
+//   - Log lines of wasmrec.Log during Reconcile, decoded from the SDK's structured form (Logs,
+//     LogTo).
+//
+// What is simpler than a real API server (trust a real cluster, or the e2e tests, for these):
+//
+//   - Strategic merge patch is a JSON merge patch: lists are replaced whole, not merged by key
+//     (containers by name...), and directives ($patch, $retainKeys, $setElementOrder...) are
+//     refused with internal (10) and a message saying the fake does not implement them.
+//   - Server-side apply is minimal: the applied fields are merged in (maps field by field,
+//     lists replaced whole: no list-map merging by key), and fields the plugin applied before
+//     and no longer applies are removed; a missing object is created. There are no other field
+//     managers: no apply conflicts ever, force changes nothing, and no managedFields are kept.
+//   - No schemas, defaulting, conversion or admission: any fields are stored as written;
+//     objects are kept by API group and kind, so any version of the group reads the same object,
+//     as written. Every kind of a group that is not the API server's own is served (a
+//     namespaced custom resource, plural by Plural, unless RegisterKind says otherwise).
+//   - Every kind is given a generation (the API server gives none to a ConfigMap, say), and
+//     every kind with a status other than the built-in kinds known to have none is taken to
+//     have a status subresource.
+//   - Namespaces need not exist: create in a namespace with no Namespace object succeeds (the
+//     API server says not found), and deleting a Namespace deletes nothing in it.
+//   - No garbage collection: deleting an owner leaves its dependents; propagationPolicy is only
+//     checked. Deletion has no grace period.
+//   - Reads see writes at once (the host reads from an informer cache that may lag), Events
+//     are recorded one by one (the host's recorder aggregates and may drop them), and calls
+//     outside Reconcile are answered (the host refuses them), except events without an object.
+//   - No rate limits, timeouts (a call with a done context gets timeout), size limits other
+//     than the 16 MiB of requests and responses, or per-reconcile log limits.
+//   - The plugin's name in messages is the manifest's name (or "plugin"), not the operator's.
+//   - Reconcile runs the reconciler once and returns what it returned: no requeues, no
+//     backoff. Reconciles run one at a time across clusters, since wasmrec.Log is global.
+package fake
