@@ -26,9 +26,14 @@ help: ## List the targets.
 build: ## Build bin/wasmrec.
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wasmrec ./cmd/wasmrec
 
+# GOBIN, or GOPATH/bin, as go install does.
+INSTALL_DIR = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
+
 .PHONY: install
-install: ## Install the wasmrec CLI into $(go env GOBIN), or $(go env GOPATH)/bin.
+install: controlplane ## Install wasmrec, and etcd and kube-apiserver for `wasmrec dev`, into $(go env GOBIN) or $(go env GOPATH)/bin.
 	CGO_ENABLED=0 $(GO) install -ldflags "-X main.version=$(VERSION)" ./cmd/wasmrec
+	install -m 0755 $(BIN)/etcd $(BIN)/kube-apiserver $(INSTALL_DIR)/
+	@echo ">> installed wasmrec, etcd and kube-apiserver into $(INSTALL_DIR)"
 
 # abi and sdk/go as a file-based module proxy (GOPROXY=file://$(BIN)/goproxy), at the version
 # plugins outside this repository require (internal/release): what the e2e tests and `make check`
@@ -140,6 +145,7 @@ test: controlplane build plugins testguests registry-tool goproxy $(BIN)/sdk-c-t
 	$(BIN)/sdk-c-test
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd"
 	$(GO) test -race -count=1 -timeout 20m ./...
+	@cat $(BIN)/author-journey.txt 2>/dev/null || true
 	cd abi && $(GO) test -count=1 ./...
 	cd sdk/go && $(GO) test -count=1 ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	@echo ">> fuzzing the host's decoding of what guests hand back (-fuzztime $(FUZZTIME) each)"

@@ -38,7 +38,7 @@ func TestControllerFollowsItsCRD(t *testing.T) {
 	// Loaded before its CRD exists: it waits.
 	mgr, _ := pluginHostWithMetrics(t, cfg, logs.logger(), m, plugin.Config{Name: "follow", Module: wasmFile(t, "testguests", "follow"), Namespaces: []string{ns},
 		Permissions: []abi.Permission{grant("follow.wasmrec.dev", []string{"things"}, "list", "watch")}})
-	logs.waitFor(t, 30*time.Second, "waiting: not served", "Thing.v1.follow.wasmrec.dev")
+	logs.waitFor(t, 30*time.Second, "waiting: not served", "Thing.v1.follow.wasmrec.dev (install the CRD that serves it, things.follow.wasmrec.dev)")
 	if running() != 0 {
 		t.Error("wasmrec_plugin_running is 1 while the CRD is missing")
 	}

@@ -1,0 +1,363 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// author is a plugin author's machine, as far as the tests can make one: an empty folder
+// outside this repository, a PATH with the wasmrec binary, Go and clang, the published modules
+// served from the file-based module proxy that `make goproxy` writes (bin/goproxy), and a cache
+// directory of its own.
+type author struct {
+	t     *testing.T
+	home  string // the empty folder
+	bin   string // the wasmrec binary, as the PATH finds it
+	cache string // the user's cache directory
+	env   []string
+
+	mu         sync.Mutex
+	transcript bytes.Buffer
+}
+
+func newAuthor(t *testing.T) *author {
+	t.Helper()
+	repoBin, err := filepath.Abs("../bin")
+	must(t, err)
+	proxy := filepath.Join(repoBin, "goproxy")
+	if _, err := os.Stat(filepath.Join(proxy, "github.com", "wasmrec", "wasmrec", "sdk", "go", "@v", "list")); err != nil {
+		t.Fatalf("no module proxy in %s: run `make goproxy` (make test does)", proxy)
+	}
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	must(t, err)
+	tmp := t.TempDir()
+	a := &author{t: t, home: filepath.Join(tmp, "work"), cache: filepath.Join(tmp, "cache")}
+	pathDir := filepath.Join(tmp, "path") // wasmrec only; go and clang come from the PATH
+	must(t, os.MkdirAll(pathDir, 0o755))
+	must(t, os.MkdirAll(a.home, 0o755))
+	// A link, as an installed binary is: wasmrec finds etcd and kube-apiserver beside the file
+	// it links to, as it does beside an installed one (make install).
+	a.bin = filepath.Join(pathDir, "wasmrec")
+	must(t, os.Symlink(filepath.Join(repoBin, "wasmrec"), a.bin))
+	for _, kv := range os.Environ() {
+		switch k, _, _ := strings.Cut(kv, "="); k {
+		case "KUBEBUILDER_ASSETS", "GOFLAGS", "GOWORK", "GOPROXY", "GONOSUMDB", "GOMODCACHE", "XDG_CACHE_HOME", "PATH", "KUBECONFIG":
+		default:
+			a.env = append(a.env, kv)
+		}
+	}
+	a.env = append(a.env,
+		"PATH="+pathDir+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GOPROXY=file://"+proxy, "GONOSUMDB=github.com/wasmrec/wasmrec", "GOFLAGS=-modcacherw",
+		"GOMODCACHE="+filepath.Join(tmp, "modcache"), // fresh: the proxy's zips change with the tree
+		"GOCACHE="+strings.TrimSpace(string(gocache)),
+		"XDG_CACHE_HOME="+a.cache,
+	)
+	return a
+}
+
+// command makes the command line (words separated by spaces) to run in dir, relative to home.
+func (a *author) command(dir, line string, extraEnv ...string) *exec.Cmd {
+	words := strings.Fields(line)
+	if words[0] == "wasmrec" {
+		words[0] = a.bin // exec looks up names in this process's PATH, not in cmd.Env's
+	}
+	cmd := exec.Command(words[0], words[1:]...)
+	cmd.Dir = filepath.Join(a.home, dir)
+	cmd.Env = append(append([]string{}, a.env...), extraEnv...)
+	return cmd
+}
+
+// run runs one step of the journey and records it with its wall time.
+func (a *author) run(dir, line string) string {
+	a.t.Helper()
+	start := time.Now()
+	out, err := a.command(dir, line).CombinedOutput()
+	a.note("$ %s    (%s)\n", line, time.Since(start).Round(100*time.Millisecond))
+	if err != nil {
+		a.t.Fatalf("%s (in %s): %v\n%s", line, dir, err, out)
+	}
+	return string(out)
+}
+
+// fails runs a command that must fail and returns its output.
+func (a *author) fails(dir, line string, extraEnv ...string) string {
+	a.t.Helper()
+	out, err := a.command(dir, line, extraEnv...).CombinedOutput()
+	if err == nil {
+		a.t.Fatalf("%s (in %s) succeeded, want an error:\n%s", line, dir, out)
+	}
+	return string(out)
+}
+
+func (a *author) note(format string, args ...any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	fmt.Fprintf(&a.transcript, format, args...)
+}
+
+func (a *author) edit(path, old, new string) {
+	a.t.Helper()
+	path = filepath.Join(a.home, path)
+	b, err := os.ReadFile(path)
+	must(a.t, err)
+	if !bytes.Contains(b, []byte(old)) {
+		a.t.Fatalf("%s lacks %q", path, old)
+	}
+	must(a.t, os.WriteFile(path, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o644))
+}
+
+// TestAuthorJourney is README's "Writing a plugin": from an empty folder outside the repository
+// to a plugin reconciling an object on the local control plane, for Go (new, go test, build,
+// dev) and C (new, build, dev), then an edit of the source that dev rebuilds and swaps in. The
+// commands and their wall times go to bin/author-journey.txt (make test prints it).
+func TestAuthorJourney(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds plugins and starts a control plane per language")
+	}
+	var transcripts []string
+	for _, tc := range []struct {
+		lang, name string
+		steps      []string // run in the plugin's folder, after `wasmrec new`
+		source     string   // the file edited to check the rebuild
+		value      string   // the annotation's value in it
+	}{
+		{"go", "hello", []string{"go test ./...", "wasmrec build"}, "main.go", `"true"`},
+		{"c", "hello-c", []string{"wasmrec build"}, "hello-c.c", `\"true\"`},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			a := newAuthor(t)
+			start := time.Now()
+			a.run("", fmt.Sprintf("wasmrec new %s --lang %s --for v1/ConfigMap", tc.name, tc.lang))
+			a.note("$ cd %s\n", tc.name)
+			for _, s := range tc.steps {
+				a.run(tc.name, s)
+			}
+			dev := startDev(t, a, tc.name)
+			cs := dev.client(t)
+			annotation := "wasmrec.dev/" + tc.name
+			waitAnnotation := func(want string) {
+				t.Helper()
+				deadline := time.Now().Add(90 * time.Second)
+				for {
+					cm, err := cs.CoreV1().ConfigMaps("default").Get(context.Background(), tc.name+"-sample", metav1.GetOptions{})
+					if err == nil && cm.Annotations[annotation] == want {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("the sample ConfigMap's %s is not %q after 90s (get: %v)\ndev's output:\n%s", annotation, want, err, dev.output())
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+			waitAnnotation("true")
+			a.note("   the plugin reconciled default/%s-sample: %s from the empty folder\n", tc.name, time.Since(start).Round(100*time.Millisecond))
+
+			// An edit of the source: dev builds again and the host swaps the module in.
+			edited := time.Now()
+			a.edit(filepath.Join(tc.name, tc.source), tc.value, strings.ReplaceAll(tc.value, "true", "v2"))
+			waitAnnotation("v2")
+			a.note("   edited %s: rebuilt, swapped in and reconciled again in %s\n", tc.source, time.Since(edited).Round(100*time.Millisecond))
+
+			dev.stop(t)
+			out := dev.output()
+			if strings.Contains(out, "level=ERROR") {
+				t.Errorf("dev logged errors on a clean run and stop:\n%s", out)
+			}
+			if last := lastLine(out); !strings.Contains(last, `msg=stopped`) {
+				t.Errorf("dev's last line is %q, want the final \"stopped\"", last)
+			}
+			transcripts = append(transcripts, fmt.Sprintf("== %s\n%s", tc.lang, a.transcript.String()))
+		})
+	}
+	report := "The author journey (e2e TestAuthorJourney), on this machine:\n" + strings.Join(transcripts, "")
+	t.Log("\n" + report)
+	if err := os.WriteFile("../bin/author-journey.txt", []byte(report), 0o644); err != nil {
+		t.Log(err)
+	}
+}
+
+// devProcess is `wasmrec dev --plugin .` running in a plugin's folder.
+type devProcess struct {
+	cmd        *exec.Cmd
+	out        *syncBuffer
+	kubeconfig string
+	done       chan error
+}
+
+func startDev(t *testing.T, a *author, dir string) *devProcess {
+	t.Helper()
+	line := "wasmrec dev --plugin ."
+	d := &devProcess{out: &syncBuffer{}, done: make(chan error, 1)}
+	d.cmd = a.command(dir, line)
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	started := time.Now()
+	must(t, d.cmd.Start())
+	a.note("$ %s    (runs until Ctrl-C)\n", line)
+	go func() { d.done <- d.cmd.Wait() }()
+	t.Cleanup(func() {
+		if d.cmd.ProcessState == nil {
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+	})
+	// dev prints where the kubeconfig is, as `export KUBECONFIG=...`.
+	deadline := time.Now().Add(2 * time.Minute)
+	for d.kubeconfig == "" {
+		for _, l := range strings.Split(d.out.String(), "\n") {
+			if k, ok := strings.CutPrefix(strings.TrimSpace(l), "export KUBECONFIG="); ok {
+				d.kubeconfig = k
+			}
+		}
+		select {
+		case err := <-d.done:
+			t.Fatalf("dev exited (%v) before the control plane was up:\n%s", err, d.out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dev printed no `export KUBECONFIG=` line in 2m:\n%s", d.out.String())
+		}
+	}
+	if !strings.HasPrefix(d.kubeconfig, a.cache) {
+		t.Errorf("the kubeconfig is at %s, not under the user's cache directory", d.kubeconfig)
+	}
+	a.note("   control plane up in %s\n", time.Since(started).Round(100*time.Millisecond))
+	return d
+}
+
+func (d *devProcess) client(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	c, err := clientcmd.BuildConfigFromFlags("", d.kubeconfig)
+	must(t, err)
+	cs, err := kubernetes.NewForConfig(c)
+	must(t, err)
+	return cs
+}
+
+// stop interrupts dev as Ctrl-C does and waits for it to exit cleanly.
+func (d *devProcess) stop(t *testing.T) {
+	t.Helper()
+	must(t, d.cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case err := <-d.done:
+		if err != nil {
+			t.Errorf("dev exited with %v after Ctrl-C:\n%s", err, d.output())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("dev still running a minute after Ctrl-C:\n%s", d.output())
+	}
+}
+
+func (d *devProcess) output() string { return d.out.String() }
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// TestBuildMistakes: each usual way of building a plugin wrongly gets an error that says what
+// to do, from inspect, build or new, with nothing else printed.
+func TestBuildMistakes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Go modules")
+	}
+	a := newAuthor(t)
+	a.run("", "wasmrec new oops --for v1/ConfigMap")
+	// inspect of a module the host refuses prints the error alone.
+	inspect := func(file string) string {
+		t.Helper()
+		cmd := a.command("oops", "wasmrec inspect "+file)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err == nil {
+			t.Fatalf("inspect %s succeeded:\n%s", file, &stdout)
+		}
+		if stdout.Len() > 0 {
+			t.Errorf("inspect %s printed more than its error:\n%s", file, &stdout)
+		}
+		return stderr.String()
+	}
+	for _, tc := range []struct {
+		name, build string
+		env         []string
+		want        []string
+	}{
+		{"no -buildmode=c-shared", "go build -o command.wasm .", []string{"GOOS=wasip1", "GOARCH=wasm"},
+			[]string{"built as a WASI command (it exports _start, not _initialize)", "Go needs -buildmode=c-shared"}},
+		{"no GOOS=wasip1", "go build -o native.wasm .", nil,
+			[]string{"an ELF executable, built for this machine: GOOS=wasip1 GOARCH=wasm is missing"}},
+		{"GOOS=js", "go build -o js.wasm .", []string{"GOOS=js", "GOARCH=wasm"},
+			[]string{"built with GOOS=js, for browsers", "GOOS=wasip1 GOARCH=wasm -buildmode=c-shared"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if out, err := a.command("oops", tc.build, tc.env...).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", tc.build, err, out)
+			}
+			got := inspect(strings.Fields(tc.build)[3])
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("inspect says:\n%s\nwant %q", got, w)
+				}
+			}
+		})
+	}
+	t.Run("Register in main", func(t *testing.T) {
+		a.run("", "wasmrec new inmain")
+		a.edit("inmain/main.go", "// main is never run: the host calls Reconcile.\nfunc main() {}\n", "")
+		a.edit("inmain/main.go", "func init() {\n\twasmrec.Register(", "func main() {\n\twasmrec.Register(")
+		got := a.fails("inmain", "wasmrec build")
+		if !strings.Contains(got, "the plugin panicked: wasmrec: no reconciler registered: call wasmrec.Register from init") {
+			t.Errorf("build says:\n%s\nwant the SDK's panic message", got)
+		}
+	})
+	t.Run("kind typo", func(t *testing.T) {
+		got := a.fails("", "wasmrec new typo --for v1/ConfigMaps")
+		if !strings.Contains(got, "v1 has no kind ConfigMaps: did you mean ConfigMap?") {
+			t.Errorf("new says:\n%s", got)
+		}
+		a.run("", "wasmrec new typo")
+		a.edit("typo/main.go", `kind       = "ConfigMap"`, `kind       = "ConfigMaps"`)
+		got = a.fails("typo", "wasmrec build")
+		if !strings.Contains(got, "watches ConfigMaps.v1, which no API server serves: v1 has no kind ConfigMaps: did you mean ConfigMap?") {
+			t.Errorf("build says:\n%s", got)
+		}
+	})
+	t.Run("no clang", func(t *testing.T) {
+		a.run("", "wasmrec new cplug --lang c")
+		got := a.fails("cplug", "wasmrec build", "PATH="+filepath.Dir(a.bin))
+		if !strings.Contains(got, "clang is not on PATH: C plugins need clang, lld and wasi-libc") {
+			t.Errorf("build without clang says:\n%s", got)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
