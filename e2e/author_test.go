@@ -128,20 +128,28 @@ func TestAuthorJourney(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds plugins and starts a control plane per language")
 	}
+	readme, err := os.ReadFile("../README.md")
+	must(t, err)
 	var transcripts []string
 	for _, tc := range []struct {
 		lang, name string
+		new        string
 		steps      []string // run in the plugin's folder, after `wasmrec new`
 		source     string   // the file edited to check the rebuild
 		value      string   // the annotation's value in it
 	}{
-		{"go", "hello", []string{"go test ./...", "wasmrec build"}, "main.go", `"true"`},
-		{"c", "hello-c", []string{"wasmrec build"}, "hello-c.c", `\"true\"`},
+		{"go", "hello", "wasmrec new hello --for v1/ConfigMap", []string{"go test ./...", "wasmrec build"}, "main.go", `"true"`},
+		{"c", "hello-c", "wasmrec new hello-c --lang c --for v1/ConfigMap", []string{"wasmrec build"}, "hello-c.c", `\"true\"`},
 	} {
+		// README's "Writing a plugin" shows these very commands, in this order.
+		block := strings.Join(append(append([]string{tc.new, "cd " + tc.name}, tc.steps...), "wasmrec dev --plugin ."), "\n")
+		if !strings.Contains(string(readme), "```sh\n"+block+"\n```") {
+			t.Errorf("README.md lacks the %s journey as a block of its own:\n%s", tc.lang, block)
+		}
 		t.Run(tc.lang, func(t *testing.T) {
 			a := newAuthor(t)
 			start := time.Now()
-			a.run("", fmt.Sprintf("wasmrec new %s --lang %s --for v1/ConfigMap", tc.name, tc.lang))
+			a.run("", tc.new)
 			a.note("$ cd %s\n", tc.name)
 			for _, s := range tc.steps {
 				a.run(tc.name, s)
