@@ -77,6 +77,9 @@ Ctrl-C stops it; the control plane and its data go with it.`,
 }
 
 func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err error) {
+	if err := o.checkFlags(); err != nil {
+		return err
+	}
 	log := o.logger(stderr)
 	if o.duration > 0 {
 		var cancel context.CancelFunc

@@ -31,6 +31,7 @@ import (
 type hostOptions struct {
 	cacheDir       string
 	verbose        int
+	logFormat      string
 	metricsAddr    string
 	probeAddr      string
 	pprofAddr      string
@@ -68,8 +69,43 @@ func (o *hostOptions) ociClient(progress io.Writer) (*oci.Client, error) {
 	return oci.New(oci.Options{CacheDir: o.ociCache, Insecure: o.insecure, Progress: progress})
 }
 
+// checkFlags refuses flag values no command could use.
+func (o *hostOptions) checkFlags() error {
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return fmt.Errorf("--log-format %q: use text or json", o.logFormat)
+	}
+	return nil
+}
+
+// logger writes text (key=value) or JSON lines, with the level named: ERROR, WARN, INFO, then
+// DEBUG for -v 1 and TRACE beyond (logr's V(n) is slog's level -n).
 func (o *hostOptions) logger(w io.Writer) logr.Logger {
-	return logr.FromSlogHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.Level(-o.verbose)}))
+	opts := &slog.HandlerOptions{Level: slog.Level(-o.verbose), ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.LevelKey {
+			if l, ok := a.Value.Any().(slog.Level); ok {
+				a.Value = slog.StringValue(levelName(l))
+			}
+		}
+		return a
+	}}
+	if o.logFormat == "json" {
+		return logr.FromSlogHandler(slog.NewJSONHandler(w, opts))
+	}
+	return logr.FromSlogHandler(slog.NewTextHandler(w, opts))
+}
+
+func levelName(l slog.Level) string {
+	switch {
+	case l >= slog.LevelError:
+		return "ERROR"
+	case l >= slog.LevelWarn:
+		return "WARN"
+	case l >= slog.LevelInfo:
+		return "INFO"
+	case l == -1:
+		return "DEBUG"
+	}
+	return "TRACE"
 }
 
 // runHost runs the plugins of hc, with extra runnables beside, until ctx is done. The manager

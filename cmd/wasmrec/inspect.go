@@ -19,11 +19,20 @@ import (
 
 func newInspectCommand(stdout io.Writer) *cobra.Command {
 	var output, cacheDir string
+	var grant bool
 	o := &hostOptions{}
 	cmd := &cobra.Command{
 		Use:   "inspect FILE|REF",
 		Short: "Show a plugin module's ABI version, exports, imports, manifest and permissions",
-		Long:  "inspect reads a .wasm file, or pulls a module by OCI reference when no such file exists.",
+		Long: `inspect reads a .wasm file, or pulls a module by OCI reference when no such file exists, and
+checks it as the host does at load. For a module the host would refuse it prints only the error.
+--grant prints the host.yaml entry that grants the plugin what its manifest asks for.`,
+		Example: `  wasmrec inspect hello.wasm
+  wasmrec inspect hello.wasm -o json
+  wasmrec inspect registry.example/plugins/app:v1
+
+  # The grant to paste into host.yaml:
+  wasmrec inspect hello.wasm --grant`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
@@ -41,12 +50,16 @@ func newInspectCommand(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if grant {
+				return printGrant(cmd.Context(), args[0], b, output, cacheDir, stdout)
+			}
 			return inspect(cmd.Context(), args[0], b, output, cacheDir, stdout)
 		},
 	}
 	o.addOCIFlags(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
 	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
+	cmd.Flags().BoolVar(&grant, "grant", false, "print the host.yaml entry granting what the manifest asks for (-o yaml or json)")
 	return cmd
 }
 
@@ -136,4 +149,22 @@ func watchString(x abi.Watch) string {
 		s += " " + string(b)
 	}
 	return s
+}
+
+// printGrant prints the host config entry that grants the module's plugin what its manifest
+// asks for: what an operator pastes into host.yaml's plugins.
+func printGrant(ctx context.Context, path string, b []byte, output, cacheDir string, stdout io.Writer) error {
+	in, err := checkModule(ctx, path, b, cacheDir)
+	if err != nil {
+		return fmt.Errorf("%s is not a usable plugin: %w", path, err)
+	}
+	type entry struct { // plugin.Config's fields that a grant sets
+		Name        string           `json:"name"`
+		Module      string           `json:"module"`
+		Permissions []abi.Permission `json:"permissions"`
+	}
+	if output == "text" {
+		output = "yaml"
+	}
+	return printAs(stdout, output, map[string][]entry{"plugins": {{in.Manifest.Name, path, in.Manifest.Permissions}}}, nil)
 }

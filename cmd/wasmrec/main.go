@@ -69,7 +69,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Short:         "Run Kubernetes controllers whose Reconcile is a WebAssembly module",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       currentBuild().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -53,7 +53,9 @@ func newPullCommand(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "pull REF",
 		Short: "Pull a plugin module from an OCI registry or image layout",
-		Args:  cobra.ExactArgs(1),
+		Example: `  wasmrec pull registry.example/plugins/app:v1 --out app.wasm
+  wasmrec pull oci:./layout:v1 --out app.wasm`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.ociClient(stdout)
 			if err != nil {
@@ -73,7 +75,7 @@ func newPullCommand(stdout io.Writer) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write the module to (default plugin.wasm)")
+	cmd.Flags().StringVar(&out, "out", "", "the module file to write (default plugin.wasm)")
 	o.addOCIFlags(cmd)
 	return cmd
 }

@@ -30,8 +30,17 @@ with backoff (at once when its module file changes). It also runs the plugins th
 objects (plugins.wasmrec.dev) describe, once their CRD is installed; --plugin-objects=false
 leaves those to another host. Hosts that share Plugin objects need --leader-elect, or each runs
 their controllers.`,
+		Example: `  # The plugins of host.yaml, against the cluster of the current kubeconfig context:
+  wasmrec run --config host.yaml
+
+  # Two replicas, one running the plugins at a time, with metrics and probes, logging JSON:
+  wasmrec run --config host.yaml --leader-elect --metrics-bind-address :8080 \
+    --health-probe-bind-address :8081 --log-format json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.checkFlags(); err != nil {
+				return err
+			}
 			hc, err := plugin.LoadHostConfig(configPath)
 			if err != nil {
 				return err
@@ -75,7 +84,8 @@ func podNamespace() string {
 
 func (o *hostOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.cacheDir, "compilation-cache", "", `directory for compiled modules (default the user cache directory's wasmrec/wazero; "-" for none)`)
-	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity (1 adds informer, queue and host-call detail)")
+	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity: 1 (DEBUG) adds each reconcile's start and end, informer, queue and host-call detail; 2 (TRACE) more")
+	cmd.Flags().StringVar(&o.logFormat, "log-format", "text", "log line format: text (key=value) or json")
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address to serve Prometheus metrics on at /metrics ("0" for none; ":8080" for all interfaces)`)
 	cmd.Flags().StringVar(&o.probeAddr, "health-probe-bind-address", "0", `address to serve /healthz and /readyz on ("0" for none; ":8081" for all interfaces)`)
 	cmd.Flags().StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address to serve Go's profiles on at /debug/pprof/ ("0" for none)`)

@@ -57,7 +57,11 @@ func NewMapper(cfg *rest.Config) (*Mapper, error) {
 	}
 	m := &Mapper{cfg: cfg}
 	// Count discovery requests: an operator (and a test) can see what lookups cost.
-	m.client = &http.Client{Transport: countingTransport{next: client.Transport, n: &m.requests}, Timeout: client.Timeout, Jar: client.Jar}
+	next := client.Transport
+	if next == nil { // a plain-HTTP server without auth: net/http's default, as the client would use
+		next = http.DefaultTransport
+	}
+	m.client = &http.Client{Transport: countingTransport{next: next, n: &m.requests}, Timeout: client.Timeout, Jar: client.Jar}
 	if m.next, err = apiutil.NewDynamicRESTMapper(cfg, m.client); err != nil {
 		return nil, fmt.Errorf("cache: RESTMapper for %s: %w", cfg.Host, err)
 	}

@@ -298,6 +298,7 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 	}
 	c.inFlight[req] = start
 	c.inFlightMu.Unlock()
+	log.V(1).Info("reconcile start", "retries", q.NumRequeues(req))
 	res, panicked, err := c.reconcile(ctx, req)
 	c.inFlightMu.Lock()
 	delete(c.inFlight, req)
@@ -330,6 +331,7 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 		result = "success"
 		q.Forget(req)
 	}
+	log.V(1).Info("reconcile end", "result", result, "took", took.String())
 	if c.opts.Recorder != nil {
 		c.opts.Recorder.Reconciled(result, terminal, panicked, took)
 	}
