@@ -33,7 +33,7 @@ checks it as the host does at load. For a module the host would refuse it prints
 
   # The grant to paste into host.yaml:
   wasmrec inspect hello.wasm --grant`,
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
 			if os.IsNotExist(err) {
