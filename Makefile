@@ -10,7 +10,7 @@ BIN       := $(CURDIR)/bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 # Pinned control-plane versions: change them in e2e/controlplane/*/go.mod.
 # Evaluated only when kube-apiserver is built (recursive =), from the pin module itself.
-KUBE_VERSION = $(shell cd e2e/controlplane/kube-apiserver && $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
+KUBE_VERSION = $(shell cd e2e/controlplane/kube-apiserver && GOWORK=off $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
 KUBE_MINOR   = $(word 2,$(subst ., ,$(KUBE_VERSION)))
 
 export KUBEBUILDER_ASSETS := $(BIN)

@@ -24,6 +24,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/plugin/objects"
+	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // replica is one host of a leader-elected pair.
@@ -331,7 +332,7 @@ func TestDeletedPluginReleasesItsInformersOnEveryReplica(t *testing.T) {
 		for name, r := range map[string]*replica{"a": a, "b": b} {
 			eventually(t, 30*time.Second, fmt.Sprintf("swap %d to %s on %s", i+1, v, name), func() error {
 				// the swaps to v so far: 1, 1, 2
-				if lines, _ := r.logs.matching("swapped the module", `"to"="`+digestOf(module2(t, v))+`"`); len(lines) < (i+2)/2 {
+				if lines, _ := r.logs.matching("swapped the module", `"to"="`+wasm.ShortDigest(digestOf(module2(t, v)))+`"`); len(lines) < (i+2)/2 {
 					return errors.New("not swapped yet")
 				}
 				return nil

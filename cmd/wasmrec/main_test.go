@@ -63,8 +63,8 @@ func TestDev(t *testing.T) {
 		}
 		// rollout stamps a hash at start and another after churn edits web-config; churn edits
 		// an App, which the app plugin reconciles at a new generation.
-		return len(regexp.MustCompile(`stamped a new config hash deployment=demo/web`).FindAllString(log, -1)) >= 2 &&
-			regexp.MustCompile(`reconciled app=demo/\w+ generation=[2-9]`).MatchString(log)
+		return len(regexp.MustCompile(`msg="stamped a new config hash" plugin=rollout .* deployment=demo/web`).FindAllString(log, -1)) >= 2 &&
+			regexp.MustCompile(`msg=reconciled plugin=app .* app=demo/\w+ generation=[2-9]`).MatchString(log)
 	}
 	deadline := time.After(4 * time.Minute)
 wait:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/object"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 var crdKey = cache.Key{GroupVersionKind: apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")}
@@ -127,7 +128,7 @@ func (w *Watcher) update(name string, served []schema.GroupVersionKind) {
 	if r, ok := w.cache.RESTMapper().(interface{ Reset() }); ok {
 		r.Reset()
 	}
-	w.log.Info("served kinds changed", "crd", name, "served", served)
+	w.log.Info("served kinds changed", "crd", name, "served", kinds.GVKs(served))
 	for _, ch := range subs {
 		select {
 		case ch <- struct{}{}:

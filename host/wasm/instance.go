@@ -325,6 +325,13 @@ func splitLog(b []byte) (string, []any) {
 		if j+1 < len(pairs) {
 			v = pairs[j+1]
 		}
+		if n, ok := v.(json.Number); ok { // a number stays one in JSON logs
+			if i, err := n.Int64(); err == nil {
+				v = i
+			} else if f, err := n.Float64(); err == nil {
+				v = f
+			}
+		}
 		kv = append(kv, key, v)
 	}
 	return string(b[:i]), kv

@@ -113,7 +113,7 @@ func TestAppPluginReconciles(t *testing.T) {
 			t.Errorf("no call carried %s:\n%s", s, strings.Join(api.bodies, "\n"))
 		}
 	}
-	if !strings.Contains(logs(), `"reconciled app=ns/web generation=3 port=8080"`) {
+	if !strings.Contains(logs(), `"msg"="reconciled" "app"="ns/web" "generation"=3 "port"=8080`) {
 		t.Errorf("the guest's log line is missing:\n%s", logs())
 	}
 

@@ -35,6 +35,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
 	"github.com/wasmrec/wasmrec/internal/backoff"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // CRD is the CustomResourceDefinition of Plugin (plugins.wasmrec.dev, v1alpha1).
@@ -504,7 +505,7 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure) map[string]a
 	case s.running:
 		set("Running", true, "Reconciling", "the controller runs")
 	default:
-		set("Running", false, "Waiting", fmt.Sprintf("waiting until %v are served (their CRDs installed) and this replica leads", s.kinds))
+		set("Running", false, "Waiting", fmt.Sprintf("waiting until %s are served (their CRDs installed) and this replica leads", kinds.GVKs(s.kinds)))
 	}
 	st["conditions"] = conds
 	st["lastError"] = nil // a merge patch: null removes it
