@@ -1,0 +1,86 @@
+package scaffold
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/internal/release"
+)
+
+func TestWriteGo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "hello")
+	files, err := Write(Options{Name: "hello", Lang: "go", For: "apps/v1/Deployment", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{".gitignore", "go.mod", "host.yaml", "main.go", "main_test.go", "samples/hello.yaml"}
+	if !slices.Equal(files, want) {
+		t.Errorf("files = %v, want %v", files, want)
+	}
+	gomod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if !strings.Contains(string(gomod), "require github.com/wasmrec/wasmrec/sdk/go "+release.Version) {
+		t.Errorf("go.mod does not require the SDK release:\n%s", gomod)
+	}
+	// The grant is a host config the host accepts, and it grants what the manifest asks for.
+	hc, err := plugin.LoadHostConfig(filepath.Join(dir, "host.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := hc.Plugins[0]
+	if p.Name != "hello" || p.Module != filepath.Join(dir, "hello.wasm") || !slices.Equal(p.Namespaces, []string{"default"}) {
+		t.Errorf("host.yaml's plugin = %+v", p)
+	}
+	if len(p.Permissions) != 2 || p.Permissions[0].Group != "apps" || !slices.Equal(p.Permissions[0].Resources, []string{"deployments"}) {
+		t.Errorf("host.yaml grants %+v", p.Permissions)
+	}
+	main, _ := os.ReadFile(filepath.Join(dir, "main.go"))
+	if !strings.Contains(string(main), `{Group: "apps", Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}}`) {
+		t.Errorf("main.go's manifest does not ask for what host.yaml grants:\n%s", main)
+	}
+}
+
+func TestWriteC(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nodes")
+	files, err := Write(Options{Name: "nodes", Lang: "c", For: "v1/Node", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(files, "nodes.c") || slices.Contains(files, "go.mod") {
+		t.Errorf("files = %v", files)
+	}
+	hc, err := plugin.LoadHostConfig(filepath.Join(dir, "host.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns := hc.Plugins[0].Namespaces; len(ns) != 0 {
+		t.Errorf("a cluster-scoped kind's plugin is limited to namespaces %v", ns)
+	}
+	sample, _ := os.ReadFile(filepath.Join(dir, "samples", "nodes.yaml"))
+	if strings.Contains(string(sample), "namespace:") {
+		t.Errorf("the sample of a cluster-scoped kind has a namespace:\n%s", sample)
+	}
+}
+
+func TestWriteRefuses(t *testing.T) {
+	taken := t.TempDir()
+	if err := os.WriteFile(filepath.Join(taken, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Name: "Hello", Lang: "go", For: "v1/ConfigMap"}, `plugin name "Hello": use lowercase letters`},
+		{Options{Name: "hello", Lang: "rust", For: "v1/ConfigMap"}, `--lang "rust": use go or c`},
+		{Options{Name: "hello", Lang: "go", For: "v1/Confgmap"}, "did you mean ConfigMap?"},
+		{Options{Name: "hello", Lang: "go", For: "v1/ConfigMap", Dir: taken}, "exists and is not empty"},
+	} {
+		if _, err := Write(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Write(%+v) = %v, want %q", tc.o, err, tc.want)
+		}
+	}
+}
