@@ -36,8 +36,8 @@ install: controlplane ## Install wasmrec, and etcd and kube-apiserver for `wasmr
 	@echo ">> installed wasmrec, etcd and kube-apiserver into $(INSTALL_DIR)"
 
 # abi and sdk/go as a file-based module proxy (GOPROXY=file://$(BIN)/goproxy), at the version
-# plugins outside this repository require (internal/release): what the e2e tests and `make check`
-# resolve them from, since they are not fetched from the internet.
+# plugins outside this repository require (internal/release): what the e2e tests build plugins
+# against, as an author would against the published modules.
 .PHONY: goproxy
 goproxy:
 	$(GO) run ./internal/cmd/goproxy -o $(BIN)/goproxy
@@ -160,23 +160,28 @@ test: controlplane build plugins testguests registry-tool goproxy $(BIN)/sdk-c-t
 bench: controlplane build plugins testguests ## Run the benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
+ABI_MODULE := github.com/wasmrec/wasmrec/abi
+SDK_MODULE := github.com/wasmrec/wasmrec/sdk/go
+
 # Modules with Go code, and the two that only pin the control plane's versions.
 CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo
 MODULES      := $(CODE_MODULES) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check
-# Each module is tidied on its own (GOWORK=off), with abi and sdk/go from the local module proxy;
-# their checksums are then dropped from go.sum: here they are this tree (go.work), and a user's
-# go.sum gets them from the checksum database.
-check: export GOPROXY := file://$(BIN)/goproxy,$(shell $(GO) env GOPROXY)
-check: export GONOSUMDB := github.com/wasmrec/wasmrec
-check: goproxy ## Format, vet and tidy; fail if anything changed.
+# Each module is tidied on its own (go mod tidy ignores go.work), through a copy of its go.mod
+# that replaces abi and sdk/go with this tree's folders; the copy, less those replace lines,
+# becomes go.mod. Nothing is fetched for them, and go.sum holds no checksum of theirs: in the
+# tree they are the working copy, and a user's go.sum gets them from the checksum database.
+check: ## Format, vet and tidy; fail if anything changed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@for m in $(CODE_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	cd sdk/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
-	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) mod tidy) || exit 1; done
-	@for f in $(addsuffix /go.sum,$(MODULES)); do \
-		if [ -f $$f ]; then sed -i '/^github.com\/wasmrec\/wasmrec\//d' $$f; [ -s $$f ] || rm $$f; fi; done
+	@for m in $(MODULES); do (cd $$m && root=$$(realpath --relative-to=. $(CURDIR)) && \
+		cp go.mod .tidy.mod && { [ ! -f go.sum ] || cp go.sum .tidy.sum; } && \
+		$(GO) mod edit -modfile=.tidy.mod -replace=$(ABI_MODULE)=$$root/abi -replace=$(SDK_MODULE)=$$root/sdk/go && \
+		GOWORK=off $(GO) mod tidy -modfile=.tidy.mod && \
+		$(GO) mod edit -modfile=.tidy.mod -dropreplace=$(ABI_MODULE) -dropreplace=$(SDK_MODULE) && \
+		mv .tidy.mod go.mod && { [ ! -s .tidy.sum ] && rm -f .tidy.sum go.sum || mv .tidy.sum go.sum; }) || exit 1; done
 	@git diff --exit-code -- $(addsuffix /go.mod,$(MODULES)) $(addsuffix /go.sum,$(MODULES)) || { echo "go mod tidy changed the files above: commit them"; exit 1; }
 
 .PHONY: clean
