@@ -13,7 +13,7 @@ import (
 
 func newBuildCommand(stdout, stderr io.Writer) *cobra.Command {
 	var out, cacheDir string
-	var verbose bool
+	var verbose int
 	cmd := &cobra.Command{
 		Use:   "build [DIR]",
 		Short: "Build a plugin's folder to a module and check it as the host will",
@@ -26,15 +26,15 @@ exports, imports, manifest) and prints what it found.`,
   wasmrec build
 
   # Build another folder, to a chosen file, showing the compiler's command line:
-  wasmrec build ./hello --out /tmp/hello.wasm -v`,
+  wasmrec build ./hello --out /tmp/hello.wasm -v 1`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			o := build.Options{Out: out}
-			if verbose {
+			o := build.Options{Out: out, Warnings: stderr}
+			if verbose > 0 {
 				o.Log = stderr
 			}
 			path, err := build.Build(dir, o)
@@ -54,7 +54,7 @@ exports, imports, manifest) and prints what it found.`,
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "the module file to write (default DIR/<folder name>.wasm)")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print the compiler's command line")
+	cmd.Flags().IntVarP(&verbose, "verbose", "v", 0, "1 prints the compiler's command line")
 	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
 	return cmd
 }

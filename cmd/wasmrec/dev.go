@@ -142,7 +142,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		}
 		var extra []manager.Runnable
 		if len(watched) > 0 {
-			extra = append(extra, &devRebuilder{plugins: watched, log: log.WithName("dev")})
+			extra = append(extra, &devRebuilder{plugins: watched, cfg: cp.Config, log: log.WithName("dev"), out: stderr})
 		}
 		fmt.Fprintf(stdout, "running plugins %v; Ctrl-C stops\n", pluginNames(mine))
 		return runHost(ctx, cp.Config, &hc, &o.hostOptions, log, extra...)

@@ -33,9 +33,10 @@ import (
 // devPlugin is one --plugin of `wasmrec dev`: a module file, or a plugin's folder that dev
 // builds, and builds again when its sources change.
 type devPlugin struct {
-	dir    string // "" for a module file
-	module string // the module file the host follows
-	config plugin.Config
+	dir      string // "" for a module file
+	module   string // the module file the host follows
+	config   plugin.Config
+	warnings io.Writer // the compiler's warnings on builds that succeed
 }
 
 // loadDevPlugins builds every folder and reads every plugin's settings: a folder's host.yaml
@@ -47,7 +48,7 @@ func loadDevPlugins(ctx context.Context, paths []string, stdout io.Writer) ([]*d
 		if err != nil {
 			return nil, fmt.Errorf("--plugin %s: %w", p, err)
 		}
-		dp := &devPlugin{}
+		dp := &devPlugin{warnings: stdout}
 		if st.IsDir() {
 			if dp.dir, err = filepath.Abs(p); err != nil {
 				return nil, err
@@ -95,7 +96,7 @@ func loadDevPlugins(ctx context.Context, paths []string, stdout io.Writer) ([]*d
 func (dp *devPlugin) build() error {
 	tmp := dp.module + ".building"
 	defer os.Remove(tmp)
-	if _, err := build.Build(dp.dir, build.Options{Out: tmp}); err != nil {
+	if _, err := build.Build(dp.dir, build.Options{Out: tmp, Warnings: dp.warnings}); err != nil {
 		return err
 	}
 	return os.Rename(tmp, dp.module)
@@ -106,6 +107,9 @@ func (dp *devPlugin) build() error {
 func (dp *devPlugin) sources() string {
 	var b strings.Builder
 	_ = filepath.WalkDir(dp.dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && filepath.Ext(path) == ".yaml" {
+			return nil // host.yaml, samples and CRDs are followed on their own
+		}
 		if err != nil {
 			return nil
 		}
@@ -127,17 +131,33 @@ func (dp *devPlugin) sources() string {
 	return b.String()
 }
 
+// fingerprint is the names, sizes and times of files matching pattern in the folder.
+func (dp *devPlugin) fingerprint(pattern string) string {
+	var b strings.Builder
+	matches, _ := filepath.Glob(filepath.Join(dp.dir, pattern))
+	for _, m := range matches {
+		if info, err := os.Stat(m); err == nil {
+			fmt.Fprintf(&b, "%s %d %d\n", m, info.Size(), info.ModTime().UnixNano())
+		}
+	}
+	return b.String()
+}
+
 // devRebuilder builds a plugin's folder again when its sources change; the host swaps to the new
-// module as it does for any module file that changes. A failed build leaves the running version.
+// module as it does for any module file that changes. A failed build leaves the running version,
+// and its compiler output goes to out as the compiler wrote it. New or changed crds/*.yaml are
+// installed; a change of host.yaml is said: the grant is read at start.
 type devRebuilder struct {
 	plugins []*devPlugin
+	cfg     *rest.Config
 	log     logr.Logger
+	out     io.Writer
 }
 
 func (r *devRebuilder) Start(ctx context.Context) error {
-	seen := map[*devPlugin]string{}
+	seen, crds, grants := map[*devPlugin]string{}, map[*devPlugin]string{}, map[*devPlugin]string{}
 	for _, dp := range r.plugins {
-		seen[dp] = dp.sources()
+		seen[dp], crds[dp], grants[dp] = dp.sources(), dp.fingerprint("crds/*.yaml"), dp.fingerprint("host.yaml")
 	}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
@@ -148,15 +168,26 @@ func (r *devRebuilder) Start(ctx context.Context) error {
 		case <-tick.C:
 		}
 		for _, dp := range r.plugins {
+			log := r.log.WithValues("plugin", dp.config.Name)
+			if now := dp.fingerprint("crds/*.yaml"); now != crds[dp] {
+				crds[dp] = now
+				if err := installFolderObjects(ctx, r.cfg, []*devPlugin{{dir: dp.dir}}, r.out); err != nil {
+					log.Error(err, "installing the folder's CRDs")
+				}
+			}
+			if now := dp.fingerprint("host.yaml"); now != grants[dp] {
+				grants[dp] = now
+				log.Error(nil, "host.yaml changed: dev reads the grant at start; stop it (Ctrl-C) and run it again to apply the new one")
+			}
 			now := dp.sources()
 			if now == seen[dp] {
 				continue
 			}
 			seen[dp] = now
 			start := time.Now()
-			log := r.log.WithValues("plugin", dp.config.Name)
 			if err := dp.build(); err != nil {
-				log.Error(err, "build failed: the running version stays")
+				fmt.Fprintf(r.out, "%s: build failed:\n%v\n", dp.dir, err)
+				log.Error(nil, "build failed (the compiler's output is above): the running version stays")
 				continue
 			}
 			log.Info("rebuilt: swapping to the new module", "took", time.Since(start).Round(100*time.Millisecond).String())

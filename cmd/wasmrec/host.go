@@ -86,6 +86,9 @@ func (o *hostOptions) logger(w io.Writer) logr.Logger {
 				a.Value = slog.StringValue(levelName(l))
 			}
 		}
+		if a.Value.Kind() == slog.KindDuration { // "30s" in JSON too, not nanoseconds
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
 		return a
 	}}
 	if o.logFormat == "json" {

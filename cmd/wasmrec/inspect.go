@@ -36,6 +36,9 @@ checks it as the host does at load. For a module the host would refuse it prints
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
+			if os.IsNotExist(err) && looksLikePath(args[0]) {
+				return fmt.Errorf("%s: no such file", args[0])
+			}
 			if os.IsNotExist(err) {
 				c, cerr := o.ociClient(nil)
 				if cerr != nil {
@@ -167,4 +170,10 @@ func printGrant(ctx context.Context, path string, b []byte, output, cacheDir str
 		output = "yaml"
 	}
 	return printAs(stdout, output, map[string][]entry{"plugins": {{in.Manifest.Name, path, in.Manifest.Permissions}}}, nil)
+}
+
+// looksLikePath tells a file name from an OCI reference: a .wasm name, or a path that starts at
+// the working directory or the root, is a file.
+func looksLikePath(s string) bool {
+	return strings.HasSuffix(s, ".wasm") || strings.HasPrefix(s, "./") || strings.HasPrefix(s, "../") || filepath.IsAbs(s)
 }

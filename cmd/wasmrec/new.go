@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wasmrec/wasmrec/internal/kinds"
 	"github.com/wasmrec/wasmrec/internal/scaffold"
 )
 
@@ -55,6 +56,10 @@ that with your logic. For Go, new runs 'go mod tidy' when Go is installed.`,
 						return fmt.Errorf("go mod tidy in %s: %w: the files are written; fix the module setup and run it again", dir, err)
 					}
 				}
+			}
+			if k, err := kinds.ParseFor(o.For); err == nil && !k.BuiltIn {
+				fmt.Fprintf(stdout, "\n%s is not a built-in kind: put its CRD in %s (wasmrec dev --plugin installs it), or install it on the cluster\n",
+					kinds.String(k.APIVersion(), k.Kind), filepath.Join(dir, "crds")+string(filepath.Separator))
 			}
 			fmt.Fprintf(stdout, "\nnext:\n  cd %s\n", dir)
 			if o.Lang == "go" {

@@ -14,6 +14,7 @@ func printAs(w io.Writer, output string, v any, text func(io.Writer)) error {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		return enc.Encode(v)
 	case "yaml":
 		b, err := yaml.Marshal(v)

@@ -84,7 +84,7 @@ func podNamespace() string {
 
 func (o *hostOptions) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.cacheDir, "compilation-cache", "", `directory for compiled modules (default the user cache directory's wasmrec/wazero; "-" for none)`)
-	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity: 1 (DEBUG) adds each reconcile's start and end, informer, queue and host-call detail; 2 (TRACE) more")
+	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity: 1 (DEBUG) adds each reconcile's start and end and informer detail; 2 (TRACE) also the local control plane's own logs, for dev")
 	cmd.Flags().StringVar(&o.logFormat, "log-format", "text", "log line format: text (key=value) or json")
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address to serve Prometheus metrics on at /metrics ("0" for none; ":8080" for all interfaces)`)
 	cmd.Flags().StringVar(&o.probeAddr, "health-probe-bind-address", "0", `address to serve /healthz and /readyz on ("0" for none; ":8081" for all interfaces)`)

@@ -42,7 +42,11 @@ func currentBuild() buildInfo {
 }
 
 func (b buildInfo) String() string {
-	return fmt.Sprintf("wasmrec %s (revision %s, %s, %s; plugin ABI v%d, SDK %s)", b.Version, b.Revision, b.GoVersion, b.Platform, b.ABIVersion, b.SDKVersion)
+	rev := ""
+	if b.Revision != "unknown" {
+		rev = "revision " + b.Revision + ", "
+	}
+	return fmt.Sprintf("wasmrec %s (%s%s, %s; plugin ABI v%d, SDK %s)", b.Version, rev, b.GoVersion, b.Platform, b.ABIVersion, b.SDKVersion)
 }
 
 func newVersionCommand(stdout io.Writer) *cobra.Command {

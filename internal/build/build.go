@@ -46,6 +46,8 @@ type Options struct {
 	Out string
 	// Log receives the commands run, if set.
 	Log io.Writer
+	// Warnings receives what the compiler printed on a build that succeeded, if set.
+	Warnings io.Writer
 }
 
 // DefaultOut is where Build writes dir's module by default.
@@ -88,7 +90,7 @@ func buildGo(dir string, o Options) error {
 	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", o.Out, ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	return runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o.Log)
+	return runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o)
 }
 
 // WASI_SYSROOT, if set, is the wasi-libc sysroot; otherwise /usr/share/wasi-sysroot where it
@@ -128,7 +130,7 @@ func buildC(dir string, o Options) error {
 	args = append(append(args, sources...), filepath.Join(sdkPath, "wasmrec.c"))
 	cmd := exec.Command(clangPath, args...)
 	cmd.Dir = dir
-	err = runTool(cmd, "", o.Log)
+	err = runTool(cmd, "", o)
 	var te *ToolError
 	if errors.As(err, &te) {
 		switch out := te.Output; {
@@ -188,14 +190,17 @@ func (e *ToolError) Error() string {
 
 func (e *ToolError) Unwrap() error { return e.Err }
 
-func runTool(cmd *exec.Cmd, envPrefix string, log io.Writer) error {
+func runTool(cmd *exec.Cmd, envPrefix string, o Options) error {
 	line := envPrefix + filepath.Base(cmd.Path) + " " + strings.Join(cmd.Args[1:], " ")
-	if log != nil {
-		fmt.Fprintf(log, "(cd %s && %s)\n", cmd.Dir, line)
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "(cd %s && %s)\n", cmd.Dir, line)
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return &ToolError{Command: line, Output: string(out), Err: err}
+	}
+	if len(out) > 0 && o.Warnings != nil {
+		_, _ = o.Warnings.Write(out)
 	}
 	return nil
 }

@@ -98,7 +98,9 @@ void wasmrec_buf_free(wasmrec_buf *b);
 
 /* JSON lookups by a dotted path ("spec.port"; a segment of digits indexes an array,
  * "spec.containers.0.image"; "" or NULL is json itself). They return 0 if the path is missing
- * or has another type. Keys are compared with their escapes resolved. They read only the value
+ * or has another type. Keys are compared with their escapes resolved. A key that holds a dot
+ * (most label and annotation keys: "app.kubernetes.io/name") cannot be named in a path: walk
+ * the map with wasmrec_json_iter_init and wasmrec_json_next instead. They read only the value
  * at the start of json, so they also take a value_json of wasmrec_json_next as it is.
  *
  * wasmrec_json_string resolves every escape (\" \\ \/ \b \f \n \r \t \uXXXX, surrogate pairs

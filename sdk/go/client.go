@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
 )
@@ -16,7 +17,12 @@ type StatusError struct {
 	Message string
 }
 
-func (e *StatusError) Error() string { return fmt.Sprintf("%s: %s: %s", e.Call, e.Status, e.Message) }
+func (e *StatusError) Error() string {
+	if strings.HasPrefix(e.Message, e.Status.String()+":") { // the host's message names it already
+		return e.Call + ": " + e.Message
+	}
+	return fmt.Sprintf("%s: %s: %s", e.Call, e.Status, e.Message)
+}
 
 func statusOf(err error) abi.Status {
 	var se *StatusError

@@ -82,10 +82,10 @@ func (c *Cluster) require(what string, rules []abi.Rule) error {
 	}
 	var why []string
 	if len(notAsked) > 0 {
-		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add them to its permissions", joinRules(notAsked)))
+		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add %s to its permissions", joinRules(notAsked), them(notAsked)))
 	}
 	if len(notGranted) > 0 {
-		why = append(why, fmt.Sprintf("plugin %q was not granted %s: grant them in its permissions", c.name, joinRules(notGranted)))
+		why = append(why, fmt.Sprintf("plugin %q was not granted %s: grant %s in its permissions", c.name, joinRules(notGranted), them(notGranted)))
 	}
 	if len(why) == 0 {
 		return nil
@@ -152,7 +152,7 @@ func (c *Cluster) target(apiVersion, kind, sub, verb, namespace string) (kindInf
 // than the grant, and every watched kind (for, owns, watches) has list and watch in both.
 func (c *Cluster) checkManifest() error {
 	if missing := abi.Missing(c.grant, c.manifest.Permissions); len(missing) > 0 {
-		return fmt.Errorf("the module asks for permissions it was not granted: %s: grant them in the plugin's permissions, or use a module that needs less", joinRules(missing))
+		return fmt.Errorf("the module asks for permissions it was not granted: %s: grant %s in the plugin's permissions, or use a module that needs less", joinRules(missing), them(missing))
 	}
 	var refused []string
 	seen := map[string]bool{}
@@ -180,4 +180,12 @@ func (c *Cluster) checkManifest() error {
 		return fmt.Errorf("%s", strings.Join(refused, "; "))
 	}
 	return nil
+}
+
+// them is "it" for one rule, "them" for more, as the host words it.
+func them(rs []abi.Rule) string {
+	if len(rs) == 1 {
+		return "it"
+	}
+	return "them"
 }

@@ -37,7 +37,7 @@ type Policy struct {
 func New(plugin string, granted, asked []abi.Permission, namespaces []string) (*Policy, error) {
 	p := &Policy{Plugin: plugin, Granted: granted, Asked: asked, Namespaces: slices.Clone(namespaces)}
 	if missing := abi.Missing(granted, asked); len(missing) > 0 {
-		return nil, fmt.Errorf("the module asks for permissions it was not granted: %s: grant them in the plugin's permissions, or use a module that needs less", Join(missing))
+		return nil, fmt.Errorf("the module asks for permissions it was not granted: %s: grant %s in the plugin's permissions, or use a module that needs less", Join(missing), them(missing))
 	}
 	return p, nil
 }
@@ -79,15 +79,22 @@ func (p *Policy) Require(what string, rules []abi.Rule) error {
 	}
 	var why []string // one line: messages go to logs and to guests
 	if len(notAsked) > 0 {
-		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add them to its permissions", Join(notAsked)))
+		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add %s to its permissions", Join(notAsked), them(notAsked)))
 	}
 	if len(notGranted) > 0 {
-		why = append(why, fmt.Sprintf("plugin %q was not granted %s: grant them in its permissions", p.Plugin, Join(notGranted)))
+		why = append(why, fmt.Sprintf("plugin %q was not granted %s: grant %s in its permissions", p.Plugin, Join(notGranted), them(notGranted)))
 	}
 	if len(why) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%s needs %s: %s", what, Join(rules), strings.Join(why, "; and "))
+}
+
+func them(rs []abi.Rule) string {
+	if len(rs) == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 // WatchRules are the rules an informer on resource needs: list and watch.
