@@ -96,10 +96,13 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		if mine, err = loadDevPlugins(ctx, o.plugins, stdout); err != nil {
 			return err
 		}
+		// Checked as a host config would be (names unique, settings valid); they run as Plugin
+		// objects, so that a new host.yaml applies without a restart.
+		check := plugin.HostConfig{}
 		for _, dp := range mine {
-			hc.Plugins = append(hc.Plugins, dp.config)
+			check.Plugins = append(check.Plugins, dp.config)
 		}
-		if err := hc.Validate(); err != nil {
+		if err := check.Validate(); err != nil {
 			return err
 		}
 	} else if err := o.examplePlugins(&hc, binDir); err != nil {
@@ -134,6 +137,11 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		if err := installFolderObjects(ctx, cp.Config, mine, stdout); err != nil {
 			return err
 		}
+		for _, dp := range mine {
+			if err := applyPluginObject(ctx, cp.Config, dp.config); err != nil {
+				return err
+			}
+		}
 		var watched []*devPlugin
 		for _, dp := range mine {
 			if dp.dir != "" {
@@ -144,7 +152,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		if len(watched) > 0 {
 			extra = append(extra, &devRebuilder{plugins: watched, cfg: cp.Config, log: log.WithName("dev"), out: stderr})
 		}
-		fmt.Fprintf(stdout, "running plugins %v; Ctrl-C stops\n", pluginNames(mine))
+		fmt.Fprintf(stdout, "running plugins %v as Plugin objects (kubectl get plugins); Ctrl-C stops\n", pluginNames(mine))
 		return runHost(ctx, cp.Config, &hc, &o.hostOptions, log, extra...)
 	}
 

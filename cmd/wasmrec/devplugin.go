@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
 	"github.com/wasmrec/wasmrec/internal/build"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -177,7 +179,11 @@ func (r *devRebuilder) Start(ctx context.Context) error {
 			}
 			if now := dp.fingerprint("host.yaml"); now != grants[dp] {
 				grants[dp] = now
-				log.Error(nil, "host.yaml changed: dev reads the grant at start; stop it (Ctrl-C) and run it again to apply the new one")
+				if err := dp.reloadHostYAML(ctx, r.cfg); err != nil {
+					log.Error(err, "host.yaml changed, but its settings are not applied: fix the file")
+				} else {
+					log.Info("host.yaml changed: its settings are applied to the Plugin object")
+				}
 			}
 			now := dp.sources()
 			if now == seen[dp] {
@@ -291,4 +297,56 @@ func pluginNames(plugins []*devPlugin) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// reloadHostYAML reads the folder's host.yaml again and applies it to the plugin's Plugin object,
+// whose controller reloads the plugin with the new settings.
+func (dp *devPlugin) reloadHostYAML(ctx context.Context, cfg *rest.Config) error {
+	hc, err := plugin.LoadHostConfig(filepath.Join(dp.dir, "host.yaml"))
+	if err != nil {
+		return err
+	}
+	if len(hc.Plugins) != 1 || hc.Plugins[0].Module != dp.module {
+		return fmt.Errorf("host.yaml must still hold exactly one plugin, whose module is %s", dp.module)
+	}
+	if hc.Plugins[0].Name != dp.config.Name {
+		return fmt.Errorf("host.yaml renames plugin %q to %q: stop dev and run it again to rename", dp.config.Name, hc.Plugins[0].Name)
+	}
+	dp.config = hc.Plugins[0]
+	return applyPluginObject(ctx, cfg, dp.config)
+}
+
+// applyPluginObject server-side applies the Plugin object that runs c, as wasmrec-dev.
+func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) error {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return err
+	}
+	delete(spec, "name") // the object's name
+	for k, v := range spec {
+		if m, ok := v.(map[string]any); ok && len(m) == 0 {
+			delete(spec, k) // settings left at their defaults
+		}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": objects.GVK.GroupVersion().String(), "kind": objects.GVK.Kind,
+		"metadata": map[string]any{"name": c.Name}, "spec": spec,
+	}}
+	body, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	force := true
+	if _, err := client.Resource(objects.GVR).Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
+		return fmt.Errorf("applying the Plugin object for %q: %w", c.Name, err)
+	}
+	return nil
 }

@@ -101,12 +101,12 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		if !errors.As(err, new(*passingError)) {
 			p.kept.Refuse(digest, err)
 		}
-		return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+		return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.ShortDigest(), err))
 	}
 	if srcs != nil {
 		if err := p.startWatches(ctx, srcs); err != nil {
 			giveBack() // not remembered: the API server may serve them later
-			return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.Digest(), err))
+			return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.ShortDigest(), err))
 		}
 	}
 	if reused {
