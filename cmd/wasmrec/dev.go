@@ -45,8 +45,10 @@ there) and writes a kubeconfig for it.
 
 With --plugin, it runs your plugins: a folder is built (as 'wasmrec build' does) and built again
 whenever its sources change, and the host swaps to the new module without a restart; a .wasm file
-is run as it is, and swapped when it changes. A folder's host.yaml gives the plugin's grant (else
-it gets what its manifest asks for); its crds/*.yaml are installed and its samples/*.yaml applied.
+is run as it is, and swapped when it changes. Each runs as a Plugin object (kubectl get plugins
+shows its state). A folder's host.yaml gives the plugin's grant (else it gets what its manifest
+asks for) and applies again when it changes; its crds/*.yaml are installed and its samples/*.yaml
+applied, at start and when they change.
 
 Without --plugin, it runs the example plugins on objects it makes: app (Go) and app-c (C) keep a
 ConfigMap and a Service per App, rollout stamps a config hash on a Deployment when its ConfigMap
