@@ -145,10 +145,15 @@ func (dp *devPlugin) fingerprint(pattern string) string {
 	return b.String()
 }
 
+// objectFiles fingerprints the folder's CRDs and samples.
+func (dp *devPlugin) objectFiles() string {
+	return dp.fingerprint("crds/*.yaml") + dp.fingerprint("samples/*.yaml")
+}
+
 // devRebuilder builds a plugin's folder again when its sources change; the host swaps to the new
 // module as it does for any module file that changes. A failed build leaves the running version,
 // and its compiler output goes to out as the compiler wrote it. New or changed crds/*.yaml are
-// installed; a change of host.yaml is said: the grant is read at start.
+// installed and samples/*.yaml applied; a changed host.yaml is applied to the Plugin object.
 type devRebuilder struct {
 	plugins []*devPlugin
 	cfg     *rest.Config
@@ -159,7 +164,7 @@ type devRebuilder struct {
 func (r *devRebuilder) Start(ctx context.Context) error {
 	seen, crds, grants := map[*devPlugin]string{}, map[*devPlugin]string{}, map[*devPlugin]string{}
 	for _, dp := range r.plugins {
-		seen[dp], crds[dp], grants[dp] = dp.sources(), dp.fingerprint("crds/*.yaml"), dp.fingerprint("host.yaml")
+		seen[dp], crds[dp], grants[dp] = dp.sources(), dp.objectFiles(), dp.fingerprint("host.yaml")
 	}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
@@ -171,7 +176,7 @@ func (r *devRebuilder) Start(ctx context.Context) error {
 		}
 		for _, dp := range r.plugins {
 			log := r.log.WithValues("plugin", dp.config.Name)
-			if now := dp.fingerprint("crds/*.yaml"); now != crds[dp] {
+			if now := dp.objectFiles(); now != crds[dp] {
 				crds[dp] = now
 				if err := installFolderObjects(ctx, r.cfg, []*devPlugin{{dir: dp.dir}}, r.out); err != nil {
 					log.Error(err, "installing the folder's CRDs")
