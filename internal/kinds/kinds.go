@@ -5,9 +5,9 @@ package kinds
 
 import (
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -107,28 +107,20 @@ func Suggest(gvk schema.GroupVersionKind) string {
 	return best
 }
 
-var builtInKinds map[schema.GroupVersionKind]bool
-
 // builtIn is every kind of client-go's scheme that is an object (has metadata), not a list or
-// an options type.
-func builtIn() map[schema.GroupVersionKind]bool {
-	if builtInKinds != nil {
-		return builtInKinds
-	}
+// an options type. Built once, on first use, from any goroutine.
+var builtIn = sync.OnceValue(func() map[schema.GroupVersionKind]bool {
 	m := map[schema.GroupVersionKind]bool{}
 	for gvk, t := range scheme.Scheme.AllKnownTypes() {
 		if strings.HasSuffix(gvk.Kind, "List") || gvk.Version == "__internal" {
 			continue
 		}
-		if f, ok := t.FieldByName("ObjectMeta"); ok && f.Anonymous && f.Type == reflect.TypeFor[struct{}]() {
-			continue
-		} else if ok {
+		if f, ok := t.FieldByName("ObjectMeta"); ok && f.Anonymous {
 			m[gvk] = true
 		}
 	}
-	builtInKinds = m
 	return m
-}
+})
 
 // The built-in cluster-scoped kinds (kubectl api-resources --namespaced=false).
 var clusterScoped = map[schema.GroupKind]bool{}

@@ -57,3 +57,18 @@ func TestString(t *testing.T) {
 		t.Errorf("GVKs = %q", got)
 	}
 }
+
+// The host looks kinds up from several plugins' loads at once (run with -race).
+func TestConcurrentLookups(t *testing.T) {
+	done := make(chan bool)
+	for range 8 {
+		go func() {
+			done <- Lookup(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}).BuiltIn && BuiltInGroup("apps")
+		}()
+	}
+	for range 8 {
+		if !<-done {
+			t.Error("ConfigMap.v1 not known as built in")
+		}
+	}
+}
