@@ -53,6 +53,9 @@ func Start(opts Options) (*ControlPlane, error) {
 		ControlPlaneStartTimeout: opts.StartTimeout,
 		AttachControlPlaneOutput: opts.Verbose,
 	}
+	// The API server's alpha sharded list and watch (ListOptions.shardSelector), which sharded
+	// plugins use when the API server offers it.
+	env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", "ShardedListAndWatch=true")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: starting etcd and kube-apiserver from %s: %w", dir, err)
