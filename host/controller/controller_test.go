@@ -284,8 +284,8 @@ func TestRequeueAfterResetsBackoff(t *testing.T) {
 	}
 	var n atomic.Int32
 	c, err := New("script", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		i := int(n.Add(1)) - 1 // counted before the test hears of it: it reads n once it has
 		s.seen <- fc.Now()
-		i := int(n.Add(1)) - 1
 		if i >= len(script) {
 			t.Errorf("reconcile %d: the script is over: a zero Result must not requeue", i)
 			return reconcile.Result{}, nil
