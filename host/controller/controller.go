@@ -298,7 +298,10 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 	}
 	c.inFlight[req] = start
 	c.inFlightMu.Unlock()
-	log.V(1).Info("reconcile start", "retries", q.NumRequeues(req))
+	debug := log.V(1) // the per-reconcile lines cost nothing unless -v 1 asks for them
+	if debug.Enabled() {
+		debug.Info("reconcile start", "retries", q.NumRequeues(req))
+	}
 	res, panicked, err := c.reconcile(ctx, req)
 	c.inFlightMu.Lock()
 	delete(c.inFlight, req)
@@ -331,7 +334,9 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 		result = "success"
 		q.Forget(req)
 	}
-	log.V(1).Info("reconcile end", "result", result, "took", took.String())
+	if debug.Enabled() {
+		debug.Info("reconcile end", "result", result, "took", took.String())
+	}
 	if c.opts.Recorder != nil {
 		c.opts.Recorder.Reconciled(result, terminal, panicked, took)
 	}
