@@ -102,6 +102,12 @@ func TestSwapPublishesAndRollsBackWithoutCompiling(t *testing.T) {
 	if err := p.Swap(ctx, v2); err != nil || len(events) != 1 {
 		t.Fatalf("a swap to the digest serving: %v, %d events; want nothing done", err, len(events))
 	}
+	// v1 is kept once its reconciles are back, in the background: none runs here.
+	for deadline := time.Now().Add(5 * time.Second); !slices.Contains(p.kept.Digests(), digestOf(v1)); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("v1 was not kept within 5s of the swap away from it")
+		}
+	}
 	before := compiles(m, "swap")
 	if err := p.Swap(ctx, v1); err != nil {
 		t.Fatal(err)
