@@ -60,7 +60,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go hashc hash-go swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
+TESTGUESTS := misbehave abi7 badimport noop follow benchc bench-go crud-go hashc hash-go overlap swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -82,12 +82,12 @@ $(BIN)/plugins/app-c.wasm: plugins/app-c/app.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
-# Test guests speak the raw ABI, except benchc and hashc, which use the C SDK.
+# Test guests speak the raw ABI, except benchc, hashc and overlap, which use the C SDK.
 $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -o $@ $<
 
-$(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
+$(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm $(BIN)/testguests/overlap.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/oci"
+	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/plugin/objects"
 	"github.com/wasmrec/wasmrec/host/wasm"
@@ -36,10 +38,12 @@ type hostOptions struct {
 	probeAddr      string
 	pprofAddr      string
 	leaderElection *manager.LeaderElection
-	insecure       []string
-	ociCache       string
-	kubeAPIQPS     float32
-	kubeAPIBurst   int
+	// share, if set, shares plugins with the other replicas (run --share-plugins).
+	share        *ownership.Options
+	insecure     []string
+	ociCache     string
+	kubeAPIQPS   float32
+	kubeAPIBurst int
 	// gracefulShutdown bounds a stop; 0 takes the manager's default.
 	gracefulShutdown time.Duration
 	// pluginObjects runs the plugins of Plugin objects too.
@@ -139,6 +143,13 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	defer engine.Close(context.WithoutCancel(ctx))
 	m := metrics.New()
 	m.WatchInformers(func() int { return len(mgr.GetCache().Failures()) })
+	m.WatchInformerObjects(func() []metrics.InformerObjects {
+		var out []metrics.InformerObjects
+		for k, n := range mgr.GetCache().Sizes() {
+			out = append(out, metrics.InformerObjects{Kind: kinds.GVK(k.GroupVersionKind), Namespace: k.Namespace, Shard: k.Shard.String(), Objects: n})
+		}
+		return out
+	})
 	host, err := plugin.NewHost(mgr, engine, m, log.WithName("plugin"))
 	if err != nil {
 		return err
@@ -146,6 +157,22 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	defer host.Close()
 	if host.OCI, err = o.ociClient(nil); err != nil {
 		return err
+	}
+	if o.share != nil {
+		cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "ownership"))
+		if err != nil {
+			return err
+		}
+		share := *o.share
+		share.Logger = log.WithName("ownership")
+		table, err := ownership.New(cs, share)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(table); err != nil {
+			return err
+		}
+		host.Share = table
 	}
 	if hc.Impersonate != nil {
 		host.Impersonate = hc.Impersonate.Namespace

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin"
 )
 
@@ -17,7 +20,7 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 	var configPath string
 	kube := genericclioptions.NewConfigFlags(true)
 	var le struct {
-		enabled         bool
+		enabled, share  bool
 		namespace, name string
 	}
 	cmd := &cobra.Command{
@@ -49,11 +52,16 @@ their controllers.`,
 			if err != nil {
 				return err
 			}
-			if le.enabled {
+			if le.namespace == "" {
+				le.namespace = podNamespace()
+			}
+			switch {
+			case le.enabled && le.share:
+				return errors.New("--leader-elect and --share-plugins are two ways to run replicas: choose one (--leader-elect: one replica runs every plugin; --share-plugins: replicas split the plugins and their shards)")
+			case le.enabled:
 				o.leaderElection = &manager.LeaderElection{Namespace: le.namespace, Name: le.name}
-				if o.leaderElection.Namespace == "" {
-					o.leaderElection.Namespace = podNamespace()
-				}
+			case le.share:
+				o.share = &ownership.Options{Namespace: le.namespace, Group: le.name, Identity: replicaIdentity()}
 			}
 			return runHost(cmd.Context(), cfg, hc, o, o.logger(stderr))
 		},
@@ -62,8 +70,9 @@ their controllers.`,
 	cmd.Flags().BoolVar(&o.pluginObjects, "plugin-objects", true, "also run the plugins Plugin objects describe (false: only the config's)")
 	_ = cmd.MarkFlagRequired("config")
 	cmd.Flags().BoolVar(&le.enabled, "leader-elect", false, "run plugins only on the replica holding the Lease (run two or more replicas for failover)")
-	cmd.Flags().StringVar(&le.namespace, "leader-election-namespace", "", "namespace of the Lease (default: the pod's namespace, else default)")
-	cmd.Flags().StringVar(&le.name, "leader-election-id", "wasmrec", "name of the Lease")
+	cmd.Flags().BoolVar(&le.share, "share-plugins", false, "split the plugins, and the shards of plugins with shards set, among the replicas run with this flag: each holds a Lease per plugin or shard it runs, at most its fair share")
+	cmd.Flags().StringVar(&le.namespace, "leader-election-namespace", "", "namespace of the Leases (default: the pod's namespace, else default)")
+	cmd.Flags().StringVar(&le.name, "leader-election-id", "wasmrec", "name of the Lease; with --share-plugins, the prefix of every Lease's name")
 	o.addFlags(cmd)
 	kube.AddFlags(cmd.Flags())
 	return cmd
@@ -72,6 +81,13 @@ their controllers.`,
 func (o *hostOptions) addOCIFlags(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&o.insecure, "insecure", nil, "registries (host:port) to reach over plain HTTP; repeat or separate with commas")
 	cmd.Flags().StringVar(&o.ociCache, "oci-cache", "", `directory keeping pulled modules by digest (default the user cache directory's wasmrec/oci; "-" for none)`)
+}
+
+// replicaIdentity names this process among the replicas: the pod's name (the hostname in a pod)
+// and a random suffix, so that a restarted process is a new replica.
+func replicaIdentity() string {
+	host, _ := os.Hostname()
+	return host + "_" + uuid.NewString()[:8]
 }
 
 // podNamespace is the namespace this process runs in, or "default" outside a pod.

@@ -22,6 +22,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/wasmrec/wasmrec/host/object"
+	"github.com/wasmrec/wasmrec/host/shard"
 	"github.com/wasmrec/wasmrec/internal/backoff"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -68,6 +69,10 @@ type Key struct {
 	// Namespace, if set, limits the informer to one namespace: it lists and watches there
 	// only. Ignored for cluster-scoped kinds (Acquire clears it).
 	Namespace string
+	// Shard, if set, limits the informer to one shard of the kind's objects: it lists and
+	// watches with the shard's selector, and keeps only the objects the shard selects even
+	// when the API server does not filter (its ShardedListAndWatch feature gate is off).
+	Shard shard.Shard
 }
 
 func (k Key) String() string {
@@ -77,6 +82,9 @@ func (k Key) String() string {
 	}
 	if k.Namespace != "" {
 		s += " in namespace " + k.Namespace
+	}
+	if !k.Shard.All() {
+		s += ", shard " + k.Shard.String()
 	}
 	return s
 }
@@ -90,6 +98,8 @@ type Cache struct {
 	mapper   meta.RESTMapper
 	objects  *object.Client
 	metadata metadata.Interface
+
+	unsharded sync.Once // said that the API server does not filter by shard
 
 	mu        sync.Mutex
 	ctx       context.Context // the Start context; nil until Start
@@ -217,6 +227,17 @@ func (c *Cache) Active(key Key) bool {
 	return ok
 }
 
+// Sizes counts the objects each informer holds now, by key.
+func (c *Cache) Sizes() map[Key]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[Key]int, len(c.informers))
+	for k, e := range c.informers {
+		out[k] = len(e.informer.GetStore().ListKeys())
+	}
+	return out
+}
+
 // ActiveKeys lists the keys of the shared informers of gvk that exist now, in every namespace and
 // mode (full or metadata only).
 func (c *Cache) ActiveKeys(gvk schema.GroupVersionKind) []Key {
@@ -291,6 +312,9 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 		watchFn, example, client = r.Watch, &object.Object{}, c.objects
 	}
 	log := c.opts.Logger.WithValues("gvk", key.String(), "resource", m.Resource.String())
+	if !key.Shard.All() {
+		list, watchFn = c.sharded(key.Shard, list, watchFn)
+	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (obj runtime.Object, err error) {
 			err = h.patiently(ctx, log, c.host, func() (err error) { obj, err = list(ctx, o); return err })
@@ -312,6 +336,55 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 		h.failed(log, err, c.host)
 	})
 	return inf, nil
+}
+
+// sharded lists and watches only the objects of sh: it asks the API server to filter
+// (ListOptions.ShardSelector) and filters again itself, since a server without the
+// ShardedListAndWatch feature gate ignores the selector. It says once per cache when a server
+// did not filter: the host then still receives and decodes every object.
+func (c *Cache) sharded(sh shard.Shard, list func(context.Context, metav1.ListOptions) (runtime.Object, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) (func(context.Context, metav1.ListOptions) (runtime.Object, error), func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
+	sel := sh.Selector().String()
+	keep := func(obj runtime.Object) bool { return sh.Matches(obj) }
+	shardedList := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		o.ShardSelector = sel
+		out, err := list(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		if si, ok := out.(interface{ GetShardInfo() *metav1.ShardInfo }); ok && si.GetShardInfo() != nil {
+			return out, nil // the server filtered
+		}
+		c.unsharded.Do(func() {
+			c.opts.Logger.Info("the API server does not filter lists by shard (is its ShardedListAndWatch feature gate on?): the host filters instead, so each replica still receives and decodes every object of its sharded kinds", "host", c.host)
+		})
+		items, err := meta.ExtractListWithAlloc(out)
+		if err != nil {
+			return nil, err
+		}
+		kept := items[:0]
+		for _, it := range items {
+			if keep(it) {
+				kept = append(kept, it)
+			}
+		}
+		return out, meta.SetList(out, kept)
+	}
+	shardedWatch := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.ShardSelector = sel
+		w, err := watchFn(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		// A namespace and a uid never change: an object stays in its shard for life.
+		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			switch e.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+				return e, keep(e.Object)
+			}
+			return e, true // bookmarks and errors
+		}), nil
+	}
+	return shardedList, shardedWatch
 }
 
 // protobufClient returns a REST client for the built-in kinds of gv that speaks protobuf.

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -174,5 +175,56 @@ func (h Funcs) Delete(ctx context.Context, e event.DeleteEvent, q Queue) {
 func (h Funcs) Generic(ctx context.Context, e event.GenericEvent, q Queue) {
 	if h.GenericFunc != nil {
 		h.GenericFunc(ctx, e, q)
+	}
+}
+
+// WithRequestFilter wraps h so that it adds to the queue only the requests keep lets through.
+func WithRequestFilter(h EventHandler, keep func(context.Context, reconcile.Request) bool) EventHandler {
+	return &filtered{h: h, keep: keep}
+}
+
+type filtered struct {
+	h    EventHandler
+	keep func(context.Context, reconcile.Request) bool
+}
+
+func (f *filtered) Create(ctx context.Context, e event.CreateEvent, q Queue) {
+	f.h.Create(ctx, e, filterQueue{Queue: q, ctx: ctx, keep: f.keep})
+}
+
+func (f *filtered) Update(ctx context.Context, e event.UpdateEvent, q Queue) {
+	f.h.Update(ctx, e, filterQueue{Queue: q, ctx: ctx, keep: f.keep})
+}
+
+func (f *filtered) Delete(ctx context.Context, e event.DeleteEvent, q Queue) {
+	f.h.Delete(ctx, e, filterQueue{Queue: q, ctx: ctx, keep: f.keep})
+}
+
+func (f *filtered) Generic(ctx context.Context, e event.GenericEvent, q Queue) {
+	f.h.Generic(ctx, e, filterQueue{Queue: q, ctx: ctx, keep: f.keep})
+}
+
+// filterQueue drops the requests keep does not let through.
+type filterQueue struct {
+	Queue
+	ctx  context.Context
+	keep func(context.Context, reconcile.Request) bool
+}
+
+func (q filterQueue) Add(r reconcile.Request) {
+	if q.keep(q.ctx, r) {
+		q.Queue.Add(r)
+	}
+}
+
+func (q filterQueue) AddRateLimited(r reconcile.Request) {
+	if q.keep(q.ctx, r) {
+		q.Queue.AddRateLimited(r)
+	}
+}
+
+func (q filterQueue) AddAfter(r reconcile.Request, d time.Duration) {
+	if q.keep(q.ctx, r) {
+		q.Queue.AddAfter(r, d)
 	}
 }

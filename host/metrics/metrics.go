@@ -37,7 +37,10 @@ type Metrics struct {
 	// Running is 1 while a plugin's controller runs, 0 while it waits for its kinds to be
 	// served (its CRD is missing) or for leadership.
 	Running *prometheus.GaugeVec
-	plugins *pluginCollector
+	// ShardOwned is 1 for each plugin and shard this replica holds, 0 for those it shares with
+	// other replicas and does not hold (shard "" for a plugin not split into shards).
+	ShardOwned *prometheus.GaugeVec
+	plugins    *pluginCollector
 }
 
 // New returns metrics registered in a fresh registry, with the Go and process collectors.
@@ -89,6 +92,9 @@ func New() *Metrics {
 		Compiles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmrec_plugin_module_compiles_total", Help: "Modules compiled for a plugin, at load and at swaps (a swap back to a version kept compiled compiles nothing)",
 		}, []string{"plugin"}),
+		ShardOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "wasmrec_plugin_shard_owned", Help: "1 if this replica holds the plugin's shard (shard \"\" for a plugin not split), 0 if another replica may",
+		}, []string{"plugin", "shard"}),
 		Running: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmrec_plugin_running", Help: "1 while a plugin's controller runs; 0 while it waits for its CRDs or for leadership",
 		}, []string{"plugin"}),
@@ -97,7 +103,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.maxWorkers, m.activeWorkers,
-		m.HostCalls, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds, m.Compiles, m.Running, m.plugins)
+		m.HostCalls, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds, m.Compiles, m.Running, m.ShardOwned, m.plugins)
 	m.queue.register(r)
 	return m
 }
@@ -116,6 +122,36 @@ func (m *Metrics) WatchInformers(failing func() int) {
 	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "wasmrec_informers_failing", Help: "Informers whose list/watch against the API server fails now",
 	}, func() float64 { return float64(failing()) }))
+}
+
+// InformerObjects is what one shared informer holds.
+type InformerObjects struct {
+	Kind, Namespace, Shard string
+	Objects                int
+}
+
+// WatchInformerObjects reports wasmrec_informer_objects: the objects each shared informer holds
+// now, by kind, namespace and shard ("" for all), as objects lists them.
+func (m *Metrics) WatchInformerObjects(objects func() []InformerObjects) {
+	m.Registry.MustRegister(&informerObjects{list: objects, desc: prometheus.NewDesc("wasmrec_informer_objects",
+		"Objects the host's shared informers hold now, by kind, namespace and shard (\"\" for all)", []string{"kind", "namespace", "shard"}, nil)})
+}
+
+type informerObjects struct {
+	list func() []InformerObjects
+	desc *prometheus.Desc
+}
+
+func (c *informerObjects) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *informerObjects) Collect(ch chan<- prometheus.Metric) {
+	sums := map[[3]string]int{} // a full and a metadata-only informer of a kind add up
+	for _, o := range c.list() {
+		sums[[3]string{o.Kind, o.Namespace, o.Shard}] += o.Objects
+	}
+	for k, n := range sums {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), k[0], k[1], k[2])
+	}
 }
 
 // Handler serves the registry in the Prometheus text format.

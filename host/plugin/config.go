@@ -54,6 +54,13 @@ type Config struct {
 	Namespaces []string `json:"namespaces,omitempty"`
 	// MaxConcurrentReconciles is the number of workers and instances. Defaults to 1.
 	MaxConcurrentReconciles int `json:"maxConcurrentReconciles,omitempty"`
+
+	// Shards splits the plugin's objects among replicas that share plugins (run
+	// --share-plugins): each shard is held by one replica at a time, which caches and reconciles
+	// only that shard's objects. A namespaced plugin is split by namespace, a cluster-scoped one
+	// by the uid of its For objects. 0 or 1: not split. A host that does not share plugins runs
+	// them whole.
+	Shards int `json:"shards,omitempty"`
 	// RateLimiter paces retries of failed requests.
 	RateLimiter RateLimiterConfig `json:"rateLimiter,omitempty"`
 	// Timeout bounds one reconcile. Defaults to 30s.
@@ -170,6 +177,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Module == "" {
 		errs = append(errs, fmt.Errorf("plugin %q: module is required (the path of a .wasm file)", c.Name))
+	}
+	if c.Shards < 0 || c.Shards > MaxShards {
+		errs = append(errs, fmt.Errorf("plugin %q: shards %d: use 0 to 1 for none, at most %d", c.Name, c.Shards, MaxShards))
 	}
 	if c.MaxConcurrentReconciles < 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: maxConcurrentReconciles must not be negative", c.Name))

@@ -40,6 +40,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/oci"
+	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
@@ -72,6 +73,10 @@ type Host struct {
 
 	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
 	OCI *oci.Client
+	// Share, if set, shares the plugins with the other replicas of its group: each replica
+	// runs the plugins and shards it holds the Leases of (see package ownership). Set it before
+	// running plugins.
+	Share *ownership.Table
 	// Impersonate, if not empty, is the namespace of the plugins' ServiceAccounts: each
 	// plugin's writes and events are made as its own (see HostConfig.Impersonate). Set it
 	// before loading plugins.
@@ -164,6 +169,12 @@ type Plugin struct {
 
 	// OnSwap, if set, is told of every swap attempt.
 	OnSwap func(SwapEvent)
+
+	// shards are the shards this replica runs (nil: the plugin is not split); wantShards those
+	// it is to run from the controller's next start.
+	shards     atomic.Pointer[guest.Sharding]
+	wantShards atomic.Pointer[[]int]
+	held       atomic.Pointer[[]string] // see Held
 
 	// running is whether the controller runs (false while a kind it watches is not served).
 	running atomic.Bool
@@ -438,7 +449,10 @@ func (p *Plugin) Start(ctx context.Context) error {
 	if err := p.checkWatches(); err != nil {
 		return err
 	}
-	p.log.Info("plugin starting", "digest", p.Module().ShortDigest(), "for", kinds.String(p.forGVK.GroupVersion().String(), p.forGVK.Kind))
+	if err := p.applyShards(); err != nil {
+		return err
+	}
+	p.log.Info("plugin starting", "digest", p.Module().ShortDigest(), "for", kinds.String(p.forGVK.GroupVersion().String(), p.forGVK.Kind), "shards", p.sharding().String())
 	if m := p.host.metrics; m != nil {
 		m.RegisterPlugin(p.cfg.Name, p.stats)
 		defer m.UnregisterPlugin(p.cfg.Name)
@@ -592,13 +606,34 @@ func (w *warmer) holdLocked(keys []cache.Key) error {
 // Run adds the plugin to the manager: its controller (on the leader) and its informers (on
 // every replica), each running only while every kind the plugin watches is served. It returns
 // what it added, for the manager's Remove.
+//
+// With Share set, it adds one runnable instead, on every replica: it runs the controller while
+// this replica holds any of the plugin's units, with the shards it holds.
 func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 	kinds := p.Kinds()
 	log := h.log.WithValues("plugin", p.cfg.Name)
+	ctrl := h.follow(p, kinds, log)
+	if h.Share != nil {
+		p.follows = []*crdwatch.Following{ctrl}
+		s := &shared{p: p, ctrl: ctrl, table: h.Share, log: log}
+		if err := h.mgr.Add(s); err != nil {
+			return nil, err
+		}
+		return []manager.Runnable{s}, nil
+	}
 	warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
 	if err := h.mgr.Add(warm); err != nil {
 		return nil, err
 	}
+	p.follows = []*crdwatch.Following{warm, ctrl}
+	if err := h.mgr.Add(ctrl); err != nil {
+		return []manager.Runnable{warm}, err
+	}
+	return []manager.Runnable{warm, ctrl}, nil
+}
+
+// follow wraps the plugin's controller to run while its kinds are served, and to say so.
+func (h *Host) follow(p *Plugin, kinds []schema.GroupVersionKind, log logr.Logger) *crdwatch.Following {
 	ctrl := crdwatch.Follow(h.crds, kinds, p, log)
 	var gauge interface{ Set(float64) }
 	if h.metrics != nil {
@@ -618,11 +653,7 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 			p.OnRunning(on)
 		}
 	}
-	p.follows = []*crdwatch.Following{warm, ctrl}
-	if err := h.mgr.Add(ctrl); err != nil {
-		return []manager.Runnable{warm}, err
-	}
-	return []manager.Runnable{warm, ctrl}, nil
+	return ctrl
 }
 
 // guestAPI builds what the plugin's host calls share: its identity's clients and its limits,
@@ -742,13 +773,17 @@ func (p *Plugin) sourcesFor(m *abi.Manifest) (map[string]watched, error) {
 				return o.GetNamespace() == "" || slices.Contains(p.cfg.Namespaces, o.GetNamespace())
 			}))
 		}
+		if role != "for" {
+			h = p.shardFilter(h) // a watched object may map to a For object of any shard
+		}
 		// A plugin limited to namespaces watches through informers of those namespaces only.
 		for _, key := range p.keysFor(gvk, metadataOnly) {
 			id, _ := json.Marshal(struct {
 				Role      string
 				Watch     abi.Watch
 				Namespace string `json:",omitempty"`
-			}{role, w, key.Namespace})
+				Shard     string `json:",omitempty"`
+			}{role, w, key.Namespace, key.Shard.String()})
 			out[string(id)] = watched{key: key, src: source.Kind(c, key, h, preds...)}
 		}
 		return nil
@@ -772,11 +807,13 @@ func (p *Plugin) sourcesFor(m *abi.Manifest) (map[string]watched, error) {
 
 // keysFor are the informers the plugin watches gvk through: one per namespace of the plugin,
 // or one for all (no namespaces, or a kind the API server says is cluster-scoped).
+// A sharded plugin watches the kinds it splits through informers of the shards it runs.
 func (p *Plugin) keysFor(gvk schema.GroupVersionKind, metadataOnly bool) []cache.Key {
+	sh := p.sharding()
 	if m, err := p.host.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
-		return guest.Keys(gvk, metadataOnly, nil)
+		return guest.Keys(gvk, metadataOnly, nil, sh.Shards(gvk, false))
 	}
-	return guest.Keys(gvk, metadataOnly, p.cfg.Namespaces)
+	return guest.Keys(gvk, metadataOnly, p.cfg.Namespaces, sh.Shards(gvk, true))
 }
 
 // keysOf lists the distinct informers sources use, in a stable order.

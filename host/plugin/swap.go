@@ -305,8 +305,8 @@ func (p *Plugin) enqueueAll(ctx context.Context) {
 		some, _ := inf.List("", nil)
 		objs = append(objs, some...)
 		inf.Release()
-		if inf.Key().Namespace == "" {
-			break
+		if inf.Key().Namespace == "" && key.Shard.All() {
+			break // an informer of the whole cluster: listed once
 		}
 	}
 	reqs := make([]reconcile.Request, 0, len(objs))

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -408,7 +409,14 @@ func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, re
 
 // leading is whether this replica leads: only the leader writes status and Events, so that
 // replicas loading the same plugins do not report everything twice.
+//
+// Replicas that share plugins (Host.Share) all run: one of them, the group's reporter, writes
+// the status and Events they would all write alike, and each writes its own entry of
+// status.replicas.
 func (r *resources) leading() bool {
+	if t := r.host.Share; t != nil {
+		return t.Reporter()
+	}
 	select {
 	case <-r.mgr.Elected():
 		return true
@@ -429,9 +437,6 @@ func (r *resources) event(u *unstructured.Unstructured, typ, reason, format stri
 // lastTransitionTime moves only when its status does. A failed write is returned, so that the
 // reconcile is retried with backoff.
 func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, f *failure) error {
-	if !r.leading() {
-		return nil
-	}
 	var s *serving
 	if l != nil {
 		r.mu.Lock()
@@ -439,7 +444,17 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 		r.mu.Unlock()
 		s.digest, s.running, s.kinds = l.p.Module().Digest(), l.p.Running(), l.p.Kinds()
 	}
-	patch, _ := json.Marshal(map[string]any{"status": statusOf(u, s, f)})
+	st := map[string]any{}
+	if r.leading() {
+		st = statusOf(u, s, f, r.host.Share != nil)
+	}
+	if t := r.host.Share; t != nil {
+		st["replicas"] = replicasOf(u, t.Identity(), t.Replicas(), l)
+	}
+	if len(st) == 0 {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"status": st})
 	_, err := r.dynamic.Resource(GVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("writing Plugin %q's status: %w", u.GetName(), err)
@@ -459,7 +474,8 @@ type serving struct {
 
 // statusOf is the status (a merge patch) of Plugin u, whose plugin s serves (nil: not loaded,
 // for f).
-func statusOf(u *unstructured.Unstructured, s *serving, f *failure) map[string]any {
+// With shared set, replicas share the plugin: whether it runs is said per replica.
+func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool) map[string]any {
 	var conds []metav1.Condition
 	if raw, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
 		b, _ := json.Marshal(raw)
@@ -500,7 +516,7 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure) map[string]a
 		set("Degraded", false, "Healthy", "")
 	}
 	switch {
-	case s == nil:
+	case s == nil || shared:
 		meta.RemoveStatusCondition(&conds, "Running")
 	case s.running:
 		set("Running", true, "Reconciling", "the controller runs")
@@ -513,6 +529,28 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure) map[string]a
 		st["lastError"] = lastErr
 	}
 	return st
+}
+
+// replicasOf is the merge patch of status.replicas from replica me: its own entry (what it
+// holds of the plugin and whether it runs it), and null for the entries of replicas no longer
+// live, which are gone for good (a restarted process is a new replica).
+func replicasOf(u *unstructured.Unstructured, me string, live []string, l *loaded) map[string]any {
+	out := map[string]any{}
+	old, _, _ := unstructured.NestedMap(u.Object, "status", "replicas")
+	for id := range old {
+		if !slices.Contains(live, id) {
+			out[id] = nil
+		}
+	}
+	entry := map[string]any{"holds": []string{}, "running": false}
+	if l != nil {
+		if held := l.p.Held(); held != nil {
+			entry["holds"] = held
+		}
+		entry["running"] = l.p.Running()
+	}
+	out[me] = entry
+	return out
 }
 
 // unload stops a plugin, removes it from the manager and closes its module.

@@ -66,7 +66,7 @@ func TestStatusSaysWhatServes(t *testing.T) {
 	u := pluginObject(t, `{"module":"x.wasm"}`)
 	things := []schema.GroupVersionKind{{Group: "follow.wasmrec.dev", Version: "v1", Kind: "Thing"}}
 
-	st := statusOf(u, nil, &failure{reason: "FetchFailed", msg: "plugin \"labeler\": reading its module: no such file"})
+	st := statusOf(u, nil, &failure{reason: "FetchFailed", msg: "plugin \"labeler\": reading its module: no such file"}, false)
 	c := conditions(t, st)
 	want(t, c, "Ready", metav1.ConditionFalse, "NotLoaded")
 	want(t, c, "Degraded", metav1.ConditionTrue, "FetchFailed")
@@ -78,13 +78,13 @@ func TestStatusSaysWhatServes(t *testing.T) {
 	if _, ok := st["refusals"]; ok {
 		t.Error("a module that could not be fetched counted as a refusal")
 	}
-	refused := statusOf(u, nil, &failure{reason: "Refused", msg: "plugin speaks ABI v7", refusals: 1})
+	refused := statusOf(u, nil, &failure{reason: "Refused", msg: "plugin speaks ABI v7", refusals: 1}, false)
 	want(t, conditions(t, refused), "Degraded", metav1.ConditionTrue, "Refused")
 	if refused["refusals"] != int64(1) {
 		t.Errorf("refusals %v for a module refused at load; want 1", refused["refusals"])
 	}
 
-	st = statusOf(u, &serving{digest: "sha256:a", swaps: 2, refusals: 1, lastErr: "asks for secrets", lastWhy: "SwapRefused", kinds: things}, nil)
+	st = statusOf(u, &serving{digest: "sha256:a", swaps: 2, refusals: 1, lastErr: "asks for secrets", lastWhy: "SwapRefused", kinds: things}, nil, false)
 	c = conditions(t, st)
 	want(t, c, "Ready", metav1.ConditionTrue, "Serving")
 	want(t, c, "Degraded", metav1.ConditionTrue, "SwapRefused")
@@ -96,7 +96,7 @@ func TestStatusSaysWhatServes(t *testing.T) {
 		t.Errorf("status %v", st)
 	}
 
-	healthy := statusOf(u, &serving{digest: "sha256:b", running: true, kinds: things}, nil)
+	healthy := statusOf(u, &serving{digest: "sha256:b", running: true, kinds: things}, nil, false)
 	c = conditions(t, healthy)
 	want(t, c, "Degraded", metav1.ConditionFalse, "Healthy")
 	want(t, c, "Running", metav1.ConditionTrue, "Reconciling")
@@ -105,24 +105,24 @@ func TestStatusSaysWhatServes(t *testing.T) {
 	}
 
 	paused := pluginObject(t, `{"module":"x.wasm","paused":true}`)
-	want(t, conditions(t, statusOf(paused, nil, nil)), "Ready", metav1.ConditionFalse, "Paused")
+	want(t, conditions(t, statusOf(paused, nil, nil, false)), "Ready", metav1.ConditionFalse, "Paused")
 }
 
 func TestAConditionMovesItsTransitionTimeOnlyWhenItsStatusDoes(t *testing.T) {
 	u := pluginObject(t, `{"module":"x.wasm"}`)
 	s := &serving{digest: "sha256:a", running: true}
-	first := statusOf(u, s, nil)
+	first := statusOf(u, s, nil, false)
 	if err := unstructured.SetNestedField(u.Object, mustJSON(t, first), "status"); err != nil {
 		t.Fatal(err)
 	}
 	before := meta.FindStatusCondition(conditions(t, first), "Ready").LastTransitionTime
 	time.Sleep(1100 * time.Millisecond) // transition times have a second's resolution
-	again := conditions(t, statusOf(u, s, nil))
+	again := conditions(t, statusOf(u, s, nil, false))
 	if got := meta.FindStatusCondition(again, "Ready").LastTransitionTime; !got.Equal(&before) {
 		t.Errorf("Ready's lastTransitionTime moved from %v to %v with its status unchanged", before, got)
 	}
 	s.lastErr = "refused"
-	degraded := conditions(t, statusOf(u, s, nil))
+	degraded := conditions(t, statusOf(u, s, nil, false))
 	if got := meta.FindStatusCondition(degraded, "Degraded").LastTransitionTime; got.Equal(&before) {
 		t.Error("Degraded went True and its lastTransitionTime stayed")
 	}

@@ -2,23 +2,88 @@ package guest
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/shard"
 )
 
 // Reader holds the informers a plugin reads from, acquired on first read and released when the
 // plugin's controller stops. A plugin limited to namespaces reads through informers of those
-// namespaces only: the host never lists a kind across the cluster for it.
+// namespaces only: the host never lists a kind across the cluster for it. A sharded plugin
+// reads through the informers of shards.
 type Reader struct {
 	cache      *cache.Cache
 	namespaces []string // the plugin's; none: all
 	mu         sync.Mutex
 	informers  map[cache.Key]*cache.Informer // by the key asked for
+	sharding   Sharding
+}
+
+// Sharding is how a sharded plugin's objects are split, and which shards this replica runs.
+type Sharding struct {
+	// Field is shard.ByNamespace (every namespaced kind is split by namespace) or shard.ByUID
+	// (only For is split, by uid). Count 0 or 1: not sharded.
+	Field string
+	Count int
+	// Held are the shards this replica runs.
+	Held []int
+	// For is the plugin's For kind.
+	For schema.GroupVersionKind
+}
+
+// Shards are the shards of gvk this replica runs: none if gvk is not split.
+func (s Sharding) Shards(gvk schema.GroupVersionKind, namespaced bool) []shard.Shard {
+	if !s.splits(gvk, namespaced) {
+		return nil
+	}
+	out := make([]shard.Shard, 0, len(s.Held))
+	for _, i := range s.Held {
+		out = append(out, shard.Of(s.Field, i, s.Count))
+	}
+	return out
+}
+
+func (s Sharding) splits(gvk schema.GroupVersionKind, namespaced bool) bool {
+	switch {
+	case s.Count <= 1:
+		return false
+	case s.Field == shard.ByNamespace:
+		return namespaced
+	}
+	return gvk == s.For
+}
+
+// String is "0,2 of 3 by namespace", or "" if not sharded.
+func (s Sharding) String() string {
+	if s.Count <= 1 {
+		return ""
+	}
+	held := make([]string, len(s.Held))
+	for i, h := range s.Held {
+		held[i] = strconv.Itoa(h)
+	}
+	by := "uid"
+	if s.Field == shard.ByNamespace {
+		by = "namespace"
+	}
+	return fmt.Sprintf("%s of %d by %s", strings.Join(held, ","), s.Count, by)
+}
+
+// Owns reports whether a request of the For kind falls in a shard this replica runs, for a
+// plugin split by namespace. (Split by uid, only the object tells.)
+func (s Sharding) Owns(namespace string) bool {
+	return s.Count <= 1 || s.Field != shard.ByNamespace || slices.Contains(s.Held, shard.IndexOf(namespace, s.Count))
 }
 
 // NewReader returns a Reader of c's informers, for a plugin limited to namespaces (none: all).
@@ -26,17 +91,38 @@ func NewReader(c *cache.Cache, namespaces []string) *Reader {
 	return &Reader{cache: c, namespaces: namespaces, informers: map[cache.Key]*cache.Informer{}}
 }
 
+// SetSharding changes the shards the reader reads through. Call it while the plugin's
+// controller is stopped, after ReleaseAll.
+func (r *Reader) SetSharding(s Sharding) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sharding = s
+}
+
 // Keys are the informers the plugin's reads and watches of gvk use: one per namespace of the
-// plugin, or one for all. (For a cluster-scoped kind the cache makes them one.)
-func Keys(gvk schema.GroupVersionKind, metadataOnly bool, namespaces []string) []cache.Key {
+// plugin, or one for all (for a cluster-scoped kind the cache makes them one); each of them
+// once per shard, for a kind split into shards.
+func Keys(gvk schema.GroupVersionKind, metadataOnly bool, namespaces []string, shards []shard.Shard) []cache.Key {
+	var keys []cache.Key
 	if len(namespaces) == 0 {
-		return []cache.Key{{GroupVersionKind: gvk, MetadataOnly: metadataOnly}}
+		keys = []cache.Key{{GroupVersionKind: gvk, MetadataOnly: metadataOnly}}
+	} else {
+		keys = make([]cache.Key, 0, len(namespaces))
+		for _, ns := range namespaces {
+			keys = append(keys, cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly, Namespace: ns})
+		}
 	}
-	keys := make([]cache.Key, 0, len(namespaces))
-	for _, ns := range namespaces {
-		keys = append(keys, cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly, Namespace: ns})
+	if len(shards) == 0 {
+		return keys
 	}
-	return keys
+	out := make([]cache.Key, 0, len(keys)*len(shards))
+	for _, k := range keys {
+		for _, s := range shards {
+			k.Shard = s
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // informer returns the synced informer of key, acquiring it on first use.
@@ -60,25 +146,80 @@ func (r *Reader) informer(ctx context.Context, key cache.Key) (*cache.Informer, 
 	return inf, nil
 }
 
-// Get reads one object of gvk. The caller has checked that namespace is the plugin's.
+// namespaced reports whether the API server says gvk is namespaced (true if it cannot tell).
+func (r *Reader) namespaced(gvk schema.GroupVersionKind) bool {
+	m, err := r.cache.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
+}
+
+// Get reads one object of gvk. The caller has checked that namespace is the plugin's. Of a
+// kind split by namespace it reads the namespace's shard, run here or not; of the For kind
+// split by uid, the shards this replica runs: an object of another shard is not found.
 func (r *Reader) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (runtime.Object, error) {
 	key := cache.Key{GroupVersionKind: gvk}
 	if len(r.namespaces) > 0 {
 		key.Namespace = namespace
 	}
-	inf, err := r.informer(ctx, key)
-	if err != nil {
-		return nil, err
+	r.mu.Lock()
+	s := r.sharding
+	r.mu.Unlock()
+	if !s.splits(gvk, r.namespaced(gvk)) {
+		inf, err := r.informer(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return inf.Get(namespace, name)
 	}
-	return inf.Get(namespace, name)
+	if s.Field == shard.ByNamespace {
+		key.Shard = shard.Of(s.Field, shard.IndexOf(namespace, s.Count), s.Count)
+		inf, err := r.informer(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		return inf.Get(namespace, name)
+	}
+	var last error = apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, name)
+	for _, i := range s.Held {
+		key.Shard = shard.Of(s.Field, i, s.Count)
+		inf, err := r.informer(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		obj, err := inf.Get(namespace, name)
+		if err == nil {
+			return obj, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		last = err
+	}
+	return nil, last
 }
 
 // List lists the objects of gvk in namespace ("" for every namespace of the plugin) that sel
-// selects (nil: all).
+// selects (nil: all). Of a kind split by namespace, a list of every namespace reads every shard;
+// of the For kind split by uid, the shards this replica runs.
 func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]runtime.Object, error) {
-	keys := Keys(gvk, false, r.namespaces)
+	r.mu.Lock()
+	s := r.sharding
+	r.mu.Unlock()
+	var shards []shard.Shard
+	if s.splits(gvk, r.namespaced(gvk)) {
+		switch {
+		case s.Field == shard.ByUID:
+			shards = s.Shards(gvk, true)
+		case namespace != "":
+			shards = []shard.Shard{shard.Of(s.Field, shard.IndexOf(namespace, s.Count), s.Count)}
+		default:
+			for i := range s.Count {
+				shards = append(shards, shard.Of(s.Field, i, s.Count))
+			}
+		}
+	}
+	keys := Keys(gvk, false, r.namespaces, shards)
 	if namespace != "" && len(r.namespaces) > 0 {
-		keys = []cache.Key{{GroupVersionKind: gvk, Namespace: namespace}}
+		keys = Keys(gvk, false, []string{namespace}, shards)
 	}
 	var out []runtime.Object
 	for _, k := range keys {
@@ -91,7 +232,7 @@ func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 			return nil, err
 		}
 		out = append(out, objs...)
-		if inf.Key().Namespace == "" {
+		if inf.Key().Namespace == "" && len(shards) == 0 {
 			break // an informer of the whole cluster (a cluster-scoped kind): listed once
 		}
 	}

@@ -1,0 +1,228 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/wasmrec/wasmrec/host/crdwatch"
+	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/ownership"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/shard"
+)
+
+// MaxShards bounds a plugin's shards: each is a Lease, renewed every retry period.
+const MaxShards = 64
+
+// Units are the names under which replicas share the plugin: its name, or one per shard
+// ("name/0", "name/1", ...).
+func (p *Plugin) Units() []string {
+	if p.cfg.Shards <= 1 {
+		return []string{p.cfg.Name}
+	}
+	out := make([]string, p.cfg.Shards)
+	for i := range out {
+		out[i] = p.cfg.Name + "/" + strconv.Itoa(i)
+	}
+	return out
+}
+
+// shardsOf are the shard indexes of units (those Units names).
+func (p *Plugin) shardsOf(units []string) []int {
+	var out []int
+	for _, u := range units {
+		if i, err := strconv.Atoi(strings.TrimPrefix(u, p.cfg.Name+"/")); err == nil {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sharding is how the plugin's objects are split and which shards run here now.
+func (p *Plugin) sharding() guest.Sharding {
+	if s := p.shards.Load(); s != nil {
+		return *s
+	}
+	return guest.Sharding{}
+}
+
+// runShards sets the shards this replica runs from the next start of the controller on: the
+// units it holds. Host.Run calls it only while the controller is stopped.
+func (p *Plugin) runShards(units []string) {
+	if p.cfg.Shards <= 1 {
+		return
+	}
+	held := p.shardsOf(units)
+	p.wantShards.Store(&held)
+}
+
+// applyShards makes the controller's sources and the guest's reads follow the shards to run,
+// before the controller starts: a namespaced plugin splits every namespaced kind by
+// namespace, so an object and the objects it owns or watches in its namespace are in one shard;
+// a cluster-scoped one splits its For kind by uid.
+func (p *Plugin) applyShards() error {
+	want := p.wantShards.Load()
+	if want == nil {
+		return nil
+	}
+	field := shard.ByNamespace
+	m, err := p.host.mapper.RESTMapping(p.forGVK.GroupKind(), p.forGVK.Version)
+	if err != nil {
+		return fmt.Errorf("plugin %q: resolving %s to shard it: %w", p.cfg.Name, p.forGVK, err)
+	}
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		field = shard.ByUID
+	}
+	next := guest.Sharding{Field: field, Count: p.cfg.Shards, Held: *want, For: p.forGVK}
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	if cur := p.shards.Load(); cur != nil && cur.Field == next.Field && slices.Equal(cur.Held, next.Held) {
+		return nil
+	}
+	p.shards.Store(&next)
+	p.reader.SetSharding(next)
+	srcs, err := p.sourcesFor(p.Module().Manifest())
+	if err != nil {
+		return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
+	}
+	for _, w := range p.srcs {
+		_ = p.ctrl.Unwatch(w.src) // stopped: only forgets it
+	}
+	for _, w := range srcs {
+		if err := p.ctrl.Watch(w.src); err != nil {
+			return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
+		}
+	}
+	p.srcs = srcs
+	keys := keysOf(srcs)
+	p.watchMu.Lock()
+	p.keys = keys
+	p.watchMu.Unlock()
+	p.log.Info("running shards", "shards", next.String(), "of", next.Count)
+	return nil
+}
+
+// shardFilter passes on only the requests of the shards this replica runs: a watched or owned
+// object may map to a For object of another shard (one in another namespace, or a
+// cluster-scoped one). A For object split by uid is looked up in this replica's shards.
+func (p *Plugin) shardFilter(h handler.EventHandler) handler.EventHandler {
+	return handler.WithRequestFilter(h, func(ctx context.Context, req reconcile.Request) bool {
+		s := p.sharding()
+		switch {
+		case s.Count <= 1:
+			return true
+		case s.Field == shard.ByNamespace:
+			return s.Owns(req.Namespace)
+		}
+		_, err := p.reader.Get(ctx, p.forGVK, req.Namespace, req.Name)
+		return err == nil
+	})
+}
+
+// Held are the plugin's units this replica holds, when it shares plugins with other replicas
+// (Host.Share): the plugin's name, or its shards' ("name/0"); nil otherwise.
+func (p *Plugin) Held() []string {
+	if h := p.held.Load(); h != nil {
+		return *h
+	}
+	return nil
+}
+
+// shared runs a plugin on the replicas that share it: its controller runs while this replica
+// holds any of the plugin's units, with the shards it holds, and stops before a unit it lets
+// go of is handed back.
+type shared struct {
+	p     *Plugin
+	ctrl  *crdwatch.Following
+	table *ownership.Table
+	log   logr.Logger
+}
+
+func (s *shared) Name() string             { return s.p.cfg.Name + " (shared)" }
+func (s *shared) NeedLeaderElection() bool { return false }
+
+func (s *shared) Start(ctx context.Context) error {
+	units := s.p.Units()
+	var claim *ownership.Claim
+	for {
+		var err error
+		if claim, err = s.table.Claim(units...); err == nil {
+			break
+		}
+		// The plugin this one replaces (a reload) has not let go of its units yet.
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	defer claim.Close()
+	stop := s.report(ctx, claim)
+	defer stop()
+	if s.p.cfg.Shards > 1 {
+		s.log.Info("sharing the plugin's shards with the other replicas", "shards", s.p.cfg.Shards)
+	}
+	return claim.Run(ctx, func(ctx context.Context, held []string) error {
+		s.p.runShards(held)
+		return s.ctrl.Start(ctx)
+	})
+}
+
+// report keeps the ownership gauge of the plugin's units up to date until stopped, then
+// forgets them.
+func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func()) {
+	var g *prometheus.GaugeVec
+	if m := s.p.host.metrics; m != nil {
+		g = m.ShardOwned
+	}
+	label := func(u string) string { // the shard, "" for a plugin not split
+		return strings.TrimPrefix(strings.TrimPrefix(u, s.p.cfg.Name), "/")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			st, changed := claim.State()
+			held := st.Held
+			s.p.held.Store(&held)
+			for _, u := range s.p.Units() {
+				v := 0.0
+				if slices.Contains(st.Held, u) {
+					v = 1
+				}
+				if g != nil {
+					g.WithLabelValues(s.p.cfg.Name, label(u)).Set(v)
+				}
+			}
+			if s.p.OnRunning != nil {
+				s.p.OnRunning(s.p.Running()) // the held units are reported with the running state
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		s.p.held.Store(nil)
+		for _, u := range s.p.Units() {
+			if g != nil {
+				g.DeleteLabelValues(s.p.cfg.Name, label(u))
+			}
+		}
+	}
+}
