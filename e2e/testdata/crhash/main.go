@@ -24,9 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// Usage: crhash --kubeconfig FILE --namespace NS (or KUBECONFIG in the environment).
+// Usage: crhash --kubeconfig FILE --namespace NS (or KUBECONFIG in the environment); without
+// --namespace, every namespace.
 func main() {
-	namespace := flag.String("namespace", "", "reconcile the ConfigMaps of this namespace")
+	namespace := flag.String("namespace", "", "reconcile the ConfigMaps of this namespace (default: every namespace)")
 	flag.Parse() // controller-runtime's config package adds --kubeconfig
 	if err := run(*namespace); err != nil {
 		fmt.Fprintln(os.Stderr, "crhash:", err)
@@ -45,7 +46,7 @@ func run(namespace string) error {
 		return err
 	}
 	c := mgr.GetClient()
-	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == namespace })
+	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return namespace == "" || o.GetNamespace() == namespace })
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&corev1.ConfigMap{}).
 		WithEventFilter(inNamespace).

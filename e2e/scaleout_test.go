@@ -1,0 +1,685 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	"github.com/wasmrec/wasmrec/host/ownership"
+	"github.com/wasmrec/wasmrec/host/shard"
+)
+
+// The scale-out tests run several `wasmrec run --share-plugins` processes on the test API
+// server with the settings a user gets (Leases of 15 s, renewed every 2 s), and the overlap
+// guest, which logs "overlap begin" and "overlap end" around each reconcile and copies data.gen
+// into the annotation overlap/seen. Every process's log is kept, killed ones too, so a checker
+// can look for one key reconciled by two replicas at once.
+
+// replicaSet is the host processes of one test, past and present.
+type replicaSet struct {
+	t         *testing.T
+	config    string
+	args      []string
+	mu        sync.Mutex
+	all       []*replica2 // every process started, in order
+	checkLogs bool
+}
+
+// replica2 is one host process of a replicaSet.
+type replica2 struct {
+	h       *hostProcess
+	name    string
+	metrics string    // the metrics URL
+	killed  time.Time // when it was killed (SIGKILL), zero if it was not
+}
+
+func newReplicaSet(t *testing.T, config, leaseNS string) *replicaSet {
+	return &replicaSet{t: t, config: config, args: []string{"--share-plugins", "--leader-election-namespace", leaseNS,
+		"--log-format", "json", "--metrics-bind-address", "127.0.0.1:0", "--plugin-objects=false"}}
+}
+
+var metricsJSONRE = `"msg":"serving metrics","address":"`
+
+func (s *replicaSet) start(name string) *replica2 {
+	s.t.Helper()
+	h := startHost(s.t, s.config, s.args...)
+	h.waitOut(s.t, metricsJSONRE)
+	_, rest, _ := strings.Cut(h.out.String(), metricsJSONRE)
+	addr, _, _ := strings.Cut(rest, `"`)
+	r := &replica2{h: h, name: name, metrics: addr + "/metrics"}
+	s.mu.Lock()
+	s.all = append(s.all, r)
+	s.mu.Unlock()
+	return r
+}
+
+// kill stops r with SIGKILL, as a crash; stop with SIGTERM, as a rollout.
+func (r *replica2) kill(t *testing.T) {
+	r.killed = time.Now()
+	must(t, r.h.cmd.Process.Signal(syscall.SIGKILL))
+	<-r.h.exited
+}
+
+func (r *replica2) stop(t *testing.T) { r.h.terminate(t) }
+
+func (r *replica2) alive() bool { return r.h.cmd.ProcessState == nil }
+
+// owned reads wasmrec_plugin_shard_owned: the units r holds ("plugin" or "plugin/shard").
+func (r *replica2) owned(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, m := range samples(t, r.metrics, "wasmrec_plugin_shard_owned") {
+		if m.value == 1 {
+			u := m.labels["plugin"]
+			if s := m.labels["shard"]; s != "" {
+				u += "/" + s
+			}
+			out = append(out, u)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+type sample struct {
+	labels map[string]string
+	value  float64
+}
+
+// samples reads the samples of one metric from a host's /metrics.
+func samples(t *testing.T, url, name string) []sample {
+	t.Helper()
+	resp, err := http.Get(url)
+	must(t, err)
+	defer resp.Body.Close()
+	var out []sample
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		s := sample{labels: map[string]string{}}
+		if i := strings.IndexByte(line, '{'); i >= 0 {
+			j := strings.LastIndexByte(line, '}')
+			for _, kv := range strings.Split(line[i+1:j], ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				s.labels[k] = strings.Trim(v, `"`)
+			}
+		}
+		s.value, err = strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		must(t, err)
+		out = append(out, s)
+	}
+	return out
+}
+
+// live are the replicas running now.
+func (s *replicaSet) live() []*replica2 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*replica2
+	for _, r := range s.all {
+		if r.alive() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// waitSpread waits until the live replicas hold every one of units, each once, and each
+// replica between lo and hi of them; it returns how long that took.
+func (s *replicaSet) waitSpread(units []string, lo, hi int, timeout time.Duration) time.Duration {
+	s.t.Helper()
+	began := time.Now()
+	var last string
+	for time.Since(began) < timeout {
+		held := map[string]int{}
+		ok := true
+		var b strings.Builder
+		for _, r := range s.live() {
+			own := r.owned(s.t)
+			fmt.Fprintf(&b, "%s holds %d %v; ", r.name, len(own), own)
+			if len(own) < lo || len(own) > hi {
+				ok = false
+			}
+			for _, u := range own {
+				held[u]++
+			}
+		}
+		for _, u := range units {
+			ok = ok && held[u] == 1
+		}
+		if ok {
+			return time.Since(began)
+		}
+		last = b.String()
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("after %s the replicas do not hold the %d units %d to %d each: %s", timeout, len(units), lo, hi, last)
+	return 0
+}
+
+// overlaps reads every process's log and returns the reconciles of one key that ran at once,
+// on two replicas or on one. A killed process's reconcile that had begun ends when it was
+// killed.
+func (s *replicaSet) overlaps() (reconciles int, found []string) {
+	type span struct {
+		from, to time.Time
+		replica  string
+	}
+	spans := map[string][]span{}
+	s.mu.Lock()
+	all := slices.Clone(s.all)
+	s.mu.Unlock()
+	for _, r := range all {
+		open := map[string]time.Time{}
+		for _, line := range strings.Split(r.h.out.String(), "\n") {
+			if !strings.Contains(line, `"msg":"overlap `) {
+				continue
+			}
+			var l struct {
+				Time            time.Time
+				Msg             string
+				Plugin, Request string
+			}
+			if json.Unmarshal([]byte(line), &l) != nil {
+				continue
+			}
+			key := l.Plugin + " " + l.Request
+			switch l.Msg {
+			case "overlap begin":
+				open[key] = l.Time
+			case "overlap end":
+				spans[key] = append(spans[key], span{open[key], l.Time, r.name})
+				delete(open, key)
+				reconciles++
+			}
+		}
+		for key, from := range open {
+			to := r.killed
+			if to.IsZero() {
+				to = time.Now() // still running
+			}
+			spans[key] = append(spans[key], span{from, to, r.name})
+		}
+	}
+	for key, ss := range spans {
+		sort.Slice(ss, func(i, j int) bool { return ss[i].from.Before(ss[j].from) })
+		for i := 1; i < len(ss); i++ {
+			if ss[i].from.Before(ss[i-1].to) {
+				found = append(found, fmt.Sprintf("%s: %s reconciled it from %s to %s, %s from %s", key,
+					ss[i-1].replica, ss[i-1].from.Format("15:04:05.000000"), ss[i-1].to.Format("15:04:05.000000"),
+					ss[i].replica, ss[i].from.Format("15:04:05.000000")))
+			}
+		}
+	}
+	return reconciles, found
+}
+
+// writer bumps data.gen of random ConfigMaps until stopped and remembers the last gen written
+// to each.
+type writer struct {
+	cs    kubernetes.Interface
+	cms   []types.NamespacedName
+	mu    sync.Mutex
+	last  map[types.NamespacedName]int
+	stop  chan struct{}
+	done  chan struct{}
+	count int
+}
+
+func startWriter(t *testing.T, cms []types.NamespacedName, every time.Duration) *writer {
+	w := &writer{cs: kubernetes.NewForConfigOrDie(cfg), cms: cms, last: map[types.NamespacedName]int{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for gen := 2; ; gen++ {
+			select {
+			case <-w.stop:
+				return
+			case <-tick.C:
+			}
+			nn := cms[rand.IntN(len(cms))]
+			patch := fmt.Sprintf(`{"data":{"gen":"%d"}}`, gen)
+			if _, err := w.cs.CoreV1().ConfigMaps(nn.Namespace).Patch(context.Background(), nn.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Errorf("writer: %v", err)
+				return
+			}
+			w.mu.Lock()
+			w.last[nn] = gen
+			w.count++
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *writer) halt() {
+	close(w.stop)
+	<-w.done
+}
+
+// makeConfigMaps creates n ConfigMaps with data.gen 1 in each namespace.
+func makeConfigMaps(t *testing.T, namespaces []string, n int) []types.NamespacedName {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	var out []types.NamespacedName
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make(chan error, len(namespaces))
+	for _, ns := range namespaces {
+		wg.Go(func() {
+			for i := range n {
+				name := fmt.Sprintf("cm-%04d", i)
+				if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{
+					ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"gen": "1"}}, metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				out = append(out, types.NamespacedName{Namespace: ns, Name: name})
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitSeen waits until every ConfigMap's overlap/seen annotation is its data.gen: every change
+// reconciled. It returns how many it checked.
+func waitSeen(t *testing.T, namespaces []string, timeout time.Duration) int {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	deadline := time.Now().Add(timeout)
+	for {
+		var behind []string
+		total := 0
+		for _, ns := range namespaces {
+			list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+			must(t, err)
+			for _, cm := range list.Items {
+				if cm.Data["gen"] == "" {
+					continue // kube-root-ca.crt
+				}
+				total++
+				if cm.Annotations["overlap/seen"] != cm.Data["gen"] {
+					behind = append(behind, fmt.Sprintf("%s/%s gen %s seen %q", ns, cm.Name, cm.Data["gen"], cm.Annotations["overlap/seen"]))
+				}
+			}
+		}
+		if len(behind) == 0 {
+			return total
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %d of %d changes are not reconciled, e.g. %s", timeout, len(behind), total, behind[0])
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// randomNamespaces creates n namespaces named prefix and a random suffix, as generateName
+// makes them: the API server's shard hash (FNV-1a) spreads such names, not sequential ones.
+func randomNamespaces(t *testing.T, prefix string, n int) []string {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	var out []string
+	for range n {
+		ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
+		must(t, err)
+		out = append(out, ns.Name)
+	}
+	return out
+}
+
+// report appends lines to bin/scaleout.txt, which make test prints.
+func report(t *testing.T, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, args...)
+	t.Log(line)
+	f, err := os.OpenFile("../bin/scaleout.txt", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	must(t, err)
+	defer f.Close()
+	fmt.Fprintln(f, line)
+}
+
+// 3 replicas share 12 plugins, 4 each (give or take one); replicas are killed (SIGKILL) and
+// stopped (SIGTERM) and started again 5 times while a writer keeps changing the plugins'
+// objects: each time the plugins run elsewhere within about the lease duration and spread
+// again, no change is lost, and no key is ever reconciled by two replicas at once.
+func TestSharedPluginsFailOverAndRebalance(t *testing.T) {
+	const plugins, perPlugin = 12, 20
+	leaseNS := namespace(t)
+	var b strings.Builder
+	b.WriteString("plugins:\n")
+	var namespaces, units []string
+	for i := range plugins {
+		ns := namespace(t)
+		namespaces = append(namespaces, ns)
+		name := fmt.Sprintf("share-%02d", i)
+		units = append(units, name)
+		fmt.Fprintf(&b, "  - name: %s\n    module: %s\n    namespaces: [%s]\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
+			name, wasmFile(t, "testguests", "overlap"), ns)
+	}
+	cms := makeConfigMaps(t, namespaces, perPlugin)
+	set := newReplicaSet(t, b.String(), leaseNS)
+	reps := []*replica2{set.start("a"), set.start("b"), set.start("c")}
+	took := set.waitSpread(units, 3, 5, time.Minute)
+	report(t, "shared plugins: 3 replicas started: %d plugins spread 4 +/- 1 each in %s", plugins, took.Round(time.Millisecond))
+	waitSeen(t, namespaces, time.Minute)
+
+	w := startWriter(t, cms, 20*time.Millisecond)
+	// Five cycles, crashes and rollouts, on each replica in turn.
+	for i, how := range []string{"SIGKILL", "SIGTERM", "SIGKILL", "SIGTERM", "SIGKILL"} {
+		victim := reps[i%3]
+		held := victim.owned(t)
+		if how == "SIGKILL" {
+			victim.kill(t)
+		} else {
+			victim.stop(t)
+		}
+		failover := set.waitSpread(units, 5, 7, 45*time.Second)
+		limit := ownership.DefaultLeaseDuration + 2*ownership.DefaultRetryPeriod
+		report(t, "shared plugins: %s of %s (holding %v): its plugins ran elsewhere after %s", how, victim.name, held, failover.Round(time.Millisecond))
+		if how == "SIGKILL" && failover > limit {
+			t.Errorf("after a SIGKILL the plugins ran elsewhere after %s: want within the lease duration (%s, with %s to see it)", failover, ownership.DefaultLeaseDuration, 2*ownership.DefaultRetryPeriod)
+		}
+		reps[i%3] = set.start(fmt.Sprintf("%c%d", victim.name[0], i+1))
+		rebalance := set.waitSpread(units, 3, 5, time.Minute)
+		report(t, "shared plugins: %s started again: 4 +/- 1 each after %s", reps[i%3].name, rebalance.Round(time.Millisecond))
+	}
+	w.halt()
+	checked := waitSeen(t, namespaces, time.Minute)
+	reconciles, overlaps := set.overlaps()
+	report(t, "shared plugins: 5 kill/stop and restart cycles under a writer: %d changes written, %d ConfigMaps reconciled to their last change (0 lost), %d reconciles in %d process logs, %d overlaps",
+		w.count, checked, reconciles, len(set.all), len(overlaps))
+	for _, o := range overlaps {
+		t.Error("overlap: " + o)
+	}
+}
+
+// A plugin with shards: 3 over 3 replicas, on 3000 ConfigMaps in 30 namespaces: every object
+// is reconciled by the replica that holds its namespace's shard, and each replica's cache holds
+// its shard only (the API server filters with the ShardedListAndWatch gate on). A single host
+// that does not share plugins caches every ConfigMap: its resident memory is the one to beat.
+func TestShardedPluginSplitsTheCache(t *testing.T) {
+	const nss, perNS, shards = 30, 100, 3
+	leaseNS := namespace(t)
+	namespaces := randomNamespaces(t, "shard-", nss)
+	makeConfigMaps(t, namespaces, perNS)
+	config := fmt.Sprintf("plugins:\n  - name: sharded\n    module: %s\n    shards: %d\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
+		wasmFile(t, "testguests", "overlap"), shards)
+
+	// One host, not sharing: the whole cache.
+	single := startHost(t, config, "--metrics-bind-address", "127.0.0.1:0", "--plugin-objects=false")
+	waitSeen(t, namespaces, 2*time.Minute)
+	single.waitOut(t, `msg="serving metrics"`)
+	singleObjs := cachedConfigMaps(t, metricsAddrRE.FindStringSubmatch(single.out.String())[1]+"/metrics")
+	singleRSS := residentMiB(t, single.cmd.Process.Pid)
+	single.terminate(t)
+	// The single host reconciled them all: make every object change, for the replicas to see.
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for _, ns := range namespaces {
+		list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+		must(t, err)
+		for _, cm := range list.Items {
+			if cm.Data["gen"] == "1" {
+				_, err := cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), cm.Name, types.MergePatchType, []byte(`{"data":{"gen":"2"}}`), metav1.PatchOptions{})
+				must(t, err)
+			}
+		}
+	}
+
+	set := newReplicaSet(t, config, leaseNS)
+	reps := []*replica2{set.start("a"), set.start("b"), set.start("c")}
+	set.waitSpread([]string{"sharded/0", "sharded/1", "sharded/2"}, 1, 1, time.Minute)
+	checked := waitSeen(t, namespaces, 2*time.Minute)
+
+	// Each reconcile ran on the replica holding its namespace's shard.
+	shardOf := map[string]int{}
+	for _, r := range reps {
+		own := r.owned(t)
+		i, _ := strconv.Atoi(strings.TrimPrefix(own[0], "sharded/"))
+		shardOf[r.name] = i
+	}
+	wrong := 0
+	for _, r := range reps {
+		for _, line := range strings.Split(r.h.out.String(), "\n") {
+			if !strings.Contains(line, `"msg":"overlap end"`) {
+				continue
+			}
+			var l struct{ Request string }
+			must(t, json.Unmarshal([]byte(line), &l))
+			ns, _, _ := strings.Cut(l.Request, "/")
+			if shard.IndexOf(ns, shards) != shardOf[r.name] {
+				wrong++
+				if wrong < 5 {
+					t.Errorf("%s (shard %d) reconciled %s, of shard %d", r.name, shardOf[r.name], l.Request, shard.IndexOf(ns, shards))
+				}
+			}
+		}
+	}
+	reconciles, overlaps := set.overlaps()
+	for _, o := range overlaps {
+		t.Error("overlap: " + o)
+	}
+	report(t, "sharded plugin: %d ConfigMaps in %d namespaces, shards: 3 over 3 replicas: all reconciled (%d reconciles, %d by a replica not holding the shard, %d overlaps)",
+		checked, nss, reconciles, wrong, len(overlaps))
+	report(t, "sharded plugin: a single host not sharing caches %d ConfigMaps, RSS %.0f MiB", singleObjs, singleRSS)
+	total := 0
+	for _, r := range reps {
+		n := cachedConfigMaps(t, r.metrics)
+		total += n
+		report(t, "sharded plugin: replica %s (shard %d) caches %d ConfigMaps (%.0f%% of the single host's), RSS %.0f MiB", r.name, shardOf[r.name], n, 100*float64(n)/float64(singleObjs), residentMiB(t, r.h.cmd.Process.Pid))
+		if n > singleObjs*6/10 {
+			t.Errorf("replica %s caches %d of %d ConfigMaps: a shard of 3 should hold about a third", r.name, n, singleObjs)
+		}
+	}
+	if total != singleObjs {
+		t.Errorf("the replicas' caches hold %d ConfigMaps together, the single host's %d: the shards must split them exactly", total, singleObjs)
+	}
+	if strings.Contains(reps[0].h.out.String(), "does not filter lists by shard") {
+		t.Error("the API server did not filter by shard: is ShardedListAndWatch on?")
+	}
+}
+
+// cachedConfigMaps reads wasmrec_informer_objects for ConfigMaps from a host's metrics.
+func cachedConfigMaps(t *testing.T, url string) int {
+	t.Helper()
+	n := 0
+	for _, s := range samples(t, url, "wasmrec_informer_objects") {
+		if s.labels["kind"] == "ConfigMap.v1" {
+			n += int(s.value)
+		}
+	}
+	return n
+}
+
+// BenchmarkShardedConvergence measures what sharding is for: 10000 ConfigMaps in 30 namespaces,
+// hashed by the hashc plugin with shards: 3 (as BenchmarkConfigMapHash does, 2 workers a
+// replica), run by 1, 2 and 3 replicas sharing plugins; and by one controller-runtime process
+// (crhash, every namespace) for scale. Each run starts on fresh ConfigMaps and measures, from
+// the first process's start, the time until every ConfigMap holds its hash; then, once the
+// processes have exited on SIGTERM, each one's CPU time and peak RSS. The API server, etcd and
+// every replica share this machine's cores: more replicas add no cores here, so the figures to
+// read are each replica's CPU and memory.
+func BenchmarkShardedConvergence(b *testing.B) {
+	const n, nss = 10000, 30
+	crhash := filepath.Join(b.TempDir(), "crhash")
+	if out, err := exec.Command("go", "build", "-o", crhash, "./testdata/crhash").CombinedOutput(); err != nil {
+		b.Fatalf("building crhash: %v\n%s", err, out)
+	}
+	config := fmt.Sprintf("plugins:\n  - name: hashc\n    module: %s\n    shards: 3\n    maxConcurrentReconciles: 2\n    permissions:\n      - {resources: [configmaps], verbs: [get, list, watch, patch]}\n",
+		wasmFile(b, "testguests", "hashc"))
+	dir := b.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	must(b, os.WriteFile(kubeconfig, cp.Kubeconfig, 0o600))
+	must(b, os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(config), 0o600))
+	bin, err := filepath.Abs("../bin/wasmrec")
+	must(b, err)
+	leaseNS := namespace(b)
+	replica := func() *exec.Cmd {
+		return startBenchProcess(b, exec.Command(bin, "run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", kubeconfig,
+			"--share-plugins", "--leader-election-namespace", leaseNS, "--plugin-objects=false"))
+	}
+	cr := func() *exec.Cmd {
+		cmd := exec.Command(crhash)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		return startBenchProcess(b, cmd)
+	}
+	fmt.Fprintf(os.Stderr, "\n%d ConfigMaps in %d namespaces  converge  per process: CPU, peak RSS\n", n, nss)
+	var crConverge time.Duration
+	for _, run := range []struct {
+		name  string
+		procs int
+		start func() *exec.Cmd
+	}{{"cr", 1, cr}, {"1 replica", 1, replica}, {"2 replicas", 2, replica}, {"3 replicas", 3, replica}} {
+		b.Run(strings.ReplaceAll(run.name, " ", "-"), func(b *testing.B) {
+			var f shardedFigures
+			for b.Loop() {
+				f = shardedRun(b, n, nss, run.procs, run.start)
+			}
+			if run.name == "cr" {
+				crConverge = f.converge
+			}
+			fmt.Fprintf(os.Stderr, "  %-12s %-9s", run.name, f.converge.Round(time.Millisecond))
+			for i := range f.cpu {
+				fmt.Fprintf(os.Stderr, " [%s, %.0f MiB]", f.cpu[i].Round(time.Millisecond), f.rssMiB[i])
+			}
+			if run.name != "cr" && crConverge > 0 {
+				x := f.converge.Seconds() / crConverge.Seconds()
+				fmt.Fprintf(os.Stderr, "  (converge x cr %.2f)", x)
+				b.ReportMetric(x, "converge-x-cr")
+			}
+			fmt.Fprintln(os.Stderr)
+			b.ReportMetric(f.converge.Seconds(), "converge-s")
+			b.ReportMetric(slices.Max(f.rssMiB), "max-rss-MiB")
+		})
+	}
+}
+
+type shardedFigures struct {
+	converge time.Duration
+	cpu      []time.Duration
+	rssMiB   []float64
+}
+
+// shardedRun creates n ConfigMaps spread over nss new namespaces, starts procs processes and
+// waits until every ConfigMap holds its hash; then it stops them and deletes the namespaces.
+func shardedRun(b *testing.B, n, nss, procs int, start func() *exec.Cmd) shardedFigures {
+	b.Helper()
+	cs := benchClient(b)
+	var namespaces []string
+	for range nss {
+		ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-shard-"}}, metav1.CreateOptions{})
+		must(b, err)
+		namespaces = append(namespaces, ns.Name)
+	}
+	want := make(map[string]string, n)
+	var mu sync.Mutex
+	createConfigMaps(b, cs, n, metav1.CreateOptions{}, func(i int) *corev1.ConfigMap {
+		cm := benchConfigMap(namespaces[i%nss], i)
+		mu.Lock()
+		want[cm.Namespace+"/"+cm.Name] = hashData(cm.Data)
+		mu.Unlock()
+		return cm
+	})
+	md := metadata.NewForConfigOrDie(benchConfig()).Resource(corev1.SchemeGroupVersion.WithResource("configmaps"))
+	list, err := md.List(context.Background(), metav1.ListOptions{Limit: 1})
+	must(b, err)
+	w, err := md.Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	must(b, err)
+	defer w.Stop()
+
+	began := time.Now()
+	var cmds []*exec.Cmd
+	for range procs {
+		cmds = append(cmds, start())
+	}
+	done := map[string]bool{}
+	timeout := time.After(10 * time.Minute)
+	for len(done) < n {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatal("the watch ended")
+			}
+			cm, ok := ev.Object.(*metav1.PartialObjectMetadata)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			key := cm.Namespace + "/" + cm.Name
+			if h, ok := want[key]; ok && cm.Annotations["bench/hash"] == h {
+				done[key] = true
+			}
+		case <-timeout:
+			b.Fatalf("%d of %d converged after 10 minutes", len(done), n)
+		}
+	}
+	f := shardedFigures{converge: time.Since(began)}
+	for _, cmd := range cmds {
+		must(b, cmd.Process.Signal(syscall.SIGTERM))
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("exited with %v:\n%s", err, tail(cmd.Stdout.(*lockedBuffer).String(), 30))
+		}
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		f.cpu = append(f.cpu, time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
+		f.rssMiB = append(f.rssMiB, float64(ru.Maxrss)/1024)
+	}
+	for _, ns := range namespaces {
+		deleteConfigMaps(b, cs, ns)
+		must(b, cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}))
+	}
+	return f
+}
+
+// The overlap checker sees overlaps where there are some: two hosts that do not share plugins
+// both reconcile every change, at once.
+func TestOverlapCheckerSeesHostsThatDoNotShare(t *testing.T) {
+	ns := namespace(t)
+	cms := makeConfigMaps(t, []string{ns}, 20)
+	config := fmt.Sprintf("plugins:\n  - name: both\n    module: %s\n    namespaces: [%s]\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
+		wasmFile(t, "testguests", "overlap"), ns)
+	set := newReplicaSet(t, config, ns)
+	set.args = slices.DeleteFunc(slices.Clone(set.args), func(a string) bool { return a == "--share-plugins" })
+	set.start("x")
+	set.start("y")
+	waitSeen(t, []string{ns}, time.Minute)
+	w := startWriter(t, cms, 20*time.Millisecond)
+	time.Sleep(3 * time.Second)
+	w.halt()
+	waitSeen(t, []string{ns}, time.Minute)
+	if reconciles, overlaps := set.overlaps(); len(overlaps) == 0 {
+		t.Errorf("two hosts not sharing made %d reconciles and the checker found no overlap", reconciles)
+	}
+}
