@@ -683,3 +683,52 @@ func TestOverlapCheckerSeesHostsThatDoNotShare(t *testing.T) {
 		t.Errorf("two hosts not sharing made %d reconciles and the checker found no overlap", reconciles)
 	}
 }
+
+// With --warm-standby each replica also keeps synced the shard it would take over first: every
+// shard is cached twice across 3 replicas, once where it runs and once where it waits, and a
+// replica that takes a shard over starts on that warm cache.
+func TestWarmStandbyCachesTheNextShard(t *testing.T) {
+	const nss, perNS, shards = 12, 25, 3
+	leaseNS := namespace(t)
+	namespaces := randomNamespaces(t, "standby-", nss)
+	makeConfigMaps(t, namespaces, perNS)
+	config := fmt.Sprintf("plugins:\n  - name: standby\n    module: %s\n    shards: %d\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
+		wasmFile(t, "testguests", "overlap"), shards)
+	set := newReplicaSet(t, config, leaseNS)
+	set.args = append(set.args, "--warm-standby")
+	reps := []*replica2{set.start("a"), set.start("b"), set.start("c")}
+	units := []string{"standby/0", "standby/1", "standby/2"}
+	set.waitSpread(units, 1, 1, time.Minute)
+	waitSeen(t, namespaces, time.Minute)
+
+	// Each shard is cached by its holder and by one replica standing by.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		perShard := map[string]int{}
+		var b strings.Builder
+		for _, r := range reps {
+			var cached []string
+			for _, s := range samples(t, r.metrics, "wasmrec_informer_objects") {
+				if s.labels["kind"] == "ConfigMap.v1" && s.labels["shard"] != "" {
+					perShard[s.labels["shard"]]++
+					cached = append(cached, s.labels["shard"])
+				}
+			}
+			fmt.Fprintf(&b, "%s holds %v and caches %v; ", r.name, r.owned(t), cached)
+		}
+		if len(perShard) == shards && perShard["0/3 by namespace"] == 2 && perShard["1/3 by namespace"] == 2 && perShard["2/3 by namespace"] == 2 {
+			report(t, "warm standby: %s", b.String())
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want every shard cached by two replicas: %s", b.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	reps[0].stop(t)
+	took := set.waitSpread(units, 1, 2, 30*time.Second)
+	report(t, "warm standby: a stopped: its shard ran elsewhere after %s", took.Round(time.Millisecond))
+	if _, overlaps := set.overlaps(); len(overlaps) > 0 {
+		t.Errorf("overlaps: %v", overlaps)
+	}
+}

@@ -39,7 +39,9 @@ type hostOptions struct {
 	pprofAddr      string
 	leaderElection *manager.LeaderElection
 	// share, if set, shares plugins with the other replicas (run --share-plugins).
-	share        *ownership.Options
+	share *ownership.Options
+	// warmStandby keeps warm what this replica would take over first (run --warm-standby).
+	warmStandby  bool
 	insecure     []string
 	ociCache     string
 	kubeAPIQPS   float32
@@ -173,6 +175,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 			return err
 		}
 		host.Share = table
+		host.WarmStandby = o.warmStandby
 	}
 	if hc.Impersonate != nil {
 		host.Impersonate = hc.Impersonate.Namespace

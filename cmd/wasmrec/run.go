@@ -31,14 +31,22 @@ rate limits, timeout, memory cap) and runs their controllers against the cluster
 flags point at, as kubectl would. A plugin that cannot be loaded is reported and tried again
 with backoff (at once when its module file changes). It also runs the plugins that Plugin
 objects (plugins.wasmrec.dev) describe, once their CRD is installed; --plugin-objects=false
-leaves those to another host. Hosts that share Plugin objects need --leader-elect, or each runs
-their controllers.`,
+leaves those to another host.
+
+Replicas run one of two ways. With --leader-elect, one replica runs every plugin and the others
+wait with warm caches. With --share-plugins, they split the plugins: each plugin, and each shard
+of a plugin with shards set, has a Lease, and each replica holds at most its fair share; a
+replica that stops hands its share back, and one that dies is taken over when its Leases expire
+(15s). Replicas without either flag each run every plugin.`,
 		Example: `  # The plugins of host.yaml, against the cluster of the current kubeconfig context:
   wasmrec run --config host.yaml
 
   # Two replicas, one running the plugins at a time, with metrics and probes, logging JSON:
   wasmrec run --config host.yaml --leader-elect --metrics-bind-address :8080 \
-    --health-probe-bind-address :8081 --log-format json`,
+    --health-probe-bind-address :8081 --log-format json
+
+  # Run this on each replica: they split the plugins, and the shards of those with shards: N:
+  wasmrec run --config host.yaml --share-plugins --metrics-bind-address :8080`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.checkFlags(); err != nil {
@@ -60,6 +68,8 @@ their controllers.`,
 				return errors.New("--leader-elect and --share-plugins are two ways to run replicas: choose one (--leader-elect: one replica runs every plugin; --share-plugins: replicas split the plugins and their shards)")
 			case le.enabled:
 				o.leaderElection = &manager.LeaderElection{Namespace: le.namespace, Name: le.name}
+			case o.warmStandby && !le.share:
+				return errors.New("--warm-standby keeps warm what this replica would take over from the others: it needs --share-plugins")
 			case le.share:
 				o.share = &ownership.Options{Namespace: le.namespace, Group: le.name, Identity: replicaIdentity()}
 			}
@@ -71,6 +81,7 @@ their controllers.`,
 	_ = cmd.MarkFlagRequired("config")
 	cmd.Flags().BoolVar(&le.enabled, "leader-elect", false, "run plugins only on the replica holding the Lease (run two or more replicas for failover)")
 	cmd.Flags().BoolVar(&le.share, "share-plugins", false, "split the plugins, and the shards of plugins with shards set, among the replicas run with this flag: each holds a Lease per plugin or shard it runs, at most its fair share")
+	cmd.Flags().BoolVar(&o.warmStandby, "warm-standby", false, "with --share-plugins, keep synced the informers of the plugins and shards this replica would take over first, so it starts them on a warm cache (more memory: about one more share)")
 	cmd.Flags().StringVar(&le.namespace, "leader-election-namespace", "", "namespace of the Leases (default: the pod's namespace, else default)")
 	cmd.Flags().StringVar(&le.name, "leader-election-id", "wasmrec", "name of the Lease; with --share-plugins, the prefix of every Lease's name")
 	o.addFlags(cmd)

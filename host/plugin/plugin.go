@@ -77,6 +77,10 @@ type Host struct {
 	// runs the plugins and shards it holds the Leases of (see package ownership). Set it before
 	// running plugins.
 	Share *ownership.Table
+	// WarmStandby, with Share, keeps synced the informers of the plugins and shards this replica
+	// would take over first, so that it starts them on a warm cache. Set it before running
+	// plugins.
+	WarmStandby bool
 	// Impersonate, if not empty, is the namespace of the plugins' ServiceAccounts: each
 	// plugin's writes and events are made as its own (see HostConfig.Impersonate). Set it
 	// before loading plugins.
@@ -175,6 +179,7 @@ type Plugin struct {
 	shards     atomic.Pointer[guest.Sharding]
 	wantShards atomic.Pointer[[]int]
 	held       atomic.Pointer[[]string] // see Held
+	standby    atomic.Pointer[[]string] // the units this replica would take over first
 
 	// running is whether the controller runs (false while a kind it watches is not served).
 	running atomic.Bool
@@ -536,7 +541,7 @@ func (w *warmer) Start(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	w.held = map[cache.Key]*cache.Informer{}
-	err := w.holdLocked(w.p.currentKeys())
+	err := w.holdLocked(w.wanted())
 	w.mu.Unlock()
 	if err == nil {
 		<-ctx.Done()
@@ -550,12 +555,25 @@ func (w *warmer) Start(ctx context.Context) error {
 	return err
 }
 
-// update holds exactly keys, if the warmer runs.
+// wanted are the informers the warmer holds: those of the plugin's sources; on a replica that
+// shares plugins, those of the plugin or shards it would take over first (warm standby).
+func (w *warmer) wanted() []cache.Key {
+	if w.p.host.Share != nil {
+		return w.p.standbyKeys()
+	}
+	return w.p.currentKeys()
+}
+
+// update holds exactly keys (on a replica that shares plugins, what it stands by for), if the
+// warmer runs.
 func (w *warmer) update(keys []cache.Key) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.held == nil {
 		return nil
+	}
+	if w.p.host.Share != nil {
+		keys = w.wanted()
 	}
 	return w.holdLocked(keys)
 }
@@ -614,12 +632,24 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 	log := h.log.WithValues("plugin", p.cfg.Name)
 	ctrl := h.follow(p, kinds, log)
 	if h.Share != nil {
+		var added []manager.Runnable
 		p.follows = []*crdwatch.Following{ctrl}
+		if h.WarmStandby {
+			warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
+			if err := h.mgr.Add(warm); err != nil {
+				return nil, err
+			}
+			added = append(added, warm)
+			p.follows = append(p.follows, warm)
+		}
 		s := &shared{p: p, ctrl: ctrl, table: h.Share, log: log}
 		if err := h.mgr.Add(s); err != nil {
-			return nil, err
+			return added, err
 		}
-		return []manager.Runnable{s}, nil
+		return append(added, s), nil
+	}
+	if p.cfg.Shards > 1 {
+		log.Info("shards is set, but this host does not share plugins (run --share-plugins): it runs the plugin whole", "shards", p.cfg.Shards)
 	}
 	warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
 	if err := h.mgr.Add(warm); err != nil {
@@ -809,7 +839,10 @@ func (p *Plugin) sourcesFor(m *abi.Manifest) (map[string]watched, error) {
 // or one for all (no namespaces, or a kind the API server says is cluster-scoped).
 // A sharded plugin watches the kinds it splits through informers of the shards it runs.
 func (p *Plugin) keysFor(gvk schema.GroupVersionKind, metadataOnly bool) []cache.Key {
-	sh := p.sharding()
+	return p.keysWithSharding(gvk, metadataOnly, p.sharding())
+}
+
+func (p *Plugin) keysWithSharding(gvk schema.GroupVersionKind, metadataOnly bool, sh guest.Sharding) []cache.Key {
 	if m, err := p.host.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
 		return guest.Keys(gvk, metadataOnly, nil, sh.Shards(gvk, false))
 	}

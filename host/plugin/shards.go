@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/ownership"
@@ -75,13 +77,9 @@ func (p *Plugin) applyShards() error {
 	if want == nil {
 		return nil
 	}
-	field := shard.ByNamespace
-	m, err := p.host.mapper.RESTMapping(p.forGVK.GroupKind(), p.forGVK.Version)
+	field, err := p.shardField()
 	if err != nil {
-		return fmt.Errorf("plugin %q: resolving %s to shard it: %w", p.cfg.Name, p.forGVK, err)
-	}
-	if m.Scope.Name() != meta.RESTScopeNameNamespace {
-		field = shard.ByUID
+		return err
 	}
 	next := guest.Sharding{Field: field, Count: p.cfg.Shards, Held: *want, For: p.forGVK}
 	p.swapMu.Lock()
@@ -110,6 +108,60 @@ func (p *Plugin) applyShards() error {
 	p.watchMu.Unlock()
 	p.log.Info("running shards", "shards", next.String(), "of", next.Count)
 	return nil
+}
+
+// shardField is what the plugin's objects are split by: their namespace if its For kind is
+// namespaced, the uid of its For objects if not.
+func (p *Plugin) shardField() (string, error) {
+	m, err := p.host.mapper.RESTMapping(p.forGVK.GroupKind(), p.forGVK.Version)
+	if err != nil {
+		return "", fmt.Errorf("plugin %q: resolving %s to shard it: %w", p.cfg.Name, p.forGVK, err)
+	}
+	if m.Scope.Name() != meta.RESTScopeNameNamespace {
+		return shard.ByUID, nil
+	}
+	return shard.ByNamespace, nil
+}
+
+// keysWith are the informers the running module's watches use with sharding sh.
+func (p *Plugin) keysWith(sh guest.Sharding) []cache.Key {
+	m := p.Module().Manifest()
+	var keys []cache.Key
+	add := func(w abi.Watch, metadataOnly bool) {
+		gvk, err := parseGVK(w)
+		if err != nil {
+			return
+		}
+		for _, k := range p.keysWithSharding(gvk, metadataOnly, sh) {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	add(m.For, false)
+	for _, w := range m.Owns {
+		add(w, true)
+	}
+	for _, w := range m.Watches {
+		add(w, false)
+	}
+	return keys
+}
+
+// standbyKeys are the informers of the plugin or shards this replica would take over first.
+func (p *Plugin) standbyKeys() []cache.Key {
+	sb := p.standby.Load()
+	if sb == nil || len(*sb) == 0 {
+		return nil
+	}
+	if p.cfg.Shards <= 1 {
+		return p.keysWith(guest.Sharding{})
+	}
+	field, err := p.shardField()
+	if err != nil {
+		return nil // not served yet: the warmer waits for it anyway
+	}
+	return p.keysWith(guest.Sharding{Field: field, Count: p.cfg.Shards, Held: p.shardsOf(*sb), For: p.forGVK})
 }
 
 // shardFilter passes on only the requests of the shards this replica runs: a watched or owned
@@ -194,8 +246,13 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 		defer close(done)
 		for {
 			st, changed := claim.State()
-			held := st.Held
+			held, standby := st.Held, st.Standby
 			s.p.held.Store(&held)
+			if old := s.p.standby.Swap(&standby); old == nil || !slices.Equal(*old, standby) {
+				if err := s.p.warm.update(nil); err != nil {
+					s.log.Error(err, "keeping the informers of the shards this replica stands by for")
+				}
+			}
 			for _, u := range s.p.Units() {
 				v := 0.0
 				if slices.Contains(st.Held, u) {
