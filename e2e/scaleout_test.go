@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -731,4 +732,69 @@ func TestWarmStandbyCachesTheNextShard(t *testing.T) {
 	if _, overlaps := set.overlaps(); len(overlaps) > 0 {
 		t.Errorf("overlaps: %v", overlaps)
 	}
+}
+
+// Plugin objects on replicas sharing plugins: each replica writes what it holds of the plugin in
+// status.replicas, one writes the conditions, and a replica that stops is removed from it.
+func TestPluginObjectStatusPerReplica(t *testing.T) {
+	installPluginCRD(t)
+	ns := namespace(t)
+	makeConfigMaps(t, []string{ns}, 10)
+	set := newReplicaSet(t, "plugins: []\n", namespace(t))
+	set.args = slices.DeleteFunc(slices.Clone(set.args), func(a string) bool { return a == "--plugin-objects=false" })
+	a, _ := set.start("a"), set.start("b")
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
+		"metadata": map[string]any{"name": "shared-status"},
+		"spec": map[string]any{"module": wasmFile(t, "testguests", "overlap"), "shards": int64(2), "namespaces": []any{ns},
+			"permissions": []any{map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch", "patch"}}}}}}
+	ctx := context.Background()
+	_, err := dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	must(t, err)
+	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "shared-status", metav1.DeleteOptions{}) })
+
+	// replicas reads status.replicas: each replica's units, sorted.
+	replicas := func() (map[string][]string, string) {
+		u, err := dyn(t).Resource(pluginGVR).Get(ctx, "shared-status", metav1.GetOptions{})
+		must(t, err)
+		m, _, _ := unstructured.NestedMap(u.Object, "status", "replicas")
+		out := map[string][]string{}
+		for id, e := range m {
+			holds, _, _ := unstructured.NestedStringSlice(e.(map[string]any), "holds")
+			out[id] = holds
+		}
+		ready := ""
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if c.(map[string]any)["type"] == "Ready" {
+				ready = fmt.Sprint(c.(map[string]any)["status"])
+			}
+		}
+		return out, ready
+	}
+	eventually(t, time.Minute, "two replicas holding a shard each in status.replicas, and Ready", func() error {
+		r, ready := replicas()
+		if len(r) != 2 || ready != "True" {
+			return fmt.Errorf("status.replicas %v, Ready %q", r, ready)
+		}
+		for id, holds := range r {
+			if len(holds) != 1 {
+				return fmt.Errorf("%s holds %v", id, holds)
+			}
+		}
+		return nil
+	})
+	waitSeen(t, []string{ns}, time.Minute)
+	a.stop(t)
+	eventually(t, time.Minute, "the stopped replica gone from status.replicas, the other holding both shards", func() error {
+		r, _ := replicas()
+		if len(r) != 1 {
+			return fmt.Errorf("status.replicas %v", r)
+		}
+		for _, holds := range r {
+			if !slices.Equal(holds, []string{"shared-status/0", "shared-status/1"}) {
+				return fmt.Errorf("status.replicas %v", r)
+			}
+		}
+		return nil
+	})
 }

@@ -90,7 +90,9 @@ type Table struct {
 	replicas []string         // identities of the live replicas, this one included
 	closing  []*unit          // units of closed claims, until handed back
 	deferred time.Time        // when a unit left to another replica may be taken; zero: none
-	started  bool
+	// replicasChanged is closed and replaced when replicas changes.
+	replicasChanged chan struct{}
+	started         bool
 }
 
 // seen is a Lease as last observed, and when it last changed, by this replica's clock: a Lease
@@ -139,6 +141,8 @@ func New(cs kubernetes.Interface, opts Options) (*Table, error) {
 		wake:   make(chan struct{}, 1),
 		units:  map[string]*unit{},
 		seen:   map[string]seen{},
+
+		replicasChanged: make(chan struct{}),
 	}, nil
 }
 
@@ -153,6 +157,13 @@ func (t *Table) Replicas() []string {
 		return []string{t.opts.Identity}
 	}
 	return slices.Clone(t.replicas)
+}
+
+// ReplicasChanged returns a channel closed when the live replicas change next.
+func (t *Table) ReplicasChanged() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.replicasChanged
 }
 
 // Reporter reports whether this replica is the one that speaks for the group where one voice
@@ -433,6 +444,8 @@ func (t *Table) observe(now time.Time) {
 	slices.Sort(replicas)
 	if !slices.Equal(replicas, t.replicas) {
 		t.log.Info("replicas changed", "replicas", len(replicas), "identities", replicas)
+		close(t.replicasChanged)
+		t.replicasChanged = make(chan struct{})
 	}
 	t.replicas = replicas
 }

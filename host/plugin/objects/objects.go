@@ -122,17 +122,34 @@ func (rr *resourcesRunnable) Start(ctx context.Context) error {
 	// (Objects reconciled after the election write it anyway; this covers the ones before.)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
+	all := func() {
+		objs, _ := inf.List("", nil)
+		for _, o := range objs {
+			rr.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: o.(metav1.Object).GetName()}})
+		}
+	}
 	wg.Go(func() {
 		select {
 		case <-done:
 			return
 		case <-rr.r.mgr.Elected():
 		}
-		objs, _ := inf.List("", nil)
-		for _, o := range objs {
-			rr.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: o.(metav1.Object).GetName()}})
-		}
+		all()
 	})
+	// Replicas that share plugins: when one comes or goes, every status is written again, so
+	// that status.replicas drops the replicas gone and the reporter writes the conditions.
+	if t := rr.r.host.Share; t != nil {
+		wg.Go(func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.ReplicasChanged():
+				}
+				all()
+			}
+		})
+	}
 	err = rr.ctrl.Start(ctx)
 	close(done)
 	wg.Wait()
