@@ -97,13 +97,14 @@ func waitHeld(t *testing.T, what string, units []string, lo, hi int, tables ...*
 	})
 }
 
-// Tables in one process, each its own replica, on short leases: they split 7 units 3, 2 and 2;
+// Tables in one process, each its own replica, on short leases: they split 10 units 4, 3 and 3
+// (not 4, 4 and 2, which the share rounded up alone allows);
 // one stopping hands its units to the others at once; one cut off from the API server stops its
 // runs at its renew deadline, before the others take its units when its Leases expire; a
 // newcomer is given a share. No unit runs twice at once throughout.
 func TestOwnershipTables(t *testing.T) {
 	ns := namespace(t)
-	units := []string{"p", "q", "r", "s/0", "s/1", "s/2", "t"}
+	units := []string{"p", "q", "r", "s/0", "s/1", "s/2", "t", "u", "v", "w"}
 	a := &activity{running: map[string]int{}}
 	u, err := url.Parse(cfg.Host)
 	must(t, err)
@@ -117,12 +118,12 @@ func TestOwnershipTables(t *testing.T) {
 	x := startTable(t, cfg, ns, "x", units, a)
 	y := startTable(t, cfg, ns, "y", units, a)
 	z := startTable(t, cutCfg, ns, "z", units, a)
-	waitHeld(t, "7 units split among 3 tables", units, 2, 3, x, y, z)
+	waitHeld(t, "10 units split 4, 3 and 3 among 3 tables", units, 3, 4, x, y, z)
 
 	x.stop()
 	<-x.done
 	began := time.Now()
-	waitHeld(t, "x's units with y and z", units, 3, 4, y, z)
+	waitHeld(t, "x's units with y and z", units, 5, 5, y, z)
 	t.Logf("a stopped table's units were taken in %s", time.Since(began).Round(time.Millisecond))
 
 	zHeld := z.held()
@@ -135,14 +136,14 @@ func TestOwnershipTables(t *testing.T) {
 		return nil
 	})
 	lost := time.Since(began)
-	waitHeld(t, "z's units with y alone", units, 7, 7, y)
-	t.Logf("z, cut off, let go of %v after %s; y held all 7 after %s", zHeld, lost.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
+	waitHeld(t, "z's units with y alone", units, 10, 10, y)
+	t.Logf("z, cut off, let go of %v after %s; y held all 10 after %s", zHeld, lost.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 	if lost > 2*time.Second+time.Second {
 		t.Errorf("z let go %s after it was cut off: the renew deadline is 2s", lost)
 	}
 
 	w := startTable(t, cfg, ns, "w", units, a)
-	waitHeld(t, "a newcomer given a share", units, 3, 4, y, w)
+	waitHeld(t, "a newcomer given a share", units, 5, 5, y, w)
 
 	a.mu.Lock()
 	defer a.mu.Unlock()

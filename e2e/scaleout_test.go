@@ -26,7 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
+	"github.com/wasmrec/wasmrec/host/controlplane"
 	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/shard"
 )
@@ -93,8 +95,9 @@ func (r *replica2) owned(t *testing.T) []string {
 	for _, m := range samples(t, r.metrics, "wasmrec_plugin_shard_owned") {
 		if m.value == 1 {
 			u := m.labels["plugin"]
-			if s := m.labels["shard"]; s != "" {
-				u += "/" + s
+			if s := m.labels["shard"]; s != "" { // "1/3": the unit is plugin/1
+				i, _, _ := strings.Cut(s, "/")
+				u += "/" + i
 			}
 			out = append(out, u)
 		}
@@ -507,7 +510,7 @@ func TestShardedPluginSplitsTheCache(t *testing.T) {
 	if total != singleObjs {
 		t.Errorf("the replicas' caches hold %d ConfigMaps together, the single host's %d: the shards must split them exactly", total, singleObjs)
 	}
-	if strings.Contains(reps[0].h.out.String(), "does not filter lists by shard") {
+	if strings.Contains(reps[0].h.out.String(), "does not filter by shard") {
 		t.Error("the API server did not filter by shard: is ShardedListAndWatch on?")
 	}
 }
@@ -717,7 +720,7 @@ func TestWarmStandbyCachesTheNextShard(t *testing.T) {
 			}
 			fmt.Fprintf(&b, "%s holds %v and caches %v; ", r.name, r.owned(t), cached)
 		}
-		if len(perShard) == shards && perShard["0/3 by namespace"] == 2 && perShard["1/3 by namespace"] == 2 && perShard["2/3 by namespace"] == 2 {
+		if len(perShard) == shards && perShard["0/3"] == 2 && perShard["1/3"] == 2 && perShard["2/3"] == 2 {
 			report(t, "warm standby: %s", b.String())
 			break
 		}
@@ -797,4 +800,75 @@ func TestPluginObjectStatusPerReplica(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// On an API server without the ShardedListAndWatch gate (a second control plane, as clusters
+// have it by default), the shardSelector is ignored: each replica filters on its side, so it
+// still reconciles and caches only its shard, and it says once that it receives every object.
+func TestShardedPluginWithoutTheGate(t *testing.T) {
+	plain, err := controlplane.Start(controlplane.Options{WithoutShardedLists: true})
+	must(t, err)
+	t.Cleanup(func() { _ = plain.Stop() })
+	plainCfg := rest.CopyConfig(plain.Config)
+	plainCfg.QPS, plainCfg.Burst = 200, 400
+	cs := kubernetes.NewForConfigOrDie(plainCfg)
+	var namespaces []string
+	total := 0
+	for range 10 {
+		ns, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "plain-"}}, metav1.CreateOptions{})
+		must(t, err)
+		namespaces = append(namespaces, ns.Name)
+		for i := range 20 {
+			_, err := cs.CoreV1().ConfigMaps(ns.Name).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"gen": "1"}}, metav1.CreateOptions{})
+			must(t, err)
+			total++
+		}
+	}
+	list, err := cs.CoreV1().ConfigMaps("").List(context.Background(), metav1.ListOptions{})
+	must(t, err)
+	if list.ShardInfo != nil {
+		t.Fatal("the second control plane filters by shard: its gate is on")
+	}
+	config := fmt.Sprintf("plugins:\n  - name: plain\n    module: %s\n    shards: 2\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
+		wasmFile(t, "testguests", "overlap"))
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), plain.Kubeconfig, 0o600))
+	set := newReplicaSet(t, config, "default")
+	set.args = append(set.args, "--kubeconfig", filepath.Join(dir, "kubeconfig")) // the last --kubeconfig wins
+	reps := []*replica2{set.start("a"), set.start("b")}
+	set.waitSpread([]string{"plain/0", "plain/1"}, 1, 1, time.Minute)
+	eventually(t, time.Minute, "every ConfigMap reconciled", func() error {
+		seen := 0
+		for _, ns := range namespaces {
+			l, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+			must(t, err)
+			for _, cm := range l.Items {
+				if cm.Annotations["overlap/seen"] == "1" {
+					seen++
+				}
+			}
+		}
+		if seen != total {
+			return fmt.Errorf("%d of %d", seen, total)
+		}
+		return nil
+	})
+	cached := 0
+	for _, r := range reps {
+		n := cachedConfigMaps(t, r.metrics)
+		cached += n
+		if n >= len(list.Items) {
+			t.Errorf("replica %s caches %d of %d ConfigMaps: the host did not filter", r.name, n, len(list.Items))
+		}
+		if c := strings.Count(r.h.out.String(), "does not filter by shard"); c != 1 {
+			t.Errorf("replica %s said %d times that the API server does not filter; want once", r.name, c)
+		}
+	}
+	if cached != len(list.Items) {
+		t.Errorf("the replicas cache %d ConfigMaps together; the cluster has %d", cached, len(list.Items))
+	}
+	if _, overlaps := set.overlaps(); len(overlaps) > 0 {
+		t.Errorf("overlaps: %v", overlaps)
+	}
+	report(t, "sharded plugin, API server without the gate: 2 replicas cache %d ConfigMaps of %d together, each its shard, filtered on the host", cached, len(list.Items))
 }

@@ -72,6 +72,7 @@ Ctrl-C stops it; the control plane and its data go with it.`,
 	f.StringArrayVar(&o.plugins, "plugin", nil, "a plugin's folder or .wasm file to run (repeat for more); without it, dev runs the example plugins")
 	f.StringVar(&o.pluginsDir, "plugins-dir", "", "directory holding the example plugins (default plugins/ beside etcd and kube-apiserver)")
 	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "where to write a kubeconfig for the local control plane (default wasmrec/dev.kubeconfig in the user's cache directory)")
+	f.BoolVar(&o.pluginObjects, "plugin-objects", true, "run the Plugin objects made on the control plane (false leaves them to hosts you run against it, such as replicas of 'wasmrec run --share-plugins'; --plugin needs it)")
 	f.DurationVar(&o.churn, "churn-interval", 4*time.Second, "how often the example run edits something (0 turns it off)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0 runs until interrupted)")
 	o.addFlags(cmd)
@@ -81,6 +82,9 @@ Ctrl-C stops it; the control plane and its data go with it.`,
 func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err error) {
 	if err := o.checkFlags(); err != nil {
 		return err
+	}
+	if len(o.plugins) > 0 && !o.pluginObjects {
+		return errors.New("--plugin runs your plugins as Plugin objects: it needs --plugin-objects (the default)")
 	}
 	log := o.logger(stderr)
 	if o.duration > 0 {
@@ -134,7 +138,6 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
-	o.pluginObjects = true // dev runs the Plugin objects made on its control plane
 	if len(mine) > 0 {
 		if err := installFolderObjects(ctx, cp.Config, mine, stdout); err != nil {
 			return err

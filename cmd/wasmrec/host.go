@@ -160,6 +160,16 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	if host.OCI, err = o.ociClient(nil); err != nil {
 		return err
 	}
+	if le := o.leaderElection; le != nil {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		if sharing, err := ownership.SharingReplicas(ctx, cs, le.Namespace, le.Name); err == nil && len(sharing) > 0 {
+			log.Error(nil, "replicas run with --share-plugins share the plugins in this Lease's group: this host, elected by --leader-elect, would run every plugin beside them, so each plugin runs twice; run every replica with --leader-elect, or every one with --share-plugins",
+				"lease", le.Namespace+"/"+le.Name, "sharing", sharing)
+		}
+	}
 	if o.share != nil {
 		cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "ownership"))
 		if err != nil {

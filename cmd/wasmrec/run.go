@@ -67,7 +67,7 @@ replica that stops hands its share back, and one that dies is taken over when it
 			case le.enabled && le.share:
 				return errors.New("--leader-elect and --share-plugins are two ways to run replicas: choose one (--leader-elect: one replica runs every plugin; --share-plugins: replicas split the plugins and their shards)")
 			case le.enabled:
-				o.leaderElection = &manager.LeaderElection{Namespace: le.namespace, Name: le.name}
+				o.leaderElection = &manager.LeaderElection{Namespace: le.namespace, Name: le.name, Identity: replicaIdentity()}
 			case o.warmStandby && !le.share:
 				return errors.New("--warm-standby keeps warm what this replica would take over from the others: it needs --share-plugins")
 			case le.share:

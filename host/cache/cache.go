@@ -84,7 +84,7 @@ func (k Key) String() string {
 		s += " in namespace " + k.Namespace
 	}
 	if !k.Shard.All() {
-		s += ", shard " + k.Shard.String()
+		s += ", shard " + k.Shard.String() + " by " + k.Shard.By()
 	}
 	return s
 }
@@ -340,23 +340,26 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 
 // sharded lists and watches only the objects of sh: it asks the API server to filter
 // (ListOptions.ShardSelector) and filters again itself, since a server without the
-// ShardedListAndWatch feature gate ignores the selector. It says once per cache when a server
-// did not filter: the host then still receives and decodes every object.
+// ShardedListAndWatch feature gate ignores the selector. The first object outside the shard
+// that arrives shows a server that did not filter: the cache says so once, since the host then
+// still receives and decodes every object.
 func (c *Cache) sharded(sh shard.Shard, list func(context.Context, metav1.ListOptions) (runtime.Object, error), watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) (func(context.Context, metav1.ListOptions) (runtime.Object, error), func(context.Context, metav1.ListOptions) (watch.Interface, error)) {
 	sel := sh.Selector().String()
-	keep := func(obj runtime.Object) bool { return sh.Matches(obj) }
+	keep := func(obj runtime.Object) bool {
+		if sh.Matches(obj) {
+			return true
+		}
+		c.unsharded.Do(func() {
+			c.opts.Logger.Info("the API server does not filter by shard (is its ShardedListAndWatch feature gate on?): the host filters instead, so each replica still receives and decodes every object of its sharded kinds", "host", c.host)
+		})
+		return false
+	}
 	shardedList := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		o.ShardSelector = sel
 		out, err := list(ctx, o)
 		if err != nil {
 			return nil, err
 		}
-		if si, ok := out.(interface{ GetShardInfo() *metav1.ShardInfo }); ok && si.GetShardInfo() != nil {
-			return out, nil // the server filtered
-		}
-		c.unsharded.Do(func() {
-			c.opts.Logger.Info("the API server does not filter lists by shard (is its ShardedListAndWatch feature gate on?): the host filters instead, so each replica still receives and decodes every object of its sharded kinds", "host", c.host)
-		})
 		items, err := meta.ExtractListWithAlloc(out)
 		if err != nil {
 			return nil, err

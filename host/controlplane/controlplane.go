@@ -25,6 +25,10 @@ type Options struct {
 
 	// Verbose copies the processes' output to this process's stdout and stderr.
 	Verbose bool
+
+	// WithoutShardedLists leaves the API server's ShardedListAndWatch feature gate off, as
+	// clusters have it by default: lists and watches ignore ListOptions.ShardSelector.
+	WithoutShardedLists bool
 }
 
 // ControlPlane is a running kube-apiserver and etcd.
@@ -55,7 +59,9 @@ func Start(opts Options) (*ControlPlane, error) {
 	}
 	// The API server's alpha sharded list and watch (ListOptions.shardSelector), which sharded
 	// plugins use when the API server offers it.
-	env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", "ShardedListAndWatch=true")
+	if !opts.WithoutShardedLists {
+		env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", "ShardedListAndWatch=true")
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("controlplane: starting etcd and kube-apiserver from %s: %w", dir, err)

@@ -38,7 +38,7 @@ type Metrics struct {
 	// served (its CRD is missing) or for leadership.
 	Running *prometheus.GaugeVec
 	// ShardOwned is 1 for each plugin and shard this replica holds, 0 for those it shares with
-	// other replicas and does not hold (shard "" for a plugin not split into shards).
+	// other replicas and does not hold (shard "1/3", or "" for a plugin not split).
 	ShardOwned *prometheus.GaugeVec
 	plugins    *pluginCollector
 }
@@ -93,7 +93,7 @@ func New() *Metrics {
 			Name: "wasmrec_plugin_module_compiles_total", Help: "Modules compiled for a plugin, at load and at swaps (a swap back to a version kept compiled compiles nothing)",
 		}, []string{"plugin"}),
 		ShardOwned: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "wasmrec_plugin_shard_owned", Help: "1 if this replica holds the plugin's shard (shard \"\" for a plugin not split), 0 if another replica may",
+			Name: "wasmrec_plugin_shard_owned", Help: "1 if this replica holds the plugin's shard (shard \"1/3\", or \"\" for a plugin not split), 0 if another replica may",
 		}, []string{"plugin", "shard"}),
 		Running: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmrec_plugin_running", Help: "1 while a plugin's controller runs; 0 while it waits for its CRDs or for leadership",

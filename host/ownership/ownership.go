@@ -38,6 +38,27 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 )
 
+// SharingReplicas lists the replicas sharing plugins in group that are live now: what a host
+// about to run every plugin by leader election checks first.
+func SharingReplicas(ctx context.Context, cs kubernetes.Interface, namespace, group string) ([]string, error) {
+	list, err := cs.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: GroupLabel + "=" + group + "," + RoleLabel + "=" + RoleReplica})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range list.Items {
+		l := &list.Items[i]
+		d := DefaultLeaseDuration
+		if l.Spec.LeaseDurationSeconds != nil {
+			d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+		}
+		if holder(l) != "" && l.Spec.RenewTime != nil && time.Since(l.Spec.RenewTime.Time) < d {
+			out = append(out, holder(l))
+		}
+	}
+	return out, nil
+}
+
 // Labels on the Leases of a group.
 const (
 	// GroupLabel names the group a Lease belongs to.
@@ -84,12 +105,13 @@ type Table struct {
 	log    logr.Logger
 	wake   chan struct{}
 
-	mu       sync.Mutex
-	units    map[string]*unit // by unit name
-	seen     map[string]seen  // by Lease name: what was last seen there, and when
-	replicas []string         // identities of the live replicas, this one included
-	closing  []*unit          // units of closed claims, until handed back
-	deferred time.Time        // when a unit left to another replica may be taken; zero: none
+	mu         sync.Mutex
+	units      map[string]*unit // by unit name
+	seen       map[string]seen  // by Lease name: what was last seen there, and when
+	replicas   []string         // identities of the live replicas, this one included
+	closing    []*unit          // units of closed claims, until handed back
+	deferred   time.Time        // when a unit left to another replica may be taken; zero: none
+	leaderSeen string           // the holder of a leader Lease of the group's name, last said
 	// replicasChanged is closed and replaced when replicas changes.
 	replicasChanged chan struct{}
 	started         bool
@@ -374,6 +396,21 @@ func (t *Table) renew(ctx context.Context, now time.Time) {
 	}
 	t.renewHeld(ctx, now)
 	t.collect(ctx, now)
+	t.checkLeader(ctx, now)
+}
+
+// checkLeader says, once per holder, when a host run with --leader-elect holds the leader
+// Lease of the same name: it runs every plugin while these replicas share them.
+func (t *Table) checkLeader(ctx context.Context, now time.Time) {
+	l, err := t.leases.Get(ctx, t.opts.Group, metav1.GetOptions{})
+	if err != nil || holder(l) == "" || l.Spec.RenewTime == nil || now.Sub(l.Spec.RenewTime.Time) > t.durationOf(seen{lease: l}) {
+		return
+	}
+	if h := holder(l); h != t.leaderSeen {
+		t.leaderSeen = h
+		t.log.Error(nil, "a host run with --leader-elect holds the leader Lease of this group: it runs every plugin while these replicas share them, so each plugin runs twice; run every replica with --share-plugins, or every one with --leader-elect",
+			"lease", t.opts.Namespace+"/"+t.opts.Group, "holder", h)
+	}
 }
 
 // round hands back what was let go of, takes or lets go of units to keep the fair share (if
@@ -455,21 +492,30 @@ func (t *Table) replicaLive(s seen, now time.Time) bool {
 	return holder(s.lease) != "" && r != nil && now.Before(r.Add(t.durationOf(s))) && !t.expired(s, now)
 }
 
-// collect deletes the Leases of replicas gone for good (not renewed for ten lease durations):
-// a killed replica cannot delete its own.
+// collect deletes the Leases not renewed for ten lease durations: of replicas gone for good (a
+// killed replica cannot delete its own), and of units this replica does not claim (plugins
+// removed, or their shards changed). A replica that claims such a unit makes its Lease again.
 func (t *Table) collect(ctx context.Context, now time.Time) {
 	var dead []string
 	t.mu.Lock()
 	for name, s := range t.seen {
 		r := s.lease.Spec.RenewTime
-		if s.lease.Labels[RoleLabel] == RoleReplica && r != nil && now.Sub(r.Time) > 10*t.durationOf(s) {
+		if r == nil || now.Sub(r.Time) <= 10*t.durationOf(s) {
+			continue
+		}
+		switch s.lease.Labels[RoleLabel] {
+		case RoleReplica:
 			dead = append(dead, name)
+		case RoleUnit:
+			if _, mine := t.units[s.lease.Annotations[UnitAnnotation]]; !mine {
+				dead = append(dead, name)
+			}
 		}
 	}
 	t.mu.Unlock()
 	for _, name := range dead {
 		if err := t.leases.Delete(ctx, name, metav1.DeleteOptions{}); err == nil {
-			t.log.Info("deleted the Lease of a replica gone for good", "lease", name)
+			t.log.Info("deleted a Lease not renewed for ten lease durations: its replica or unit is gone", "lease", name)
 		}
 	}
 }
@@ -608,19 +654,31 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 	slices.SortStableFunc(units, func(a, b *unit) int {
 		return cmp.Compare(score(t.opts.Identity, b.name), score(t.opts.Identity, a.name))
 	})
-	held := 0
+	held, releasing := 0, false
 	for _, u := range units {
 		if u.held || u.releasing {
 			held++
 		}
+		releasing = releasing || u.releasing
 	}
-	for i := len(units) - 1; i >= 0 && held > fair; i-- {
+	// Over the share, let go of the surplus. At the share, while a replica is below the
+	// share rounded down (10 units on 3 replicas: 4, 4 and 2), the replica holding most (the
+	// first by identity among equals) lets one go, so the split ends 4, 3 and 3.
+	keep := fair
+	if held == fair && !releasing && t.richestWhileOneStarves(fair, now) {
+		keep = fair - 1
+	}
+	for i := len(units) - 1; i >= 0 && held > keep; i-- {
 		if u := units[i]; u.held {
 			u.held, u.releasing = false, true
 			held--
 			t.log.Info("letting a unit go: this replica holds more than its share", "unit", u.name, "share", fair, "replicas", len(t.replicas))
 			t.changed(u)
 		}
+	}
+	// While a replica is below the share rounded down, one at or above it takes nothing.
+	if t.starving(now) && held >= len(t.units)/len(t.replicas) {
+		fair = held
 	}
 	for _, u := range units {
 		if held >= fair {
@@ -656,18 +714,58 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 	}
 }
 
-// firstInLine is the live replica under the fair share that prefers unitName most. The caller
-// holds t.mu.
-func (t *Table) firstInLine(unitName string, fair int, now time.Time) string {
+// heldBy counts the unit Leases each replica holds, as seen. The caller holds t.mu.
+func (t *Table) heldBy(now time.Time) map[string]int {
 	held := map[string]int{}
 	for _, s := range t.seen {
 		if s.lease.Labels[RoleLabel] == RoleUnit && !t.expired(s, now) {
 			held[holder(s.lease)]++
 		}
 	}
-	for _, r := range rank(t.replicas, unitName) {
-		if held[r] < fair {
-			return r
+	return held
+}
+
+// starving reports whether a live replica other than this one holds fewer units than the share
+// rounded down. The caller holds t.mu.
+func (t *Table) starving(now time.Time) bool {
+	floor := len(t.units) / len(t.replicas)
+	held := t.heldBy(now)
+	for _, r := range t.replicas {
+		if r != t.opts.Identity && held[r] < floor {
+			return true
+		}
+	}
+	return false
+}
+
+// richestWhileOneStarves reports whether a live replica holds fewer units than the share
+// rounded down while this one is the replica holding most (the first by identity among
+// equals). The caller holds t.mu.
+func (t *Table) richestWhileOneStarves(fair int, now time.Time) bool {
+	floor := len(t.units) / len(t.replicas)
+	held := t.heldBy(now)
+	starving, richest := false, t.opts.Identity
+	for _, r := range t.replicas {
+		if held[r] < floor {
+			starving = true
+		}
+		if held[r] > held[richest] || (held[r] == held[richest] && r < richest) {
+			richest = r
+		}
+	}
+	return starving && richest == t.opts.Identity && held[richest] >= fair
+}
+
+// firstInLine is the live replica under the fair share that prefers unitName most. The caller
+// holds t.mu.
+func (t *Table) firstInLine(unitName string, fair int, now time.Time) string {
+	held := t.heldBy(now)
+	floor := len(t.units) / len(t.replicas)
+	for _, below := range []int{floor, fair} {
+		for _, r := range rank(t.replicas, unitName) {
+			if held[r] < below {
+				return r
+			}
 		}
 	}
 	return t.opts.Identity

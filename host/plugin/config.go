@@ -179,7 +179,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("plugin %q: module is required (the path of a .wasm file)", c.Name))
 	}
 	if c.Shards < 0 || c.Shards > MaxShards {
-		errs = append(errs, fmt.Errorf("plugin %q: shards %d: use 0 to 1 for none, at most %d", c.Name, c.Shards, MaxShards))
+		errs = append(errs, fmt.Errorf("plugin %q: shards %d: shards must be between 0 and %d (0 or 1: not split)", c.Name, c.Shards, MaxShards))
 	}
 	if c.MaxConcurrentReconciles < 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: maxConcurrentReconciles must not be negative", c.Name))

@@ -106,7 +106,7 @@ func (p *Plugin) applyShards() error {
 	p.watchMu.Lock()
 	p.keys = keys
 	p.watchMu.Unlock()
-	p.log.Info("running shards", "shards", next.String(), "of", next.Count)
+	p.log.Info("running shards", "shards", next.String())
 	return nil
 }
 
@@ -237,8 +237,11 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 	if m := s.p.host.metrics; m != nil {
 		g = m.ShardOwned
 	}
-	label := func(u string) string { // the shard, "" for a plugin not split
-		return strings.TrimPrefix(strings.TrimPrefix(u, s.p.cfg.Name), "/")
+	label := func(u string) string { // the shard as "1/3", "" for a plugin not split
+		if i := strings.TrimPrefix(strings.TrimPrefix(u, s.p.cfg.Name), "/"); i != "" {
+			return i + "/" + strconv.Itoa(s.p.cfg.Shards)
+		}
+		return ""
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -249,6 +252,9 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 			held, standby := st.Held, st.Standby
 			s.p.held.Store(&held)
 			if old := s.p.standby.Swap(&standby); old == nil || !slices.Equal(*old, standby) {
+				if s.p.host.WarmStandby && len(standby) > 0 {
+					s.log.Info("keeping warm what this replica would take over first", "units", standby)
+				}
 				if err := s.p.warm.update(nil); err != nil {
 					s.log.Error(err, "keeping the informers of the shards this replica stands by for")
 				}

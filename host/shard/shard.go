@@ -39,16 +39,20 @@ func Of(field string, index, count int) Shard {
 // All reports whether s is no shard (it selects every object).
 func (s Shard) All() bool { return s.Count <= 1 }
 
-// String is "1/3 by namespace", or "" for no shard.
+// String is "1/3" (shard 1 of 3), or "" for no shard: the spelling of metrics and logs.
 func (s Shard) String() string {
 	if s.All() {
 		return ""
 	}
-	by := "uid"
+	return fmt.Sprintf("%d/%d", s.Index, s.Count)
+}
+
+// By is what the shard hashes: "namespace" or "uid".
+func (s Shard) By() string {
 	if s.Field == ByNamespace {
-		by = "namespace"
+		return "namespace"
 	}
-	return fmt.Sprintf("%d/%d by %s", s.Index, s.Count, by)
+	return "uid"
 }
 
 // bound is the first hash of range i of n: ceil(i * 2^64 / n), as the API server writes it;

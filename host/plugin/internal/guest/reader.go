@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -64,20 +63,16 @@ func (s Sharding) splits(gvk schema.GroupVersionKind, namespaced bool) bool {
 	return gvk == s.For
 }
 
-// String is "0,2 of 3 by namespace", or "" if not sharded.
+// String is "0/3, 2/3 (by namespace)", or "" if not sharded.
 func (s Sharding) String() string {
 	if s.Count <= 1 {
 		return ""
 	}
 	held := make([]string, len(s.Held))
 	for i, h := range s.Held {
-		held[i] = strconv.Itoa(h)
+		held[i] = shard.Of(s.Field, h, s.Count).String()
 	}
-	by := "uid"
-	if s.Field == shard.ByNamespace {
-		by = "namespace"
-	}
-	return fmt.Sprintf("%s of %d by %s", strings.Join(held, ","), s.Count, by)
+	return fmt.Sprintf("%s (by %s)", strings.Join(held, ", "), shard.Of(s.Field, 0, s.Count).By())
 }
 
 // Owns reports whether a request of the For kind falls in a shard this replica runs, for a
