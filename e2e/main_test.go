@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/controlplane"
@@ -37,6 +39,9 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	var err error
+	// envtest logs through controller-runtime's logger; a control plane started later than 30 s
+	// into the run (TestShardedPluginWithoutTheGate's) would otherwise print a stack about it.
+	ctrllog.SetLogger(logr.Discard())
 	fmt.Fprintln(os.Stderr, "e2e: starting etcd and kube-apiserver from bin/")
 	cp, err = controlplane.Start(controlplane.Options{})
 	if err != nil {

@@ -183,11 +183,19 @@ func (r *devRebuilder) Start(ctx context.Context) error {
 				}
 			}
 			if now := dp.fingerprint("host.yaml"); now != grants[dp] {
-				grants[dp] = now
-				if err := dp.reloadHostYAML(ctx, r.cfg); err != nil {
-					log.Error(err, "host.yaml changed, but its settings are not applied: fix the file")
-				} else {
+				err := dp.reloadHostYAML(ctx, r.cfg)
+				if err != nil {
+					// An editor that truncates and writes may be caught between the two: a
+					// file that changed again is read at the next poll, not reported.
+					time.Sleep(100 * time.Millisecond)
+				}
+				switch {
+				case err == nil:
+					grants[dp] = now
 					log.Info("host.yaml changed: its settings are applied to the Plugin object")
+				case dp.fingerprint("host.yaml") == now:
+					grants[dp] = now
+					log.Error(err, "host.yaml changed, but its settings are not applied: fix the file")
 				}
 			}
 			now := dp.sources()

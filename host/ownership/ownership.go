@@ -260,6 +260,10 @@ func (t *Table) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// A replica that cannot read the Leases holds nothing: say why, with what it needs.
+	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+		t.log.Error(err, "listing and watching the group's Leases failed; this replica runs no plugin until it can: it needs get, list, watch, create, update and delete on leases (coordination.k8s.io) in its namespace")
+	})
 	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
 	factory.Start(watchCtx.Done())
 	defer func() {
