@@ -39,6 +39,21 @@ import (
 // into the annotation overlap/seen. Every process's log is kept, killed ones too, so a checker
 // can look for one key reconciled by two replicas at once.
 
+// overlapPlugin is a host config entry running the overlap guest as name, split into shards
+// (0: not split), limited to namespaces (none: every namespace).
+func overlapPlugin(t testing.TB, name string, shards int, namespaces ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - name: %s\n    module: %s\n", name, wasmFile(t, "testguests", "overlap"))
+	if shards > 0 {
+		fmt.Fprintf(&b, "    shards: %d\n", shards)
+	}
+	if len(namespaces) > 0 {
+		fmt.Fprintf(&b, "    namespaces: [%s]\n", strings.Join(namespaces, ", "))
+	}
+	b.WriteString("    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n")
+	return b.String()
+}
+
 // replicaSet is the host processes of one test, past and present.
 type replicaSet struct {
 	t         *testing.T
@@ -390,8 +405,7 @@ func TestSharedPluginsFailOverAndRebalance(t *testing.T) {
 		namespaces = append(namespaces, ns)
 		name := fmt.Sprintf("share-%02d", i)
 		units = append(units, name)
-		fmt.Fprintf(&b, "  - name: %s\n    module: %s\n    namespaces: [%s]\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
-			name, wasmFile(t, "testguests", "overlap"), ns)
+		b.WriteString(overlapPlugin(t, name, 0, ns))
 	}
 	cms := makeConfigMaps(t, namespaces, perPlugin)
 	set := newReplicaSet(t, b.String(), leaseNS)
@@ -439,8 +453,7 @@ func TestShardedPluginSplitsTheCache(t *testing.T) {
 	leaseNS := namespace(t)
 	namespaces := randomNamespaces(t, "shard-", nss)
 	makeConfigMaps(t, namespaces, perNS)
-	config := fmt.Sprintf("plugins:\n  - name: sharded\n    module: %s\n    shards: %d\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
-		wasmFile(t, "testguests", "overlap"), shards)
+	config := "plugins:\n" + overlapPlugin(t, "sharded", shards)
 
 	// One host, not sharing: the whole cache.
 	single := startHost(t, config, "--metrics-bind-address", "127.0.0.1:0", "--plugin-objects=false")
@@ -672,8 +685,7 @@ func shardedRun(b *testing.B, n, nss, procs int, start func() *exec.Cmd) sharded
 func TestOverlapCheckerSeesHostsThatDoNotShare(t *testing.T) {
 	ns := namespace(t)
 	cms := makeConfigMaps(t, []string{ns}, 20)
-	config := fmt.Sprintf("plugins:\n  - name: both\n    module: %s\n    namespaces: [%s]\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
-		wasmFile(t, "testguests", "overlap"), ns)
+	config := "plugins:\n" + overlapPlugin(t, "both", 0, ns)
 	set := newReplicaSet(t, config, ns)
 	set.args = slices.DeleteFunc(slices.Clone(set.args), func(a string) bool { return a == "--share-plugins" })
 	set.start("x")
@@ -696,8 +708,7 @@ func TestWarmStandbyCachesTheNextShard(t *testing.T) {
 	leaseNS := namespace(t)
 	namespaces := randomNamespaces(t, "standby-", nss)
 	makeConfigMaps(t, namespaces, perNS)
-	config := fmt.Sprintf("plugins:\n  - name: standby\n    module: %s\n    shards: %d\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
-		wasmFile(t, "testguests", "overlap"), shards)
+	config := "plugins:\n" + overlapPlugin(t, "standby", shards)
 	set := newReplicaSet(t, config, leaseNS)
 	set.args = append(set.args, "--warm-standby")
 	reps := []*replica2{set.start("a"), set.start("b"), set.start("c")}
@@ -829,8 +840,7 @@ func TestShardedPluginWithoutTheGate(t *testing.T) {
 	if list.ShardInfo != nil {
 		t.Fatal("the second control plane filters by shard: its gate is on")
 	}
-	config := fmt.Sprintf("plugins:\n  - name: plain\n    module: %s\n    shards: 2\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [get, list, watch, patch]}\n",
-		wasmFile(t, "testguests", "overlap"))
+	config := "plugins:\n" + overlapPlugin(t, "plain", 2)
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), plain.Kubeconfig, 0o600))
 	set := newReplicaSet(t, config, "default")

@@ -158,7 +158,7 @@ func (r *Reader) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace
 	r.mu.Lock()
 	s := r.sharding
 	r.mu.Unlock()
-	if !s.splits(gvk, r.namespaced(gvk)) {
+	if s.Count <= 1 || !s.splits(gvk, r.namespaced(gvk)) { // not sharded: no mapper lookup
 		inf, err := r.informer(ctx, key)
 		if err != nil {
 			return nil, err
@@ -200,7 +200,7 @@ func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 	s := r.sharding
 	r.mu.Unlock()
 	var shards []shard.Shard
-	if s.splits(gvk, r.namespaced(gvk)) {
+	if s.Count > 1 && s.splits(gvk, r.namespaced(gvk)) {
 		switch {
 		case s.Field == shard.ByUID:
 			shards = s.Shards(gvk, true)
