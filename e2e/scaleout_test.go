@@ -60,12 +60,12 @@ type replicaSet struct {
 	config    string
 	args      []string
 	mu        sync.Mutex
-	all       []*replica2 // every process started, in order
+	all       []*hostReplica // every process started, in order
 	checkLogs bool
 }
 
-// replica2 is one host process of a replicaSet.
-type replica2 struct {
+// hostReplica is one host process of a replicaSet.
+type hostReplica struct {
 	h       *hostProcess
 	name    string
 	metrics string    // the metrics URL
@@ -77,15 +77,15 @@ func newReplicaSet(t *testing.T, config, leaseNS string) *replicaSet {
 		"--log-format", "json", "--metrics-bind-address", "127.0.0.1:0", "--plugin-objects=false"}}
 }
 
-var metricsJSONRE = `"msg":"serving metrics","address":"`
+var metricsJSONPrefix = `"msg":"serving metrics","address":"`
 
-func (s *replicaSet) start(name string) *replica2 {
+func (s *replicaSet) start(name string) *hostReplica {
 	s.t.Helper()
 	h := startHost(s.t, s.config, s.args...)
-	h.waitOut(s.t, metricsJSONRE)
-	_, rest, _ := strings.Cut(h.out.String(), metricsJSONRE)
+	h.waitOut(s.t, metricsJSONPrefix)
+	_, rest, _ := strings.Cut(h.out.String(), metricsJSONPrefix)
 	addr, _, _ := strings.Cut(rest, `"`)
-	r := &replica2{h: h, name: name, metrics: addr + "/metrics"}
+	r := &hostReplica{h: h, name: name, metrics: addr + "/metrics"}
 	s.mu.Lock()
 	s.all = append(s.all, r)
 	s.mu.Unlock()
@@ -93,18 +93,18 @@ func (s *replicaSet) start(name string) *replica2 {
 }
 
 // kill stops r with SIGKILL, as a crash; stop with SIGTERM, as a rollout.
-func (r *replica2) kill(t *testing.T) {
+func (r *hostReplica) kill(t *testing.T) {
 	r.killed = time.Now()
 	must(t, r.h.cmd.Process.Signal(syscall.SIGKILL))
 	<-r.h.exited
 }
 
-func (r *replica2) stop(t *testing.T) { r.h.terminate(t) }
+func (r *hostReplica) stop(t *testing.T) { r.h.terminate(t) }
 
-func (r *replica2) alive() bool { return r.h.cmd.ProcessState == nil }
+func (r *hostReplica) alive() bool { return r.h.cmd.ProcessState == nil }
 
 // owned reads wasmrec_plugin_shard_owned: the units r holds ("plugin" or "plugin/shard").
-func (r *replica2) owned(t *testing.T) []string {
+func (r *hostReplica) owned(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	for _, m := range samples(t, r.metrics, "wasmrec_plugin_shard_owned") {
@@ -156,10 +156,10 @@ func samples(t *testing.T, url, name string) []sample {
 }
 
 // live are the replicas running now.
-func (s *replicaSet) live() []*replica2 {
+func (s *replicaSet) live() []*hostReplica {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*replica2
+	var out []*hostReplica
 	for _, r := range s.all {
 		if r.alive() {
 			out = append(out, r)
@@ -337,7 +337,12 @@ func makeConfigMaps(t *testing.T, namespaces []string, n int) []types.Namespaced
 // reconciled. It returns how many it checked.
 func waitSeen(t *testing.T, namespaces []string, timeout time.Duration) int {
 	t.Helper()
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	return waitSeenOn(t, kubernetes.NewForConfigOrDie(cfg), namespaces, timeout)
+}
+
+// waitSeenOn is waitSeen on the cluster cs reaches.
+func waitSeenOn(t *testing.T, cs kubernetes.Interface, namespaces []string, timeout time.Duration) int {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		var behind []string
@@ -409,7 +414,7 @@ func TestSharedPluginsFailOverAndRebalance(t *testing.T) {
 	}
 	cms := makeConfigMaps(t, namespaces, perPlugin)
 	set := newReplicaSet(t, b.String(), leaseNS)
-	reps := []*replica2{set.start("a"), set.start("b"), set.start("c")}
+	reps := []*hostReplica{set.start("a"), set.start("b"), set.start("c")}
 	took := set.waitSpread(units, 3, 5, time.Minute)
 	report(t, "shared plugins: 3 replicas started: %d plugins spread 4 +/- 1 each in %s", plugins, took.Round(time.Millisecond))
 	waitSeen(t, namespaces, time.Minute)
@@ -476,7 +481,7 @@ func TestShardedPluginSplitsTheCache(t *testing.T) {
 	}
 
 	set := newReplicaSet(t, config, leaseNS)
-	reps := []*replica2{set.start("a"), set.start("b"), set.start("c")}
+	reps := []*hostReplica{set.start("a"), set.start("b"), set.start("c")}
 	set.waitSpread([]string{"sharded/0", "sharded/1", "sharded/2"}, 1, 1, time.Minute)
 	checked := waitSeen(t, namespaces, 2*time.Minute)
 
@@ -711,7 +716,7 @@ func TestWarmStandbyCachesTheNextShard(t *testing.T) {
 	config := "plugins:\n" + overlapPlugin(t, "standby", shards)
 	set := newReplicaSet(t, config, leaseNS)
 	set.args = append(set.args, "--warm-standby")
-	reps := []*replica2{set.start("a"), set.start("b"), set.start("c")}
+	reps := []*hostReplica{set.start("a"), set.start("b"), set.start("c")}
 	units := []string{"standby/0", "standby/1", "standby/2"}
 	set.waitSpread(units, 1, 1, time.Minute)
 	waitSeen(t, namespaces, time.Minute)
@@ -845,24 +850,11 @@ func TestShardedPluginWithoutTheGate(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), plain.Kubeconfig, 0o600))
 	set := newReplicaSet(t, config, "default")
 	set.args = append(set.args, "--kubeconfig", filepath.Join(dir, "kubeconfig")) // the last --kubeconfig wins
-	reps := []*replica2{set.start("a"), set.start("b")}
+	reps := []*hostReplica{set.start("a"), set.start("b")}
 	set.waitSpread([]string{"plain/0", "plain/1"}, 1, 1, time.Minute)
-	eventually(t, time.Minute, "every ConfigMap reconciled", func() error {
-		seen := 0
-		for _, ns := range namespaces {
-			l, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
-			must(t, err)
-			for _, cm := range l.Items {
-				if cm.Annotations["overlap/seen"] == "1" {
-					seen++
-				}
-			}
-		}
-		if seen != total {
-			return fmt.Errorf("%d of %d", seen, total)
-		}
-		return nil
-	})
+	if seen := waitSeenOn(t, cs, namespaces, time.Minute); seen != total {
+		t.Fatalf("%d ConfigMaps reconciled, want %d", seen, total)
+	}
 	cached := 0
 	for _, r := range reps {
 		n := cachedConfigMaps(t, r.metrics)

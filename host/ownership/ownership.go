@@ -36,6 +36,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/wasmrec/wasmrec/host/manager"
 )
 
 // SharingReplicas lists the replicas sharing plugins in group that are live now: what a host
@@ -85,15 +87,13 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
-	// OnChange, if set, is told each time this replica takes (true) or lets go of a unit.
-	OnChange func(unit string, held bool)
 }
 
-// Defaults, as client-go's leader election.
+// Defaults: the host's leader election's, so both modes fail over alike.
 const (
-	DefaultLeaseDuration = 15 * time.Second
-	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
+	DefaultLeaseDuration = manager.DefaultLeaseDuration
+	DefaultRenewDeadline = manager.DefaultRenewDeadline
+	DefaultRetryPeriod   = manager.DefaultRetryPeriod
 )
 
 // Table holds this replica's view of the group's Leases and the units it holds. It is a
@@ -840,13 +840,8 @@ func (t *Table) markStandby() {
 	}
 }
 
-// changed tells u's claim, and OnChange.
-func (t *Table) changed(u *unit) {
-	u.claim.notify()
-	if t.opts.OnChange != nil {
-		t.opts.OnChange(u.name, u.held)
-	}
-}
+// changed tells u's claim.
+func (t *Table) changed(u *unit) { u.claim.notify() }
 
 func (t *Table) sortedUnits() []*unit {
 	out := make([]*unit, 0, len(t.units))
