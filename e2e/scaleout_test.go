@@ -874,3 +874,74 @@ func TestShardedPluginWithoutTheGate(t *testing.T) {
 	}
 	report(t, "sharded plugin, API server without the gate: 2 replicas cache %d ConfigMaps of %d together, each its shard, filtered on the host", cached, len(list.Items))
 }
+
+// A replica paused past its Leases (SIGSTOP: a frozen container, a suspended VM) and resumed
+// does not reconcile what another replica took meanwhile: before its renew-deadline timer
+// fires, its reconciles and writes see that its hold on the plugins went stale. A reconcile
+// that was in flight at the pause resumes too, but its writes are refused.
+func TestPausedReplicaDoesNotActOnTakenPlugins(t *testing.T) {
+	const plugins, perPlugin = 4, 20
+	leaseNS := namespace(t)
+	var b strings.Builder
+	b.WriteString("plugins:\n")
+	var namespaces, units []string
+	for i := range plugins {
+		ns := namespace(t)
+		namespaces = append(namespaces, ns)
+		name := fmt.Sprintf("pause-%d", i)
+		units = append(units, name)
+		b.WriteString(overlapPlugin(t, name, 0, ns))
+	}
+	cms := makeConfigMaps(t, namespaces, perPlugin)
+	set := newReplicaSet(t, b.String(), leaseNS)
+	a, other := set.start("a"), set.start("b")
+	set.waitSpread(units, 2, 2, time.Minute)
+	waitSeen(t, namespaces, time.Minute)
+	held := a.owned(t)
+	w := startWriter(t, cms, 10*time.Millisecond)
+
+	must(t, a.h.cmd.Process.Signal(syscall.SIGSTOP))
+	eventually(t, 45*time.Second, "the other replica holds every plugin", func() error {
+		if own := other.owned(t); len(own) != plugins {
+			return fmt.Errorf("it holds %v", own)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // the other replica reconciles the paused one's keys
+	resumed := time.Now()
+	must(t, a.h.cmd.Process.Signal(syscall.SIGCONT))
+	time.Sleep(3 * time.Second)
+	w.halt()
+	waitSeen(t, namespaces, time.Minute)
+
+	// From the resume to its next take, a began no reconcile of a plugin it held before.
+	var retook time.Time
+	var stale []string
+	for _, line := range strings.Split(a.h.out.String(), "\n") {
+		var l struct {
+			Time                 time.Time
+			Msg, Plugin, Request string
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || !l.Time.After(resumed) {
+			continue
+		}
+		switch {
+		case l.Msg == "took a unit: starting it" && retook.IsZero():
+			retook = l.Time
+		case l.Msg == "overlap begin" && retook.IsZero() && slices.Contains(held, l.Plugin):
+			stale = append(stale, l.Time.Format("15:04:05.000000")+" "+l.Plugin+" "+l.Request)
+		}
+	}
+	refused := 0.0
+	for _, m := range samples(t, a.metrics, "wasmrec_plugin_host_calls_total") {
+		if m.labels["status"] == "unavailable" {
+			refused += m.value
+		}
+	}
+	_, overlaps := set.overlaps()
+	report(t, "paused replica: a held %v and was paused (SIGSTOP) until b took them; after the resume it began %d reconciles of them before taking a unit again; %.0f writes refused; %d reconciles in flight at the pause ran on beside b's",
+		held, len(stale), refused, len(overlaps))
+	for _, s := range stale {
+		t.Error("the resumed replica reconciled a plugin taken over: " + s)
+	}
+}

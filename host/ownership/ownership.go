@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -581,6 +582,7 @@ func (t *Table) renewHeld(ctx context.Context, now time.Time) {
 			t.seen[w.u.lease] = seen{lease: updated, version: updated.ResourceVersion, at: now}
 			if w.u.held {
 				w.u.renewed = now
+				w.u.claim.refreshLocked()
 			}
 		} else {
 			t.log.V(1).Info("renewing a unit's Lease failed", "unit", w.u.name, "error", err.Error())
@@ -593,6 +595,7 @@ func (t *Table) renewHeld(ctx context.Context, now time.Time) {
 // expires. The caller holds t.mu.
 func (t *Table) lose(u *unit, why string) {
 	u.held, u.releasing = false, false
+	u.claim.refreshLocked() // its writes stop now, before the run does
 	t.log.Info("lost a unit: stopping it", "unit", u.name, "reason", why)
 	t.changed(u)
 }
@@ -901,6 +904,40 @@ type Claim struct {
 	changed chan struct{} // closed and replaced when a unit's state changes
 	running []string      // the units the run going now holds
 	closed  bool
+
+	// validUntil is when the run going now stops being safe: the renew deadline of the
+	// least recently renewed unit it holds. Nil while none is safe. See Fresh.
+	validUntil atomic.Pointer[time.Time]
+}
+
+// Fresh reports whether the run going now may still act for its units: each is held (or let go
+// of and not handed back yet) and was renewed within the renew deadline. The table lets go of a
+// unit at its deadline anyway, but a process paused past it (a stopped container, a long GC
+// pause, a suspended VM) runs again before that timer fires: its reconciles and writes check
+// Fresh, so that they do not act on a unit another replica may have taken. It takes no lock.
+func (c *Claim) Fresh() bool {
+	v := c.validUntil.Load()
+	return v != nil && time.Now().Before(*v)
+}
+
+// refreshLocked recomputes validUntil. The caller holds t.mu.
+func (c *Claim) refreshLocked() {
+	var until time.Time
+	for i, n := range c.running {
+		u := c.t.units[n]
+		if u == nil || !(u.held || u.releasing) {
+			c.validUntil.Store(nil)
+			return
+		}
+		if d := u.renewed.Add(c.t.opts.RenewDeadline); i == 0 || d.Before(until) {
+			until = d
+		}
+	}
+	if len(c.running) == 0 {
+		c.validUntil.Store(nil)
+		return
+	}
+	c.validUntil.Store(&until)
 }
 
 func (c *Claim) notify() {
@@ -953,6 +990,7 @@ func (c *Claim) Run(ctx context.Context, run func(ctx context.Context, held []st
 		s := c.stateLocked()
 		changed = c.changed
 		c.running = s.Held
+		c.refreshLocked()
 		c.t.mu.Unlock()
 		if len(s.Held) == 0 {
 			select {
@@ -985,6 +1023,7 @@ func (c *Claim) Run(ctx context.Context, run func(ctx context.Context, held []st
 		cancel()
 		c.t.mu.Lock()
 		c.running = nil
+		c.refreshLocked()
 		c.t.mu.Unlock()
 		c.t.poke() // hand back at once what was let go of
 		if err != nil || ctx.Err() != nil {

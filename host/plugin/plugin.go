@@ -180,6 +180,9 @@ type Plugin struct {
 	wantShards atomic.Pointer[[]int]
 	held       atomic.Pointer[[]string] // see Held
 	standby    atomic.Pointer[[]string] // the units this replica would take over first
+	// claim is the plugin's units' claim while this replica shares plugins: its reconciles and
+	// writes go on only while it is Fresh.
+	claim atomic.Pointer[ownership.Claim]
 
 	// running is whether the controller runs (false while a kind it watches is not served).
 	running atomic.Bool
@@ -722,6 +725,7 @@ func (p *Plugin) guestAPI() *guest.API {
 		Reads:     limit("reads", cfg.Reads, DefaultReadQPS, DefaultReadBurst, rWaits, rSecs),
 		Log:       p.log,
 		Count:     count,
+		Owned:     p.owned,
 	}).Init()
 }
 
@@ -737,8 +741,20 @@ func (p *Plugin) stats() metrics.PluginStats {
 	}
 }
 
+// owned reports whether this replica may act for the plugin now: always, unless it shares
+// plugins and its hold on the plugin's units has gone stale (see ownership.Claim.Fresh).
+func (p *Plugin) owned() bool {
+	c := p.claim.Load()
+	return c == nil || c.Fresh()
+}
+
 // Reconcile runs one reconcile in the plugin.
 func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !p.owned() {
+		// The controller is being stopped: the unit is another replica's, or about to be.
+		p.log.V(1).Info("not reconciling: this replica's Lease on the plugin went unrenewed past the renew deadline", "request", req.String())
+		return reconcile.Result{}, nil
+	}
 	id := fmt.Sprintf("%s-%d", p.cfg.Name, p.ids.Add(1))
 	log := p.log.WithValues("request", req.String(), "reconcileID", id)
 	var (

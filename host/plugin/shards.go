@@ -219,6 +219,8 @@ func (s *shared) Start(ctx context.Context) error {
 		}
 	}
 	defer claim.Close()
+	s.p.claim.Store(claim)
+	defer s.p.claim.CompareAndSwap(claim, nil)
 	stop := s.report(ctx, claim)
 	defer stop()
 	if s.p.cfg.Shards > 1 {

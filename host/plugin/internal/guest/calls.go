@@ -46,6 +46,9 @@ type API struct {
 	Log       logr.Logger
 	// Count, if set, counts each call by function and status.
 	Count func(fn string, status abi.Status)
+	// Owned, if set, reports whether this replica may still act for the plugin: a write
+	// while it reports false is refused with StatusUnavailable (see ownership.Claim.Fresh).
+	Owned func() bool
 
 	lookups      *rate.Limiter  // lookups of kinds the host does not know
 	apiForbidden rate.Sometimes // says calls the API server refuses, now and then
@@ -78,7 +81,7 @@ func fail(s abi.Status, format string, args ...any) error {
 }
 
 // Call dispatches a host call. Every write passes the permission check, then the write rate
-// limit, then goes to the API server.
+// limit and the ownership check (mayWrite), then goes to the API server.
 func (c *Calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, []byte) {
 	var (
 		resp []byte
@@ -264,6 +267,18 @@ func (l *Limit) Wait(ctx context.Context, log logr.Logger) error {
 	}
 }
 
+// mayWrite waits for the write rate limit, then checks that this replica still holds the
+// plugin: the last check before a write goes out.
+func (c *Calls) mayWrite(ctx context.Context) error {
+	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
+		return err
+	}
+	if c.API.Owned != nil && !c.API.Owned() {
+		return fail(abi.StatusUnavailable, "write not made: this replica's Lease on the plugin went unrenewed past the renew deadline, and another replica may run it now")
+	}
+	return nil
+}
+
 func decode(body []byte, v any) error {
 	if err := json.Unmarshal(body, v); err != nil {
 		return fail(abi.StatusBadRequest, "the request is not valid JSON for this call: %v", err)
@@ -359,7 +374,7 @@ func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	if fn != abi.ImportCreate && obj.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
 	}
-	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
+	if err := c.mayWrite(ctx); err != nil {
 		return nil, err
 	}
 	r := c.resource(m, obj.Namespace)
@@ -404,7 +419,7 @@ func (c *Calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if req.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "patch needs the object's name")
 	}
-	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
+	if err := c.mayWrite(ctx); err != nil {
 		return nil, err
 	}
 	opts := metav1.PatchOptions{FieldManager: c.API.Name}
@@ -434,7 +449,7 @@ func (c *Calls) delete(ctx context.Context, body []byte) error {
 	if req.Name == "" { // without it the request would delete the whole collection
 		return fail(abi.StatusBadRequest, "delete needs the object's name: a plugin deletes one object at a time")
 	}
-	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
+	if err := c.mayWrite(ctx); err != nil {
 		return err
 	}
 	opts := metav1.DeleteOptions{}
@@ -485,7 +500,7 @@ func (c *Calls) event(ctx context.Context, body []byte) error {
 			regarding.SetUID(o.(*object.Object).UID)
 		}
 	}
-	if err := c.API.Writes.Wait(ctx, c.API.Log); err != nil {
+	if err := c.mayWrite(ctx); err != nil {
 		return err
 	}
 	c.API.Recorder.Event(regarding, req.Type, req.Reason, req.Message)
