@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -53,7 +55,7 @@ type table struct {
 func startTable(t *testing.T, restCfg *rest.Config, ns, id string, units []string, a *activity) *table {
 	t.Helper()
 	tb, err := ownership.New(kubernetes.NewForConfigOrDie(restCfg), ownership.Options{Namespace: ns, Group: "own", Identity: id,
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, Logger: logr.Discard()})
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 250 * time.Millisecond, Logger: testr.New(t).WithName(id)})
 	must(t, err)
 	claim, err := tb.Claim(units...)
 	must(t, err)
@@ -72,9 +74,16 @@ func (r *table) held() []string {
 	return s.Held
 }
 
-// waitHeld waits until the tables hold every unit once, each between lo and hi of them.
+// waitHeld waits until the tables hold every unit once, each between lo and hi of them, and
+// the shards of s spread: none holds more than its share of them.
 func waitHeld(t *testing.T, what string, units []string, lo, hi int, tables ...*table) {
 	t.Helper()
+	shards := 0
+	for _, u := range units {
+		if strings.HasPrefix(u, "s/") {
+			shards++
+		}
+	}
 	eventually(t, 20*time.Second, what, func() error {
 		count := map[string]int{}
 		var desc []string
@@ -83,6 +92,9 @@ func waitHeld(t *testing.T, what string, units []string, lo, hi int, tables ...*
 			desc = append(desc, fmt.Sprint(h))
 			if len(h) < lo || len(h) > hi {
 				return fmt.Errorf("holding %v", desc)
+			}
+			if n := len(slices.DeleteFunc(slices.Clone(h), func(u string) bool { return !strings.HasPrefix(u, "s/") })); n > (shards+len(tables)-1)/len(tables) {
+				return fmt.Errorf("the shards of s are not spread: %v", desc)
 			}
 			for _, u := range h {
 				count[u]++
@@ -98,10 +110,11 @@ func waitHeld(t *testing.T, what string, units []string, lo, hi int, tables ...*
 }
 
 // Tables in one process, each its own replica, on short leases: they split 10 units 4, 3 and 3
-// (not 4, 4 and 2, which the share rounded up alone allows);
+// (not 4, 4 and 2, which the share rounded up alone allows), and the 3 shards of s one each;
 // one stopping hands its units to the others at once; one cut off from the API server stops its
 // runs at its renew deadline, before the others take its units when its Leases expire; a
-// newcomer is given a share. No unit runs twice at once throughout.
+// newcomer is given a share, and a third one a share and one of the shards. No unit runs twice
+// at once throughout.
 func TestOwnershipTables(t *testing.T) {
 	ns := namespace(t)
 	units := []string{"p", "q", "r", "s/0", "s/1", "s/2", "t", "u", "v", "w"}
@@ -144,6 +157,8 @@ func TestOwnershipTables(t *testing.T) {
 
 	w := startTable(t, cfg, ns, "w", units, a)
 	waitHeld(t, "a newcomer given a share", units, 5, 5, y, w)
+	v := startTable(t, cfg, ns, "v", units, a)
+	waitHeld(t, "a third replica given a share and a shard", units, 3, 4, y, w, v)
 
 	a.mu.Lock()
 	defer a.mu.Unlock()

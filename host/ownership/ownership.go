@@ -24,6 +24,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,13 +107,15 @@ type Table struct {
 	log    logr.Logger
 	wake   chan struct{}
 
-	mu         sync.Mutex
-	units      map[string]*unit // by unit name
-	seen       map[string]seen  // by Lease name: what was last seen there, and when
-	replicas   []string         // identities of the live replicas, this one included
-	closing    []*unit          // units of closed claims, until handed back
-	deferred   time.Time        // when a unit left to another replica may be taken; zero: none
-	leaderSeen string           // the holder of a leader Lease of the group's name, last said
+	mu          sync.Mutex
+	units       map[string]*unit     // by unit name
+	seen        map[string]seen      // by Lease name: what was last seen there, and when
+	replicas    []string             // identities of the live replicas, this one included
+	closing     []*unit              // units of closed claims, until handed back
+	deferred    time.Time            // when a unit left to another replica may be taken; zero: none
+	leaderSeen  string               // the holder of a leader Lease of the group's name, last said
+	balanceFrom time.Time            // when this replica first takes units
+	spreadTried map[string]time.Time // units let go of to spread their group, and when
 	// replicasChanged is closed and replaced when replicas changes.
 	replicasChanged chan struct{}
 	started         bool
@@ -164,6 +167,8 @@ func New(cs kubernetes.Interface, opts Options) (*Table, error) {
 		wake:   make(chan struct{}, 1),
 		units:  map[string]*unit{},
 		seen:   map[string]seen{},
+
+		spreadTried: map[string]time.Time{},
 
 		replicasChanged: make(chan struct{}),
 	}, nil
@@ -278,6 +283,9 @@ func (t *Table) Start(ctx context.Context) error {
 	defer stopDeadlines()
 	// Replicas started together see each other before the first takes anything.
 	balanceFrom := time.Now().Add(t.opts.RetryPeriod)
+	t.mu.Lock()
+	t.balanceFrom = balanceFrom
+	t.mu.Unlock()
 	var nextRenew time.Time
 	for {
 		now := time.Now()
@@ -642,11 +650,36 @@ func score(replica, unitName string) uint64 {
 	return h.Sum64()
 }
 
-// rank orders replicas by their preference for unitName, most first.
+// groupOf splits a unit's name into its group and index: "plugin/2" is shard 2 of group
+// "plugin"; "plugin" is group "plugin", index 0.
+func groupOf(unitName string) (group string, index int) {
+	if g, i, ok := strings.Cut(unitName, "/"); ok {
+		if n, err := strconv.Atoi(i); err == nil && n >= 0 {
+			return g, n
+		}
+	}
+	return unitName, 0
+}
+
+// rank orders replicas by their preference for unitName, most first: rendezvous hashing of its
+// group, turned by its index, so that the units of one group (the shards of a plugin) are
+// first preferred by different replicas, and spread.
 func rank(replicas []string, unitName string) []string {
+	group, index := groupOf(unitName)
 	out := slices.Clone(replicas)
-	slices.SortFunc(out, func(a, b string) int { return cmp.Compare(score(b, unitName), score(a, unitName)) })
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(cmp.Compare(score(b, group), score(a, group)), strings.Compare(a, b))
+	})
+	if len(out) > 0 {
+		k := index % len(out)
+		out = slices.Concat(out[k:], out[:k])
+	}
 	return out
+}
+
+// place is where replica comes in rank(replicas, unitName): 0 for the replica preferred most.
+func place(replicas []string, replica, unitName string) int {
+	return slices.Index(rank(replicas, unitName), replica)
 }
 
 // balance takes free units while under the fair share, and lets go of the least preferred
@@ -657,16 +690,36 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 	t.deferred = time.Time{}
 	units := t.sortedUnits()
 	fair := (len(units) + len(t.replicas) - 1) / len(t.replicas)
-	// Units by this replica's preference, most preferred first.
-	slices.SortStableFunc(units, func(a, b *unit) int {
-		return cmp.Compare(score(t.opts.Identity, b.name), score(t.opts.Identity, a.name))
-	})
 	held, releasing := 0, false
+	groupSize, groupHeld := map[string]int{}, map[string]int{}
+	places := make(map[*unit]int, len(units))
 	for _, u := range units {
+		places[u] = place(t.replicas, t.opts.Identity, u.name)
+		g, _ := groupOf(u.name)
+		groupSize[g]++
+	}
+	// Units by this replica's preference, most preferred first: those it comes first for, then
+	// second, ...; among equals, the units of larger groups first (a plugin's shards, each
+	// preferred by another replica, before plugins any replica may run), then by hash.
+	slices.SortStableFunc(units, func(a, b *unit) int {
+		ga, _ := groupOf(a.name)
+		gb, _ := groupOf(b.name)
+		return cmp.Or(cmp.Compare(places[a], places[b]), cmp.Compare(groupSize[gb], groupSize[ga]),
+			cmp.Compare(score(t.opts.Identity, b.name), score(t.opts.Identity, a.name)))
+	})
+	for _, u := range units {
+		g, _ := groupOf(u.name)
 		if u.held || u.releasing {
 			held++
+			groupHeld[g]++
 		}
 		releasing = releasing || u.releasing
+	}
+	// crowded: this replica holds more of u's group than the group's own share, so that
+	// letting go of u spreads the group (the shards of a plugin) over the replicas.
+	crowded := func(u *unit) bool {
+		g, _ := groupOf(u.name)
+		return groupHeld[g] > (groupSize[g]+len(t.replicas)-1)/len(t.replicas)
 	}
 	// Over the share, let go of the surplus. At the share, while a replica is below the
 	// share rounded down (10 units on 3 replicas: 4, 4 and 2), the replica holding most (the
@@ -675,12 +728,40 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 	if held == fair && !releasing && t.richestWhileOneStarves(fair, now) {
 		keep = fair - 1
 	}
-	for i := len(units) - 1; i >= 0 && held > keep; i-- {
-		if u := units[i]; u.held {
-			u.held, u.releasing = false, true
-			held--
-			t.log.Info("letting a unit go: this replica holds more than its share", "unit", u.name, "share", fair, "replicas", len(t.replicas))
-			t.changed(u)
+	// The least preferred first, those of a crowded group before the others.
+	for _, crowdedOnly := range []bool{true, false} {
+		for i := len(units) - 1; i >= 0 && held > keep; i-- {
+			if u := units[i]; u.held && (!crowdedOnly || crowded(u)) {
+				u.held, u.releasing = false, true
+				held--
+				g, _ := groupOf(u.name)
+				groupHeld[g]--
+				if keep < fair {
+					t.log.Info("letting a unit go: another replica holds less than its share while this one holds most", "unit", u.name, "share", fair, "replicas", len(t.replicas))
+				} else {
+					t.log.Info("letting a unit go: this replica holds more than its share", "unit", u.name, "share", fair, "replicas", len(t.replicas))
+				}
+				t.changed(u)
+			}
+		}
+	}
+	// At its share, a replica holding more than its share of a group's units (a plugin's shards)
+	// lets one go when another replica has room for it and holds less of the group: one at a
+	// time, and once a unit came back (no other replica took it), not again for a while.
+	if held == keep && !releasing {
+		for i := len(units) - 1; i >= 0; i-- {
+			u := units[i]
+			if !u.held || !crowded(u) || now.Sub(t.spreadTried[u.name]) < 10*t.opts.LeaseDuration {
+				continue
+			}
+			if r, spreads := t.firstInLine(u.name, fair, now); spreads && r != t.opts.Identity {
+				u.held, u.releasing = false, true
+				held--
+				t.spreadTried[u.name] = now
+				t.log.Info("letting a unit go: another replica has room for it, and this one holds more than its share of its plugin's shards", "unit", u.name, "to", r)
+				t.changed(u)
+			}
+			break
 		}
 	}
 	// While a replica is below the share rounded down, one at or above it takes nothing.
@@ -699,10 +780,17 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 			continue
 		}
 		// A unit another replica under its share is first in line for is left to it for a
-		// retry period: the replica that kept it warm, if warmStandby, takes it.
-		if exists && now.Sub(s.at) < t.opts.RetryPeriod {
-			if first := t.firstInLine(u.name, fair, now); first != t.opts.Identity {
-				if again := s.at.Add(t.opts.RetryPeriod); t.deferred.IsZero() || again.Before(t.deferred) {
+		// retry period (from when it was let go of, or, if it never was held, from when
+		// replicas started together begin to take units): the replica that kept it warm, if
+		// warmStandby, takes it, and the shards of a plugin go to the replicas they prefer,
+		// which differ.
+		since := t.balanceFrom
+		if exists {
+			since = s.at
+		}
+		if now.Sub(since) < t.opts.RetryPeriod {
+			if first, _ := t.firstInLine(u.name, fair, now); first != t.opts.Identity {
+				if again := since.Add(t.opts.RetryPeriod); t.deferred.IsZero() || again.Before(t.deferred) {
 					t.deferred = again
 				}
 				continue
@@ -763,19 +851,35 @@ func (t *Table) richestWhileOneStarves(fair int, now time.Time) bool {
 	return starving && richest == t.opts.Identity && held[richest] >= fair
 }
 
-// firstInLine is the live replica under the fair share that prefers unitName most. The caller
-// holds t.mu.
-func (t *Table) firstInLine(unitName string, fair int, now time.Time) string {
+// firstInLine is the live replica under the fair share that prefers unitName most, one that
+// holds less than its share of the unit's group (the plugin's shards) before one that does not.
+// The caller holds t.mu.
+func (t *Table) firstInLine(unitName string, fair int, now time.Time) (replica string, spreads bool) {
 	held := t.heldBy(now)
 	floor := len(t.units) / len(t.replicas)
+	group, _ := groupOf(unitName)
+	inGroup, size := map[string]int{}, 0
+	for _, s := range t.seen {
+		if g, _ := groupOf(s.lease.Annotations[UnitAnnotation]); g == group && s.lease.Labels[RoleLabel] == RoleUnit && !t.expired(s, now) {
+			inGroup[holder(s.lease)]++
+		}
+	}
+	for name := range t.units {
+		if g, _ := groupOf(name); g == group {
+			size++
+		}
+	}
+	groupShare := (size + len(t.replicas) - 1) / len(t.replicas)
 	for _, below := range []int{floor, fair} {
-		for _, r := range rank(t.replicas, unitName) {
-			if held[r] < below {
-				return r
+		for _, spread := range []bool{true, false} {
+			for _, r := range rank(t.replicas, unitName) {
+				if held[r] < below && (!spread || inGroup[r] < groupShare) {
+					return r, spread
+				}
 			}
 		}
 	}
-	return t.opts.Identity
+	return t.opts.Identity, false
 }
 
 // take writes this replica into a unit's Lease; nothing if another replica was faster.
