@@ -30,6 +30,7 @@ type devOptions struct {
 	pluginsDir    string
 	kubeconfigOut string
 	plugins       []string
+	examples      bool
 	churn         time.Duration
 	duration      time.Duration
 }
@@ -63,13 +64,17 @@ Ctrl-C stops it; the control plane and its data go with it.`,
   wasmrec dev --plugin ./hello --plugin ./other/other.wasm
 
   # The example plugins, for a minute:
-  wasmrec dev --duration 1m`,
+  wasmrec dev --duration 1m
+
+  # A control plane alone, for replicas of 'wasmrec run --share-plugins' you start yourself:
+  wasmrec dev --examples=false --plugin-objects=false`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd.Context(), stdout, stderr) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default $KUBEBUILDER_ASSETS, else the wasmrec binary's directory, else the nearest bin/ above the working directory)")
 	f.StringArrayVar(&o.plugins, "plugin", nil, "a plugin's folder or .wasm file to run (repeat for more); without it, dev runs the example plugins")
+	f.BoolVar(&o.examples, "examples", true, "without --plugin, run the example plugins (false: the control plane alone, and a host for Plugin objects unless --plugin-objects=false)")
 	f.StringVar(&o.pluginsDir, "plugins-dir", "", "directory holding the example plugins (default plugins/ beside etcd and kube-apiserver)")
 	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "where to write a kubeconfig for the local control plane (default wasmrec/dev.kubeconfig in the user's cache directory)")
 	f.BoolVar(&o.pluginObjects, "plugin-objects", true, "run the Plugin objects made on the control plane (false leaves them to hosts you run against it, such as replicas of 'wasmrec run --share-plugins'; --plugin needs it)")
@@ -111,8 +116,10 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		if err := check.Validate(); err != nil {
 			return err
 		}
-	} else if err := o.examplePlugins(&hc, binDir); err != nil {
-		return err
+	} else if o.examples {
+		if err := o.examplePlugins(&hc, binDir); err != nil {
+			return err
+		}
 	}
 	if o.kubeconfigOut == "" {
 		if o.kubeconfigOut, err = defaultKubeconfig(); err != nil {
@@ -161,6 +168,15 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		return runHost(ctx, cp.Config, &hc, &o.hostOptions, log, extra...)
 	}
 
+	if !o.examples {
+		if !o.pluginObjects {
+			fmt.Fprintln(stdout, "running no host: the control plane is yours (wasmrec run --kubeconfig ...); Ctrl-C stops")
+			<-ctx.Done()
+			return nil
+		}
+		fmt.Fprintln(stdout, "running the plugins of Plugin objects (kubectl get plugins); Ctrl-C stops")
+		return runHost(ctx, cp.Config, &hc, &o.hostOptions, log)
+	}
 	if err := demo.InstallCRD(ctx, cp.Config); err != nil {
 		return err
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/wasmrec/wasmrec/host/manager"
@@ -63,13 +65,21 @@ replica that stops hands its share back, and one that dies is taken over when it
 			if le.namespace == "" {
 				le.namespace = podNamespace()
 			}
+			// A Lease name; with --share-plugins also the prefix of the others and a label value.
+			valid := validation.IsDNS1123Subdomain
+			if le.share {
+				valid = validation.IsDNS1123Label
+			}
+			if errs := valid(le.name); (le.enabled || le.share) && len(errs) > 0 {
+				return fmt.Errorf("--leader-election-id %q names the Leases: %s", le.name, strings.Join(errs, "; "))
+			}
 			switch {
 			case le.enabled && le.share:
 				return errors.New("--leader-elect and --share-plugins are two ways to run replicas: choose one (--leader-elect: one replica runs every plugin; --share-plugins: replicas split the plugins and their shards)")
+			case o.warmStandby && !le.share:
+				return errors.New("--warm-standby keeps warm what this replica would take over from the others: it needs --share-plugins (with --leader-elect, the replicas waiting keep every plugin warm already)")
 			case le.enabled:
 				o.leaderElection = &manager.LeaderElection{Namespace: le.namespace, Name: le.name, Identity: replicaIdentity()}
-			case o.warmStandby && !le.share:
-				return errors.New("--warm-standby keeps warm what this replica would take over from the others: it needs --share-plugins")
 			case le.share:
 				o.share = &ownership.Options{Namespace: le.namespace, Group: le.name, Identity: replicaIdentity()}
 			}

@@ -332,7 +332,10 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 	})
 	// Both setters only fail on a started informer; this one is new.
 	_ = inf.SetTransform(transform)
-	_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *toolscache.Reflector, err error) {
+	_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, _ *toolscache.Reflector, err error) {
+		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+			return // the informer is being stopped (a controller restarting on other shards)
+		}
 		h.failed(log, err, c.host)
 	})
 	return inf, nil

@@ -116,6 +116,7 @@ type Table struct {
 	leaderSeen  string               // the holder of a leader Lease of the group's name, last said
 	balanceFrom time.Time            // when this replica first takes units
 	spreadTried map[string]time.Time // units let go of to spread their group, and when
+	lastError   string               // the last Lease call error said, see leaseError
 	// replicasChanged is closed and replaced when replicas changes.
 	replicasChanged chan struct{}
 	started         bool
@@ -405,11 +406,30 @@ func (t *Table) renew(ctx context.Context, now time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, t.opts.RenewDeadline/2)
 	defer cancel()
 	if err := t.renewReplica(ctx, now); err != nil {
-		t.log.Error(err, "renewing this replica's Lease")
+		t.leaseError(err, "renewing this replica's Lease")
 	}
 	t.renewHeld(ctx, now)
 	t.collect(ctx, now)
 	t.checkLeader(ctx, now)
+}
+
+// leaseError says a failed Lease call: at the default level once per distinct error (a missing
+// namespace or permission fails every call of every round alike), then at -v 1.
+func (t *Table) leaseError(err error, msg string, kv ...any) {
+	t.mu.Lock()
+	again := err.Error() == t.lastError
+	t.lastError = err.Error()
+	t.mu.Unlock()
+	if again {
+		t.log.V(1).Info(msg+" failed again", append(kv, "error", err.Error())...)
+		return
+	}
+	if se := (*apierrors.StatusError)(nil); errors.As(err, &se) && apierrors.IsNotFound(err) && se.ErrStatus.Details != nil && se.ErrStatus.Details.Kind == "namespaces" {
+		msg += ": the Leases' namespace does not exist; create it, or set --leader-election-namespace to one that does"
+	} else if apierrors.IsForbidden(err) {
+		msg += ": this replica needs get, list, watch, create, update and delete on leases (coordination.k8s.io) in its namespace"
+	}
+	t.log.Error(err, msg, kv...)
 }
 
 // checkLeader says, once per holder, when a host run with --leader-elect holds the leader
@@ -907,7 +927,7 @@ func (t *Table) take(ctx context.Context, w leaseWrite, now time.Time) {
 	}
 	if err != nil {
 		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-			t.log.Error(err, "taking a unit's Lease", "unit", w.u.name)
+			t.leaseError(err, "taking a unit's Lease", "unit", w.u.name)
 		}
 		return
 	}
