@@ -765,10 +765,11 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 			}
 		}
 	}
-	// At its share, a replica holding more than its share of a group's units (a plugin's shards)
-	// lets one go when another replica has room for it and holds less of the group: one at a
-	// time, and once a unit came back (no other replica took it), not again for a while.
-	if held == keep && !releasing {
+	// At or under its share, a replica holding more than its share of a group's units (a
+	// plugin's shards) lets one go when another replica has room for it and holds less of the
+	// group: one at a time, and once a unit came back (no other replica took it), not again
+	// for a while.
+	if held <= keep && !releasing {
 		for i := len(units) - 1; i >= 0; i-- {
 			u := units[i]
 			if !u.held || !crowded(u) || now.Sub(t.spreadTried[u.name]) < 10*t.opts.LeaseDuration {
