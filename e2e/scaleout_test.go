@@ -54,6 +54,22 @@ func overlapPlugin(t testing.TB, name string, shards int, namespaces ...string) 
 	return b.String()
 }
 
+// pluginsEach is a host config of n overlap plugins named by format, each over a namespace of
+// its own holding perPlugin ConfigMaps.
+func pluginsEach(t *testing.T, format string, n, perPlugin int) (config string, units, namespaces []string, cms []types.NamespacedName) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("plugins:\n")
+	for i := range n {
+		ns := namespace(t)
+		namespaces = append(namespaces, ns)
+		name := fmt.Sprintf(format, i)
+		units = append(units, name)
+		b.WriteString(overlapPlugin(t, name, 0, ns))
+	}
+	return b.String(), units, namespaces, makeConfigMaps(t, namespaces, perPlugin)
+}
+
 // replicaSet is the host processes of one test, past and present.
 type replicaSet struct {
 	t         *testing.T
@@ -402,18 +418,8 @@ func report(t *testing.T, format string, args ...any) {
 func TestSharedPluginsFailOverAndRebalance(t *testing.T) {
 	const plugins, perPlugin = 12, 20
 	leaseNS := namespace(t)
-	var b strings.Builder
-	b.WriteString("plugins:\n")
-	var namespaces, units []string
-	for i := range plugins {
-		ns := namespace(t)
-		namespaces = append(namespaces, ns)
-		name := fmt.Sprintf("share-%02d", i)
-		units = append(units, name)
-		b.WriteString(overlapPlugin(t, name, 0, ns))
-	}
-	cms := makeConfigMaps(t, namespaces, perPlugin)
-	set := newReplicaSet(t, b.String(), leaseNS)
+	config, units, namespaces, cms := pluginsEach(t, "share-%02d", plugins, perPlugin)
+	set := newReplicaSet(t, config, leaseNS)
 	reps := []*hostReplica{set.start("a"), set.start("b"), set.start("c")}
 	took := set.waitSpread(units, 3, 5, time.Minute)
 	report(t, "shared plugins: 3 replicas started: %d plugins spread 4 +/- 1 each in %s", plugins, took.Round(time.Millisecond))
@@ -882,18 +888,8 @@ func TestShardedPluginWithoutTheGate(t *testing.T) {
 func TestPausedReplicaDoesNotActOnTakenPlugins(t *testing.T) {
 	const plugins, perPlugin = 4, 20
 	leaseNS := namespace(t)
-	var b strings.Builder
-	b.WriteString("plugins:\n")
-	var namespaces, units []string
-	for i := range plugins {
-		ns := namespace(t)
-		namespaces = append(namespaces, ns)
-		name := fmt.Sprintf("pause-%d", i)
-		units = append(units, name)
-		b.WriteString(overlapPlugin(t, name, 0, ns))
-	}
-	cms := makeConfigMaps(t, namespaces, perPlugin)
-	set := newReplicaSet(t, b.String(), leaseNS)
+	config, units, namespaces, cms := pluginsEach(t, "pause-%d", plugins, perPlugin)
+	set := newReplicaSet(t, config, leaseNS)
 	a, other := set.start("a"), set.start("b")
 	set.waitSpread(units, 2, 2, time.Minute)
 	waitSeen(t, namespaces, time.Minute)

@@ -860,6 +860,15 @@ func (t *Table) starving(now time.Time) bool {
 func (t *Table) richestWhileOneStarves(fair int, now time.Time) bool {
 	floor := len(t.units) / len(t.replicas)
 	held := t.heldBy(now)
+	// While a unit is free, the replica below the floor takes it: letting go of one more would
+	// only pass units back and forth (16 units on 2 replicas, 8 and 7 while one is free).
+	total := 0
+	for _, r := range t.replicas {
+		total += held[r]
+	}
+	if total < len(t.units) {
+		return false
+	}
 	starving, richest := false, t.opts.Identity
 	for _, r := range t.replicas {
 		if held[r] < floor {
