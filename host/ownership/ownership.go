@@ -710,7 +710,7 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 	t.deferred = time.Time{}
 	units := t.sortedUnits()
 	fair := (len(units) + len(t.replicas) - 1) / len(t.replicas)
-	held, releasing := 0, false
+	held := 0
 	groupSize, groupHeld := map[string]int{}, map[string]int{}
 	places := make(map[*unit]int, len(units))
 	for _, u := range units {
@@ -727,14 +727,20 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 		return cmp.Or(cmp.Compare(places[a], places[b]), cmp.Compare(groupSize[gb], groupSize[ga]),
 			cmp.Compare(score(t.opts.Identity, b.name), score(t.opts.Identity, a.name)))
 	})
+	// held counts the units held, not those let go of whose Leases are not handed back yet
+	// (letting): a round that comes before the hand-back must not let go of more.
+	letting := 0
 	for _, u := range units {
 		g, _ := groupOf(u.name)
-		if u.held || u.releasing {
+		switch {
+		case u.held:
 			held++
 			groupHeld[g]++
+		case u.releasing:
+			letting++
 		}
-		releasing = releasing || u.releasing
 	}
+	releasing := letting > 0
 	// crowded: this replica holds more of u's group than the group's own share, so that
 	// letting go of u spreads the group (the shards of a plugin) over the replicas.
 	crowded := func(u *unit) bool {
@@ -748,13 +754,16 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 	if held == fair && !releasing && t.richestWhileOneStarves(fair, now) {
 		keep = fair - 1
 	}
-	// The least preferred first, those of a crowded group before the others.
-	for _, crowdedOnly := range []bool{true, false} {
+	// The least preferred first: shards of a crowded group, then plugins not split, then the
+	// rest (a shard not crowded here would likely crowd the replica that takes it).
+	const crowdedShards, whole, rest = 0, 1, 2
+	for _, pass := range []int{crowdedShards, whole, rest} {
 		for i := len(units) - 1; i >= 0 && held > keep; i-- {
-			if u := units[i]; u.held && (!crowdedOnly || crowded(u)) {
+			u := units[i]
+			g, _ := groupOf(u.name)
+			if u.held && (pass == rest || pass == crowdedShards && crowded(u) || pass == whole && groupSize[g] == 1) {
 				u.held, u.releasing = false, true
 				held--
-				g, _ := groupOf(u.name)
 				groupHeld[g]--
 				if keep < fair {
 					t.log.Info("letting a unit go: another replica holds less than its share while this one holds most", "unit", u.name, "share", fair, "replicas", len(t.replicas))
@@ -786,6 +795,9 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 		}
 	}
 	// While a replica is below the share rounded down, one at or above it takes nothing.
+	// Units let go of still count until handed back: taking more meanwhile would only hold
+	// more than the share for a moment.
+	held += letting
 	if t.starving(now) && held >= len(t.units)/len(t.replicas) {
 		fair = held
 	}
@@ -801,12 +813,12 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 			continue
 		}
 		// A unit another replica under its share is first in line for is left to it for a
-		// retry period (from when it was let go of, or, if it never was held, from when
-		// replicas started together begin to take units): the replica that kept it warm, if
+		// retry period (from when it was let go of, or from when replicas started together
+		// begin to take units, whichever is later): the replica that kept it warm, if
 		// warmStandby, takes it, and the shards of a plugin go to the replicas they prefer,
 		// which differ.
 		since := t.balanceFrom
-		if exists {
+		if exists && s.at.After(since) {
 			since = s.at
 		}
 		if now.Sub(since) < t.opts.RetryPeriod {
