@@ -56,7 +56,7 @@ func TestGrantBoundsWatches(t *testing.T) {
 			writeModule(t, path, module2(t, c.module))
 			logs := &logLines{}
 			mgr, plugins := pluginHost(t, cfg, logs.logger(), plugin.Config{Name: "v1", Module: wasmFile(t, "testguests", "swap-v1"), Namespaces: []string{ns}, Permissions: c.grant})
-			host, err := plugin.NewHost(mgr, sharedEngine(t), nil, logs.logger())
+			host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
 			must(t, err)
 			t.Cleanup(host.Close)
 			_, err = host.LoadFile(context.Background(), plugin.Config{Name: "bad", Module: path, Namespaces: []string{ns}, Permissions: c.grant})
@@ -165,9 +165,10 @@ func withCustomSection(wasm []byte, name string) []byte {
 	return append(out, payload...)
 }
 
-// A guest that loops with interruptible: false holds only its own plugin: a swap of its module
-// completes while the old module's guest still loops, another Plugin object is loaded and
-// reconciles meanwhile, and SIGTERM exits at the graceful timeout naming the stuck plugin.
+// A guest that loops holds only its own plugin: a swap of a ClusterPlugin's module completes
+// while the old module's guest still loops, another ClusterPlugin is loaded and reconciles
+// meanwhile, and SIGTERM exits at the graceful timeout naming both plugins that loop (the
+// config's with interruptible: false, the object's within its 5m timeout).
 func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
 	ctx := context.Background()
 	installPluginCRD(t)
@@ -179,7 +180,8 @@ func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
 	writeModule(t, v2, withCustomSection(misbehave, "v2"))
 	// A config plugin loops too, past its 2s timeout.
 	configNS := namespace(t)
-	h := startHost(t, fmt.Sprintf(`plugins:
+	h := startHost(t, fmt.Sprintf(`pluginObjects: {sources: [/]}
+plugins:
   - name: stuck-config
     module: %s
     namespaces: [%s]
@@ -197,8 +199,8 @@ func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
 		for k, v := range more {
 			spec[k] = v
 		}
-		_, err := dyn(t).Resource(pluginGVR).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin", "metadata": map[string]any{"name": name}, "spec": spec}}, metav1.CreateOptions{})
+		_, err := dyn(t).Resource(pluginGVR).Create(ctx, clusterPlugin(t, &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"name": name}, "spec": spec}}), metav1.CreateOptions{})
 		must(t, err)
 		t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, name, metav1.DeleteOptions{}) })
 	}
@@ -211,7 +213,8 @@ func TestStuckGuestHoldsOnlyItsPlugin(t *testing.T) {
 		return d
 	}
 
-	create("stuck", v1, stuckNS, []any{"get", "list", "watch"}, map[string]any{"interruptible": false})
+	// Interruptible (a plugin object may not be otherwise): its loop runs until its timeout.
+	create("stuck", v1, stuckNS, []any{"get", "list", "watch"}, map[string]any{"timeout": "5m"})
 	h.waitOut(t, `msg="starting workers" plugin=stuck`)
 	misbehaving(t, stuckNS, "loop")
 	h.waitOut(t, `msg=looping plugin=stuck`)
@@ -293,9 +296,8 @@ func TestImpersonationBoundsPlugins(t *testing.T) {
 
 	logs := &logLines{}
 	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
-	host, err := plugin.NewHost(mgr, sharedEngine(t), nil, logs.logger())
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger(), Impersonate: accounts})
 	must(t, err)
-	host.Impersonate = accounts
 	t.Cleanup(host.Close)
 	user := plugin.ServiceAccountUser(accounts, "quiet")
 

@@ -46,7 +46,7 @@ func startReplica(t *testing.T, ns, lease, identity string, release bool, add fu
 	mgr, err := manager.New(cfg, manager.Options{LeaderElection: le, Logger: logr.Discard()})
 	must(t, err)
 	r := &replica{mgr: mgr, metrics: metrics.New(), logs: &logLines{}, done: make(chan error, 1)}
-	host, err := plugin.NewHost(mgr, sharedEngine(t), r.metrics, r.logs.logger())
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Metrics: r.metrics, Logger: r.logs.logger()})
 	must(t, err)
 	t.Cleanup(host.Close)
 	add(mgr, host) // its cleanups run after the manager has stopped (registered first, run last)
@@ -151,7 +151,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 func pluginReplica(t *testing.T, ns, identity string) *replica {
 	t.Helper()
 	return startReplica(t, ns, "wasmrec-e2e-plugins", identity, false, func(mgr *manager.Manager, host *plugin.Host) {
-		res, err := objects.New(host, host.Logger().WithName("plugins"))
+		res, err := objects.New(host, objects.Options{Policy: anySource})
 		must(t, err)
 		must(t, mgr.Add(res))
 	})
@@ -184,7 +184,7 @@ func TestPluginResourceOnTwoReplicas(t *testing.T) {
 		"metadata": map[string]any{"name": "paired"},
 		"spec": map[string]any{"module": wasmFile(t, "testguests", "swap-v1"), "namespaces": []any{ns},
 			"permissions": []any{map[string]any{"group": "follow.wasmrec.dev", "resources": []any{"things"}, "verbs": []any{"get", "list", "watch"}}}}}}
-	_, err := dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	_, err := dyn(t).Resource(pluginGVR).Create(ctx, clusterPlugin(t, obj), metav1.CreateOptions{})
 	must(t, err)
 	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "paired", metav1.DeleteOptions{}) })
 	// A paused one: nothing of it runs, so nothing but the election makes the new leader look
@@ -299,7 +299,7 @@ func TestDeletedPluginReleasesItsInformersOnEveryReplica(t *testing.T) {
 			"permissions": []any{
 				map[string]any{"group": "follow.wasmrec.dev", "resources": []any{"things"}, "verbs": []any{"get", "list", "watch"}},
 				map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"list", "watch"}}}}}}
-	_, err := dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	_, err := dyn(t).Resource(pluginGVR).Create(ctx, clusterPlugin(t, obj), metav1.CreateOptions{})
 	must(t, err)
 	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "released", metav1.DeleteOptions{}) })
 	thing := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "follow.wasmrec.dev/v1", "kind": "Thing",

@@ -135,11 +135,10 @@ func pluginHostFull(t *testing.T, restCfg *rest.Config, log logr.Logger, m *metr
 		}
 	})
 	mgr := startManagerWith(t, restCfg, manager.Options{Logger: log})
-	host, err := plugin.NewHost(mgr, sharedEngine(t), m, log)
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Metrics: m, Logger: log, OCI: ociClient})
 	if err != nil {
 		t.Fatal(err)
 	}
-	host.OCI = ociClient
 	t.Cleanup(host.Close)
 	loaded := map[string]*plugin.Plugin{}
 	for _, c := range cfgs {
@@ -452,7 +451,7 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 func TestBadModulesAreRefusedAtLoad(t *testing.T) {
 	mgr, err := manager.New(cfg, manager.Options{})
 	must(t, err)
-	host, err := plugin.NewHost(mgr, sharedEngine(t), nil, logr.Discard())
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t)})
 	must(t, err)
 	defer host.Close()
 	for _, tc := range []struct {

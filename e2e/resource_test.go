@@ -3,14 +3,19 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,15 +30,68 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
 
-var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1alpha1", Resource: "plugins"}
+// pluginGVR is the resource of the ClusterPlugins most tests make: they are about what a plugin
+// object runs, not about tenancy (tenancy_test.go is).
+var pluginGVR = objects.ClusterGVR
 
-// installPluginCRD installs the Plugin CRD for the test and removes it after.
+// anySource lets plugin objects load modules from anywhere, for the tests not about sources.
+var anySource = plugin.ObjectPolicy{Sources: []string{"/", "oci://"}}
+
+// installPluginCRD installs the Plugin and ClusterPlugin CRDs for the test and removes them
+// after.
 func installPluginCRD(t *testing.T) {
 	t.Helper()
 	crds, err := crd.Parse(objects.CRD)
 	must(t, err)
 	must(t, crd.Install(context.Background(), cfg, crds, 0))
-	t.Cleanup(func() { _ = crd.Uninstall(context.Background(), cfg, []string{"plugins.wasmrec.dev"}, 0) })
+	t.Cleanup(func() {
+		_ = crd.Uninstall(context.Background(), cfg, []string{"plugins.wasmrec.dev", "clusterplugins.wasmrec.dev"}, 0)
+	})
+}
+
+var accountsNS = sync.OnceValue(func() string {
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	name := fmt.Sprintf("e2e-accounts-%d", os.Getpid()%10000)
+	_, _ = cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	return name
+})
+
+// clusterPlugin makes obj, a ClusterPlugin's content, act as a ServiceAccount made for it whose
+// RBAC is exactly the object's grant in its namespaces (what `wasmrec rbac` would print), and
+// returns it.
+func clusterPlugin(t *testing.T, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	t.Helper()
+	obj.SetAPIVersion(objects.ClusterGVK.GroupVersion().String())
+	obj.SetKind(objects.ClusterGVK.Kind)
+	raw, err := json.Marshal(obj.Object["spec"])
+	must(t, err)
+	var pc plugin.Config
+	must(t, json.Unmarshal(raw, &pc))
+	pc.Name = obj.GetName()
+	rbac, err := plugin.RBAC(accountsNS(), "wasmrec-system/wasmrec", []plugin.Config{pc})
+	must(t, err)
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for _, o := range rbac {
+		var err error
+		switch o := o.(type) {
+		case *corev1.ServiceAccount:
+			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = cs.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	must(t, unstructured.SetNestedMap(obj.Object, map[string]any{"namespace": accountsNS(), "name": pc.Name}, "spec", "serviceAccount"))
+	return obj
 }
 
 // A Plugin object runs a plugin; changing spec.module swaps it, with an Event and the new
@@ -55,11 +113,10 @@ func TestPluginResource(t *testing.T) {
 
 	logs := &logLines{}
 	mgr := startManagerWith(t, cfg, manager.Options{Logger: logr.Discard()})
-	host, err := plugin.NewHost(mgr, sharedEngine(t), nil, logs.logger())
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger(), OCI: client})
 	must(t, err)
-	host.OCI = client
 	t.Cleanup(host.Close)
-	res, err := objects.New(host, host.Logger().WithName("plugins"))
+	res, err := objects.New(host, objects.Options{Policy: anySource})
 	must(t, err)
 	must(t, mgr.Add(res))
 
@@ -67,7 +124,7 @@ func TestPluginResource(t *testing.T) {
 		"metadata": map[string]any{"name": "swapper"},
 		"spec": map[string]any{"module": "oci:" + layout + ":v1", "namespaces": []any{ns}, "pollInterval": "200ms",
 			"permissions": []any{map[string]any{"group": "follow.wasmrec.dev", "resources": []any{"things"}, "verbs": []any{"get", "list", "watch"}}}}}}
-	_, err = dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	_, err = dyn(t).Resource(pluginGVR).Create(ctx, clusterPlugin(t, obj), metav1.CreateOptions{})
 	must(t, err)
 	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "swapper", metav1.DeleteOptions{}) })
 

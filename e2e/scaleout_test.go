@@ -765,7 +765,7 @@ func TestPluginObjectStatusPerReplica(t *testing.T) {
 	installPluginCRD(t)
 	ns := namespace(t)
 	makeConfigMaps(t, []string{ns}, 10)
-	set := newReplicaSet(t, "plugins: []\n", namespace(t))
+	set := newReplicaSet(t, "plugins: []\npluginObjects: {sources: [/]}\n", namespace(t))
 	set.args = slices.DeleteFunc(slices.Clone(set.args), func(a string) bool { return a == "--plugin-objects=false" })
 	a, _ := set.start("a"), set.start("b")
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
@@ -773,7 +773,7 @@ func TestPluginObjectStatusPerReplica(t *testing.T) {
 		"spec": map[string]any{"module": wasmFile(t, "testguests", "overlap"), "shards": int64(2), "namespaces": []any{ns},
 			"permissions": []any{map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch", "patch"}}}}}}
 	ctx := context.Background()
-	_, err := dyn(t).Resource(pluginGVR).Create(ctx, obj, metav1.CreateOptions{})
+	_, err := dyn(t).Resource(pluginGVR).Create(ctx, clusterPlugin(t, obj), metav1.CreateOptions{})
 	must(t, err)
 	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "shared-status", metav1.DeleteOptions{}) })
 

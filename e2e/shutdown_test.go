@@ -158,10 +158,10 @@ func TestRunLoadsAPluginOnceItsModuleAppears(t *testing.T) {
     permissions:
       - {group: "", resources: [configmaps], verbs: [get, list, watch]}
 `, wasmFile(t, "testguests", "misbehave"), late, ns))
-	h.waitOut(t, `msg="plugin not loaded; the others run, and it is tried again" err="plugin \"late\": reading its module`)
+	h.waitOut(t, `msg="plugin not loaded; the others run, and it is tried again" plugin=late logger=plugin err="plugin \"late\": reading its module`)
 	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
 	// The retry after 1 s fails too; the next is 2 s away, but the module's appearance wakes it.
-	h.waitOut(t, `msg="plugin still not loaded; trying again" err="plugin \"late\": reading its module`)
+	h.waitOut(t, `msg="plugin still not loaded; trying again" plugin=late logger=plugin err="plugin \"late\": reading its module`)
 	writeModule(t, late, mustRead(t, wasmFile(t, "testguests", "misbehave")))
 	written := time.Now()
 	h.waitOut(t, `msg="plugin loaded" plugin=late`)

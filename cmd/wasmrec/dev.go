@@ -74,10 +74,10 @@ Ctrl-C stops it; the control plane and its data go with it.`,
 	f := cmd.Flags()
 	f.StringVar(&o.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver (default $KUBEBUILDER_ASSETS, else the wasmrec binary's directory, else the nearest bin/ above the working directory)")
 	f.StringArrayVar(&o.plugins, "plugin", nil, "a plugin's folder or .wasm file to run (repeat for more); without it, dev runs the example plugins")
-	f.BoolVar(&o.examples, "examples", true, "without --plugin, run the example plugins (false: the control plane alone, and a host for Plugin objects unless --plugin-objects=false)")
+	f.BoolVar(&o.examples, "examples", true, "without --plugin, run the example plugins (false: the control plane alone, and a host for plugin objects unless --plugin-objects=false)")
 	f.StringVar(&o.pluginsDir, "plugins-dir", "", "directory holding the example plugins (default plugins/ beside etcd and kube-apiserver)")
 	f.StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "where to write a kubeconfig for the local control plane (default wasmrec/dev.kubeconfig in the user's cache directory)")
-	f.BoolVar(&o.pluginObjects, "plugin-objects", true, "run the Plugin objects made on the control plane (false leaves them to hosts you run against it, such as replicas of 'wasmrec run --share-plugins'; --plugin needs it)")
+	f.BoolVar(&o.pluginObjects, "plugin-objects", true, "run the Plugin and ClusterPlugin objects made on the control plane (false leaves them to hosts you run against it, such as replicas of 'wasmrec run --share-plugins'; --plugin needs it)")
 	f.DurationVar(&o.churn, "churn-interval", 4*time.Second, "how often the example run edits something (0 turns it off)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0 runs until interrupted)")
 	o.addFlags(cmd)
@@ -89,7 +89,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		return err
 	}
 	if len(o.plugins) > 0 && !o.pluginObjects {
-		return errors.New("--plugin runs your plugins as Plugin objects: it needs --plugin-objects (the default)")
+		return errors.New("--plugin runs your plugins as ClusterPlugin objects: it needs --plugin-objects (the default)")
 	}
 	log := o.logger(stderr)
 	if o.duration > 0 {
@@ -145,6 +145,8 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
+	// The control plane is the developer's own: plugin objects may load modules from anywhere.
+	hc.PluginObjects.Sources = []string{"/", "oci://"}
 	if len(mine) > 0 {
 		if err := installFolderObjects(ctx, cp.Config, mine, stdout); err != nil {
 			return err
@@ -164,7 +166,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 		if len(watched) > 0 {
 			extra = append(extra, &devRebuilder{plugins: watched, cfg: cp.Config, log: log.WithName("dev"), out: stderr})
 		}
-		fmt.Fprintf(stdout, "running plugins %v as Plugin objects (kubectl get plugins); Ctrl-C stops\n", pluginNames(mine))
+		fmt.Fprintf(stdout, "running plugins %v as ClusterPlugin objects (kubectl get clusterplugins); Ctrl-C stops\n", pluginNames(mine))
 		return runHost(ctx, cp.Config, &hc, &o.hostOptions, log, extra...)
 	}
 
@@ -174,7 +176,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 			<-ctx.Done()
 			return nil
 		}
-		fmt.Fprintln(stdout, "running the plugins of Plugin objects (kubectl get plugins); Ctrl-C stops")
+		fmt.Fprintln(stdout, "running the plugins of Plugin and ClusterPlugin objects (kubectl get plugins,clusterplugins -A); Ctrl-C stops")
 		return runHost(ctx, cp.Config, &hc, &o.hostOptions, log)
 	}
 	if err := demo.InstallCRD(ctx, cp.Config); err != nil {

@@ -8,6 +8,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -329,8 +333,16 @@ func (dp *devPlugin) reloadHostYAML(ctx context.Context, cfg *rest.Config) error
 	return applyPluginObject(ctx, cfg, dp.config)
 }
 
-// applyPluginObject server-side applies the Plugin object that runs c, as wasmrec-dev.
+// devAccounts is the namespace of the ServiceAccounts dev's plugins act as.
+const devAccounts = "wasmrec-plugins"
+
+// applyPluginObject server-side applies the ClusterPlugin object that runs c, as wasmrec-dev,
+// with a ServiceAccount whose RBAC is exactly c's grant (what `wasmrec rbac` prints): on the
+// local control plane the developer is the cluster admin who reviews it.
 func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) error {
+	if err := applyRBAC(ctx, cfg, devAccounts, c); err != nil {
+		return fmt.Errorf("the ServiceAccount and RBAC of %q: %w", c.Name, err)
+	}
 	raw, err := json.Marshal(c)
 	if err != nil {
 		return err
@@ -345,8 +357,9 @@ func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) e
 			delete(spec, k) // settings left at their defaults
 		}
 	}
+	spec["serviceAccount"] = map[string]any{"namespace": devAccounts, "name": c.Name}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": objects.GVK.GroupVersion().String(), "kind": objects.GVK.Kind,
+		"apiVersion": objects.ClusterGVK.GroupVersion().String(), "kind": objects.ClusterGVK.Kind,
 		"metadata": map[string]any{"name": c.Name}, "spec": spec,
 	}}
 	body, err := u.MarshalJSON()
@@ -358,8 +371,61 @@ func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) e
 		return err
 	}
 	force := true
-	if _, err := client.Resource(objects.GVR).Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
-		return fmt.Errorf("applying the Plugin object for %q: %w", c.Name, err)
+	if _, err := client.Resource(objects.ClusterGVR).Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
+		return fmt.Errorf("applying the ClusterPlugin object for %q: %w", c.Name, err)
+	}
+	return nil
+}
+
+// applyRBAC creates, or updates, the ServiceAccount of c in namespace and the Roles that grant
+// it c's permissions, as `wasmrec rbac` prints them. The dev host runs as the control plane's
+// admin: it needs no right to impersonate.
+func applyRBAC(ctx context.Context, cfg *rest.Config, namespace string, c plugin.Config) error {
+	objs, err := plugin.RBAC(namespace, "wasmrec-system/wasmrec", []plugin.Config{c})
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for _, o := range objs {
+		var err error
+		switch o := o.(type) {
+		case *corev1.ServiceAccount:
+			_, err = cs.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+		case *rbacv1.ClusterRole:
+			if _, err = cs.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				_, err = cs.RbacV1().ClusterRoles().Update(ctx, o, metav1.UpdateOptions{})
+			}
+		case *rbacv1.ClusterRoleBinding:
+			if _, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+		case *rbacv1.Role:
+			if o.Name == "wasmrec-impersonate-plugins" {
+				continue
+			}
+			if _, err = cs.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				_, err = cs.RbacV1().Roles(o.Namespace).Update(ctx, o, metav1.UpdateOptions{})
+			}
+		case *rbacv1.RoleBinding:
+			if o.Name == "wasmrec-impersonate-plugins" {
+				continue
+			}
+			if _, err = cs.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +24,6 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/plugin/objects"
 	"github.com/wasmrec/wasmrec/host/wasm"
-	"github.com/wasmrec/wasmrec/internal/backoff"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
@@ -48,7 +46,7 @@ type hostOptions struct {
 	kubeAPIBurst int
 	// gracefulShutdown bounds a stop; 0 takes the manager's default.
 	gracefulShutdown time.Duration
-	// pluginObjects runs the plugins of Plugin objects too.
+	// pluginObjects runs the plugins of Plugin and ClusterPlugin objects too.
 	pluginObjects bool
 }
 
@@ -117,10 +115,8 @@ func levelName(l slog.Level) string {
 	return "TRACE"
 }
 
-// runHost runs the plugins of hc, with extra runnables beside, until ctx is done. The manager
-// starts at once and each plugin joins it as soon as it has loaded, so small plugins reconcile
-// while a large one still compiles. A plugin that fails to load is reported and tried again with
-// backoff while the others run; runHost fails if none loads at the first attempt.
+// runHost runs the plugins of hc, and those of plugin objects, with extra runnables beside, until
+// ctx is done. It wires the parts together; each plugin runs under a plugin.Supervisor.
 func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *hostOptions, log logr.Logger, extra ...manager.Runnable) (err error) {
 	if cfg, err = o.clientConfig(cfg); err != nil {
 		return err
@@ -152,12 +148,8 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 		return out
 	})
-	host, err := plugin.NewHost(mgr, engine, m, log.WithName("plugin"))
-	if err != nil {
-		return err
-	}
-	defer host.Close()
-	if host.OCI, err = o.ociClient(nil); err != nil {
+	hopts := plugin.HostOptions{Engine: engine, Metrics: m, Logger: log.WithName("plugin"), WarmStandby: o.warmStandby}
+	if hopts.OCI, err = o.ociClient(nil); err != nil {
 		return err
 	}
 	if le := o.leaderElection; le != nil {
@@ -184,16 +176,20 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		if err := mgr.Add(table); err != nil {
 			return err
 		}
-		host.Share = table
-		host.WarmStandby = o.warmStandby
+		hopts.Share = table
 	}
 	if hc.Impersonate != nil {
-		host.Impersonate = hc.Impersonate.Namespace
-		log.Info("plugins act as their own ServiceAccounts", "namespace", host.Impersonate)
+		hopts.Impersonate = hc.Impersonate.Namespace
+		log.Info("the host config's plugins act as their own ServiceAccounts", "namespace", hopts.Impersonate)
 	}
-	// Plugin objects (plugins.wasmrec.dev) run plugins too, once their CRD is installed.
+	host, err := plugin.NewHost(mgr, hopts)
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	// Plugin and ClusterPlugin objects run plugins too, once their CRDs are installed.
 	if o.pluginObjects {
-		resources, err := objects.New(host, log.WithName("plugins"))
+		resources, err := objects.New(host, objects.Options{Logger: log.WithName("plugins"), Policy: hc.PluginObjects})
 		if err != nil {
 			return err
 		}
@@ -240,118 +236,21 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 	}
 
-	mctx, stop := context.WithCancel(ctx)
-	defer stop()
-	stopped := make(chan error, 1)
-	go func() { stopped <- mgr.Start(mctx) }()
-
-	var (
-		wg       sync.WaitGroup // first attempts
-		retries  sync.WaitGroup // plugins whose module could not be loaded, trying again
-		mu       sync.Mutex
-		loadErrs []error
-		loaded   int
-		plugins  []*plugin.Plugin // closed once the manager has stopped
-	)
-	inFlight := host.InFlight // config plugins and Plugin objects' alike
+	// Each plugin of the config runs under a supervisor of its own, as plugin objects' do: it
+	// joins the running manager as soon as it has loaded, so small plugins reconcile while a
+	// large one still compiles, and one that cannot be loaded is tried again with backoff while
+	// the others run.
+	for _, pc := range hc.Plugins {
+		if err := mgr.Add(host.Supervise(pc, plugin.SuperviseOptions{})); err != nil {
+			return err
+		}
+	}
+	inFlight := host.InFlight // config plugins and plugin objects' alike
 	setStillRunning(ctx, func() string {
 		return fmt.Sprintf("reconciles in flight: %s; runnables still running: %s", orNone(inFlight()), orNone(mgr.Running()))
 	})
-	defer func() {
-		stop() // the manager may have stopped on its own: end the retries too
-		retries.Wait()
-		// The manager has stopped, within its graceful timeout or not: closing does not wait
-		// again for guests still running (one that loops without being interruptible would hold
-		// the exit for its whole reconcile timeout); the process is about to end anyway.
-		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		for _, p := range plugins {
-			if err := p.Close(closeCtx); err != nil && len(p.InFlight()) == 0 {
-				log.Error(err, "closing plugin", "plugin", p.Name())
-			}
-		}
-	}()
-	// start loads a plugin and adds it, with the triggers that swap in a new module, to the
-	// running manager. fetched is false when the module itself could not be had: not found,
-	// unreachable, or refused.
-	start := func(pc plugin.Config) (fetched bool, err error) {
-		p, err := host.LoadFile(mctx, pc)
-		if err != nil {
-			return false, err
-		}
-		mu.Lock()
-		plugins = append(plugins, p)
-		mu.Unlock()
-		_, err = host.Run(p)
-		for _, t := range p.Triggers() {
-			if err != nil {
-				break
-			}
-			err = mgr.Add(t)
-		}
-		if err == nil {
-			m := p.Module().Manifest()
-			log.Info("plugin loaded", "plugin", pc.Name, "digest", p.Module().ShortDigest(), "for", kinds.String(m.For.APIVersion, m.For.Kind), "module", pc.Module)
-		}
-		return true, err
-	}
-	// retry loads a plugin whose module could not be had, on the backoff.ModuleFetch schedule
-	// (1 s doubling to 5 min): a registry that was down, or a module file not there yet, is
-	// picked up without a restart.
-	retry := func(pc plugin.Config, delays *backoff.Schedule) {
-		for {
-			if !host.WaitForModule(mctx, pc.Module, delays.Last()) { // a module file that appears is tried at once
-				return
-			}
-			fetched, err := start(pc)
-			if err == nil || mctx.Err() != nil {
-				return
-			}
-			if fetched {
-				log.Error(err, "plugin not started", "plugin", pc.Name)
-				return
-			}
-			next := delays.Next()
-			if errors.As(err, new(*plugin.RefusedBeforeError)) {
-				log.Info("plugin still refused: its module is looked at again when it changes", "plugin", pc.Name, "refused", err.Error(), "in", next.Round(time.Millisecond))
-				continue
-			}
-			log.Error(err, "plugin still not loaded; trying again", "plugin", pc.Name, "in", next.Round(time.Millisecond))
-		}
-	}
-	type failure struct {
-		pc  plugin.Config
-		err error
-	}
-	var unloaded []failure // modules that could not be had at the first attempt
-	for _, pc := range hc.Plugins {
-		wg.Go(func() {
-			fetched, err := start(pc)
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				loaded++
-				return
-			}
-			loadErrs = append(loadErrs, err)
-			if mctx.Err() != nil {
-				return
-			}
-			if fetched {
-				log.Error(err, "plugin not started; the others run", "plugin", pc.Name)
-				return
-			}
-			unloaded = append(unloaded, failure{pc, err})
-		})
-	}
-	wg.Wait()
-	if loaded > 0 { // with none loaded, run fails below instead
-		for _, f := range unloaded {
-			delays := backoff.ModuleFetch.Start()
-			log.Error(f.err, "plugin not loaded; the others run, and it is tried again", "plugin", f.pc.Name, "in", delays.Next().Round(time.Millisecond))
-			retries.Go(func() { retry(f.pc, delays) })
-		}
-	}
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
 	go func() {
 		select {
 		case <-mgr.Synced(): // not Elected: a follower is ready too
@@ -362,11 +261,10 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		case <-mctx.Done():
 		}
 	}()
-	if loaded == 0 && len(hc.Plugins) > 0 && mctx.Err() == nil {
-		stop()
-		return errors.Join(fmt.Errorf("no plugin in the config could be loaded: %w", errors.Join(loadErrs...)), <-stopped)
+	if len(hc.Plugins) == 0 && !o.pluginObjects {
+		log.Info("the host config lists no plugins, and plugin objects are not run (--plugin-objects=false): this host runs nothing")
 	}
-	if err := <-stopped; err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		if running := inFlight(); len(running) > 0 { // a stop that timed out: say what it waited for
 			return fmt.Errorf("%w\nreconciles still in flight: %s", err, strings.Join(running, "; "))
 		}

@@ -5,12 +5,17 @@ import (
 	"fmt"
 	"io"
 
+	"strings"
+
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
@@ -28,13 +33,16 @@ bindings, and a Role letting the host impersonate those ServiceAccounts. With th
 impersonate.namespace set in the host config, every plugin's writes and events are made as its
 own ServiceAccount, and the API server's RBAC bounds each plugin as well as the host does.
 
-The plugins come from a host config (--config), or from the Plugin objects of the cluster the
-kubeconfig flags point at (--plugin-objects), or both.`,
+The plugins come from a host config (--config), the operator's own. --plugin-objects adds, as
+comments for a cluster admin to review and never as objects to apply, what each Plugin and
+ClusterPlugin of the cluster asks its ServiceAccount to be allowed: an object's plugin acts as
+the ServiceAccount its object names, so its rights are that ServiceAccount's RBAC, which the
+namespace's admins grant, not something an object gets by asking.`,
 		Example: `  # For the plugins of a host config whose impersonate.namespace is set:
   wasmrec rbac --config host.yaml | kubectl apply -f -
 
-  # For the Plugin objects in the cluster, the ServiceAccounts in wasmrec-plugins:
-  wasmrec rbac --plugin-objects --service-account-namespace wasmrec-plugins`,
+  # What the plugin objects of the cluster ask of their ServiceAccounts, to review:
+  wasmrec rbac --plugin-objects`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath == "" && !fromCluster {
@@ -51,8 +59,26 @@ kubeconfig flags point at (--plugin-objects), or both.`,
 					namespace = hc.Impersonate.Namespace
 				}
 			}
-			if namespace == "" {
-				return errors.New("--service-account-namespace is needed: the namespace of the plugins' ServiceAccounts (impersonate.namespace in the host config)")
+			if len(plugins) > 0 {
+				if namespace == "" {
+					return errors.New("--service-account-namespace is needed: the namespace of the plugins' ServiceAccounts (impersonate.namespace in the host config)")
+				}
+				objs, err := plugin.RBAC(namespace, hostAccount, plugins)
+				if err != nil {
+					return err
+				}
+				for i, o := range objs {
+					b, err := yaml.Marshal(o)
+					if err != nil {
+						return err
+					}
+					if i > 0 {
+						fmt.Fprintln(stdout, "---")
+					}
+					if _, err := stdout.Write(b); err != nil {
+						return err
+					}
+				}
 			}
 			if fromCluster {
 				cfg, err := kube.ToRESTConfig()
@@ -63,41 +89,44 @@ kubeconfig flags point at (--plugin-objects), or both.`,
 				if err != nil {
 					return err
 				}
-				list, err := d.Resource(objects.GVR).List(cmd.Context(), metav1.ListOptions{})
-				if err != nil {
-					return fmt.Errorf("listing Plugin objects: %w", err)
-				}
-				for i := range list.Items {
-					c, _, err := objects.ConfigOf(&list.Items[i])
+				for _, gvr := range []schema.GroupVersionResource{objects.ClusterGVR, objects.GVR} {
+					list, err := d.Resource(gvr).List(cmd.Context(), metav1.ListOptions{})
 					if err != nil {
-						return fmt.Errorf("Plugin %q: %w", list.Items[i].GetName(), err)
+						return fmt.Errorf("listing %s: %w", gvr.Resource, err)
 					}
-					plugins = append(plugins, c)
-				}
-			}
-			objs, err := plugin.RBAC(namespace, hostAccount, plugins)
-			if err != nil {
-				return err
-			}
-			for i, o := range objs {
-				b, err := yaml.Marshal(o)
-				if err != nil {
-					return err
-				}
-				if i > 0 {
-					fmt.Fprintln(stdout, "---")
-				}
-				if _, err := stdout.Write(b); err != nil {
-					return err
+					for i := range list.Items {
+						fmt.Fprint(stdout, reviewNote(&list.Items[i]))
+					}
 				}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "a host config file: its plugins, and impersonate.namespace")
-	cmd.Flags().BoolVar(&fromCluster, "plugin-objects", false, "the Plugin objects (plugins.wasmrec.dev) of the cluster")
+	cmd.Flags().BoolVar(&fromCluster, "plugin-objects", false, "also print, as comments to review, what the Plugin and ClusterPlugin objects of the cluster ask of their ServiceAccounts")
 	cmd.Flags().StringVar(&namespace, "service-account-namespace", "", "namespace of the plugins' ServiceAccounts (default the host config's impersonate.namespace)")
 	cmd.Flags().StringVar(&hostAccount, "host-service-account", "wasmrec-system/wasmrec", "the host's own ServiceAccount, namespace/name: it is let impersonate the plugins")
 	kube.AddFlags(cmd.Flags())
 	return cmd
+}
+
+// reviewNote is what a plugin object asks of its ServiceAccount, as YAML comments for a cluster
+// admin to review: never a Role or binding to apply as it stands.
+func reviewNote(u *unstructured.Unstructured) string {
+	var b strings.Builder
+	cfg, _, err := objects.ConfigOf(u)
+	if err != nil {
+		fmt.Fprintf(&b, "# REVIEW: %v\n", err)
+		return b.String()
+	}
+	where := "cluster-wide"
+	if len(cfg.Namespaces) > 0 {
+		where = "in " + strings.Join(cfg.Namespaces, ", ")
+	}
+	fmt.Fprintf(&b, "# REVIEW, not to apply as it stands: %s runs as %s, and asks that it may, %s:\n", cfg.Origin, cfg.ServiceAccount.User(), where)
+	for _, p := range cfg.Permissions {
+		fmt.Fprintf(&b, "#   %s %s: %s\n", abi.Rule{Group: p.Group}.GroupName(), strings.Join(p.Resources, ","), strings.Join(p.Verbs, ","))
+	}
+	fmt.Fprintf(&b, "# It gets no more than that ServiceAccount's RBAC allows; the host must be let impersonate it.\n")
+	return b.String()
 }

@@ -31,9 +31,10 @@ func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `run loads every plugin the config file lists (module, granted permissions, concurrency,
 rate limits, timeout, memory cap) and runs their controllers against the cluster the kubeconfig
 flags point at, as kubectl would. A plugin that cannot be loaded is reported and tried again
-with backoff (at once when its module file changes). It also runs the plugins that Plugin
-objects (plugins.wasmrec.dev) describe, once their CRD is installed; --plugin-objects=false
-leaves those to another host.
+with backoff (at once when its module file changes). It also runs the plugins that Plugin and
+ClusterPlugin objects (wasmrec.dev) describe, once their CRDs are installed, each as the
+ServiceAccount its object names, within the config's pluginObjects bounds and sources;
+--plugin-objects=false leaves those to another host.
 
 Replicas run one of two ways. With --leader-elect, one replica runs every plugin and the others
 wait with warm caches. With --share-plugins, they split the plugins: each plugin, and each shard
@@ -87,7 +88,7 @@ replica that stops hands its share back, and one that dies is taken over when it
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "the host config file (YAML): which plugins to run and with what")
-	cmd.Flags().BoolVar(&o.pluginObjects, "plugin-objects", true, "also run the plugins Plugin objects describe (false: only the config's)")
+	cmd.Flags().BoolVar(&o.pluginObjects, "plugin-objects", true, "also run the plugins Plugin and ClusterPlugin objects describe (false: only the config's)")
 	_ = cmd.MarkFlagRequired("config")
 	cmd.Flags().BoolVar(&le.enabled, "leader-elect", false, "run plugins only on the replica holding the Lease (run two or more replicas for failover)")
 	cmd.Flags().BoolVar(&le.share, "share-plugins", false, "split the plugins, and the shards of plugins with shards set, among the replicas run with this flag: each holds a Lease per plugin or shard it runs, at most its fair share")

@@ -28,6 +28,9 @@ type HostConfig struct {
 	// then bounds each plugin as well as the host's checks do. The host needs the impersonate
 	// verb on those ServiceAccounts; `wasmrec rbac` prints the rest.
 	Impersonate *Impersonation `json:"impersonate,omitempty"`
+	// PluginObjects is what the operator lets Plugin and ClusterPlugin objects do: where their
+	// modules may come from, and bounds on their settings.
+	PluginObjects ObjectPolicy `json:"pluginObjects,omitempty"`
 }
 
 // Impersonation says where the plugins' ServiceAccounts are.
@@ -90,7 +93,24 @@ type Config struct {
 	// Origin says where the settings come from, for a clash of names: "Plugin object \"x\"",
 	// say. Empty: the host config.
 	Origin string `json:"-"`
+	// ServiceAccount, if set, is who the plugin acts as, whatever HostConfig.Impersonate says:
+	// its writes and events are made as this ServiceAccount, and each of its reads from the
+	// host's caches is first reviewed with the API server for it. Plugin objects set it.
+	ServiceAccount *ServiceAccountRef `json:"-"`
+	// Confined keeps the plugin inside Namespaces: cluster-scoped kinds are out of its reach
+	// (watches, reads and writes alike). A namespaced Plugin object's plugin is confined to its
+	// namespace.
+	Confined bool `json:"-"`
 }
+
+// ServiceAccountRef names a ServiceAccount.
+type ServiceAccountRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+// User is the ServiceAccount's user name: system:serviceaccount:namespace:name.
+func (r ServiceAccountRef) User() string { return ServiceAccountUser(r.Namespace, r.Name) }
 
 func (c *Config) originName() string {
 	if c.Origin == "" {
@@ -130,6 +150,9 @@ const (
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
+// objectNameRE is the name of a namespaced Plugin object's plugin: namespace.name.
+var objectNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
 // LoadHostConfig reads a host config file; module paths are made relative to its directory.
 // Unknown fields are errors.
 func LoadHostConfig(path string) (*HostConfig, error) {
@@ -158,6 +181,9 @@ func (hc *HostConfig) Validate() error {
 	if im := hc.Impersonate; im != nil && !nameRE.MatchString(im.Namespace) {
 		errs = append(errs, fmt.Errorf("impersonate.namespace %q: give the namespace of the plugins' ServiceAccounts", im.Namespace))
 	}
+	if err := hc.PluginObjects.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	seen := map[string]bool{}
 	for i, p := range hc.Plugins {
 		if err := p.Validate(); err != nil {
@@ -174,7 +200,7 @@ func (hc *HostConfig) Validate() error {
 // Validate checks one plugin's settings.
 func (c *Config) Validate() error {
 	var errs []error
-	if !nameRE.MatchString(c.Name) {
+	if !nameRE.MatchString(c.Name) && !(c.Confined && objectNameRE.MatchString(c.Name)) {
 		errs = append(errs, fmt.Errorf("name %q: use lowercase letters, digits and dashes (at most 63)", c.Name))
 	}
 	if c.Module == "" {

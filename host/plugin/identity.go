@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,39 +31,119 @@ func ServiceAccountUser(namespace, plugin string) string {
 	return "system:serviceaccount:" + namespace + ":" + plugin
 }
 
-// identity is who a plugin's API calls are made as: the host itself, or, when the host
-// impersonates plugins, the plugin's own ServiceAccount. Then the API server's RBAC bounds the
-// plugin too, whatever the host's own checks let through.
+// identity is who a plugin's API calls are made as: the host itself, or a ServiceAccount of
+// the plugin's (the host config's impersonate, or a Plugin object's). Then the API server's RBAC
+// bounds the plugin too, whatever the host's own checks let through, and reads from the host's
+// informers are reviewed for it first.
 type identity struct {
 	user        string                  // "" for the host's own identity
 	objects     *object.Client          // the guest's writes
 	broadcaster record.EventBroadcaster // the guest's events; nil: the host's
 	access      authorizationReviewer   // asks the API server what user may do; nil for the host
+	reviews     reviewCache             // what access answered lately
 }
 
 type authorizationReviewer interface {
 	Create(context.Context, *authorizationv1.SelfSubjectAccessReview, metav1.CreateOptions) (*authorizationv1.SelfSubjectAccessReview, error)
 }
 
-// identityFor returns the identity plugin's calls are made as.
-func (h *Host) identityFor(plugin string) (*identity, error) {
-	if h.Impersonate == "" {
+// identityFor returns the identity cfg's plugin's calls are made as: cfg.ServiceAccount, else,
+// when the host impersonates its config's plugins, the ServiceAccount named after the plugin,
+// else the host.
+func (h *Host) identityFor(cfg Config) (*identity, error) {
+	var user string
+	switch {
+	case cfg.ServiceAccount != nil:
+		user = cfg.ServiceAccount.User()
+	case h.impersonate != "":
+		user = ServiceAccountUser(h.impersonate, cfg.Name)
+	default:
 		return &identity{objects: h.objects}, nil
 	}
-	user := ServiceAccountUser(h.Impersonate, plugin)
-	cfg := rest.CopyConfig(h.mgr.GetConfig())
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	objs, err := object.NewClient(cfg)
+	rc := rest.CopyConfig(h.mgr.GetConfig())
+	rc.Impersonate = rest.ImpersonationConfig{UserName: user}
+	objs, err := object.NewClient(rc)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %q: a client acting as %s: %w", plugin, user, err)
+		return nil, fmt.Errorf("plugin %q: a client acting as %s: %w", cfg.Name, user, err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("plugin %q: a client acting as %s: %w", plugin, user, err)
+		return nil, fmt.Errorf("plugin %q: a client acting as %s: %w", cfg.Name, user, err)
 	}
 	b := record.NewBroadcaster()
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
 	return &identity{user: user, objects: objs, broadcaster: b, access: cs.AuthorizationV1().SelfSubjectAccessReviews()}, nil
+}
+
+// reviewTTL is how long an answer of the API server about a read is trusted: a Role taken away
+// reaches the plugin's reads from the host's caches within it.
+const reviewTTL = 30 * time.Second
+
+// reviewCache keeps the API server's answers about reads, by verb, resource and namespace.
+type reviewCache struct {
+	mu      sync.Mutex
+	answers map[authorizationv1.ResourceAttributes]reviewAnswer
+}
+
+type reviewAnswer struct {
+	allowed bool
+	at      time.Time
+}
+
+// may asks the API server (or its answer of the last reviewTTL) whether the identity may do
+// what attrs say.
+func (id *identity) may(ctx context.Context, attrs authorizationv1.ResourceAttributes) (bool, error) {
+	now := time.Now()
+	id.reviews.mu.Lock()
+	a, ok := id.reviews.answers[attrs]
+	id.reviews.mu.Unlock()
+	if ok && now.Sub(a.at) < reviewTTL {
+		return a.allowed, nil
+	}
+	review, err := id.access.Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("asking the API server what %s may do: %w", id.user, err)
+	}
+	id.reviews.mu.Lock()
+	if id.reviews.answers == nil || len(id.reviews.answers) > 4096 {
+		id.reviews.answers = map[authorizationv1.ResourceAttributes]reviewAnswer{}
+	}
+	id.reviews.answers[attrs] = reviewAnswer{allowed: review.Status.Allowed, at: now}
+	id.reviews.mu.Unlock()
+	return review.Status.Allowed, nil
+}
+
+// mayRead is guest.API.MayRead for the identity: nil when it is the host's own.
+func (id *identity) mayRead() func(context.Context, string, schema.GroupResource, []string) error {
+	if id.access == nil {
+		return nil
+	}
+	return func(ctx context.Context, verb string, gr schema.GroupResource, namespaces []string) error {
+		if len(namespaces) == 0 {
+			namespaces = []string{""}
+		}
+		var denied []string
+		for _, ns := range namespaces {
+			ok, err := id.may(ctx, authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: gr.Group, Resource: gr.Resource})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				denied = append(denied, abi.Rule{Group: gr.Group, Resource: gr.Resource, Verb: verb}.String()+" "+where(ns))
+			}
+		}
+		if len(denied) > 0 {
+			return fmt.Errorf("the plugin's ServiceAccount's RBAC does not let %s %s (its manifest and grant do): grant it to the ServiceAccount, or read less", id.user, strings.Join(denied, ", "))
+		}
+		return nil
+	}
+}
+
+func where(ns string) string {
+	if ns == "" {
+		return "cluster-wide"
+	}
+	return "in " + ns
 }
 
 // recorder records the plugin's events as its identity.
@@ -80,11 +162,12 @@ func (id *identity) close() {
 }
 
 // checkReads asks the API server whether the plugin's own identity may do every read its policy
-// allows (get, list and watch on each resource both asked for and granted), in each of its
+// names (get, list and watch on each resource both asked for and granted), in each of its
 // namespaces (or cluster-wide). The host serves reads from its own informers, so without this
 // only the host's check would bound them. It refuses, naming each denied rule, and does nothing
-// when the host does not impersonate plugins.
-func (p *Plugin) checkReads(ctx context.Context, pol *policy.Policy) error {
+// for a plugin acting as the host. Rules for every resource ("*") name no informer: each read
+// under them is reviewed when it is made (identity.mayRead).
+func (p *Plugin) checkReads(ctx context.Context, pol *policy.Policy, m *abi.Manifest) error {
 	id := p.identity
 	if id.access == nil {
 		return nil
@@ -95,6 +178,21 @@ func (p *Plugin) checkReads(ctx context.Context, pol *policy.Policy) error {
 			rules = append(rules, r)
 		}
 	}
+	// The kinds it watches, whatever rule allows them ("*" included): their informers list and
+	// watch for it.
+	if watched, err := policy.Watched(m); err == nil {
+		for _, gvk := range watched {
+			mapping, err := p.host.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				continue // not served yet: its informer starts with its plugin's next start
+			}
+			for _, r := range policy.WatchRules(mapping.Resource.GroupResource()) {
+				if !slices.Contains(rules, r) {
+					rules = append(rules, r)
+				}
+			}
+		}
+	}
 	var denied []string
 	for _, r := range rules {
 		namespaces := pol.Namespaces
@@ -103,23 +201,17 @@ func (p *Plugin) checkReads(ctx context.Context, pol *policy.Policy) error {
 		}
 		resource, sub, _ := strings.Cut(r.Resource, "/")
 		for _, ns := range namespaces {
-			review, err := id.access.Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: r.Verb, Group: r.Group, Resource: resource, Subresource: sub},
-			}}, metav1.CreateOptions{})
+			ok, err := id.may(ctx, authorizationv1.ResourceAttributes{Namespace: ns, Verb: r.Verb, Group: r.Group, Resource: resource, Subresource: sub})
 			if err != nil {
-				return fmt.Errorf("asking the API server what %s may do: %w", id.user, err)
+				return err
 			}
-			if !review.Status.Allowed {
-				where := "cluster-wide"
-				if ns != "" {
-					where = "in " + ns
-				}
-				denied = append(denied, r.String()+" "+where)
+			if !ok {
+				denied = append(denied, r.String()+" "+where(ns))
 			}
 		}
 	}
 	if len(denied) > 0 {
-		return fmt.Errorf("the API server does not let %s %s: grant them to the plugin's ServiceAccount (`wasmrec rbac` prints the Roles)", id.user, strings.Join(denied, ", "))
+		return fmt.Errorf("the API server does not let %s %s (the plugin's ServiceAccount's RBAC lacks them; its manifest and grant have them): grant them to the ServiceAccount (`wasmrec rbac` prints the Roles)", id.user, strings.Join(denied, ", "))
 	}
 	return nil
 }

@@ -54,42 +54,75 @@ import (
 
 // Host loads plugins into a manager. One per process.
 type Host struct {
-	mgr          *manager.Manager
-	engine       *wasm.Engine
-	dynamic      dynamic.Interface // the Plugin resource's status writes
-	objects      *object.Client    // guests' writes
-	broadcaster  record.EventBroadcaster
-	metrics      *metrics.Metrics
-	crds         *crdwatch.Watcher
-	mapper       meta.RESTMapper                     // the cache's
-	knownKind    func(schema.GroupKind, string) bool // answered without asking the API server; nil: unknown
-	files        *filewatch.Watcher                  // follows every plugin's module file
-	fetcher      modsource.Fetcher                   // reads modules
-	namesMu      sync.Mutex
-	names        map[string]string // plugin names claimed, and where their settings come from
-	loaded       map[*Plugin]bool  // plugins loaded, until closed with no reconcile in flight
-	refusedLoads refusedLoads      // the last module each plugin name was refused for
-	log          logr.Logger
+	mgr         *manager.Manager
+	engine      *wasm.Engine
+	dynamic     dynamic.Interface // the Plugin resource's status writes
+	objects     *object.Client    // guests' writes
+	broadcaster record.EventBroadcaster
+	metrics     *metrics.Metrics
+	crds        *crdwatch.Watcher
+	mapper      meta.RESTMapper                     // the cache's
+	knownKind   func(schema.GroupKind, string) bool // answered without asking the API server; nil: unknown
+	files       *filewatch.Watcher                  // follows every plugin's module file
+	fetcher     modsource.Fetcher                   // reads modules
+	oci         *oci.Client
+	share       *ownership.Table
+	warmStandby bool
+	impersonate string
+	namesMu     sync.Mutex
+	names       map[string]string // plugin names claimed, and where their settings come from
+	loaded      map[*Plugin]bool  // plugins loaded, until closed with no reconcile in flight
+	log         logr.Logger
+}
 
-	// OCI pulls modules whose config names an oci:// reference. Set it before loading them.
+// HostOptions configure NewHost. Only Engine is required.
+type HostOptions struct {
+	// Engine compiles and runs the modules.
+	Engine *wasm.Engine
+	// Metrics, if set, reports the plugins. Defaults to no metrics.
+	Metrics *metrics.Metrics
+	// Logger defaults to logr.Discard().
+	Logger logr.Logger
+	// OCI pulls modules whose config names an oci:// reference. Defaults to a client with
+	// oci.Options' defaults.
 	OCI *oci.Client
 	// Share, if set, shares the plugins with the other replicas of its group: each replica
-	// runs the plugins and shards it holds the Leases of (see package ownership). Set it before
-	// running plugins.
+	// runs the plugins and shards it holds the Leases of (see package ownership).
 	Share *ownership.Table
 	// WarmStandby, with Share, keeps synced the informers of the plugins and shards this replica
-	// would take over first, so that it starts them on a warm cache. Set it before running
-	// plugins.
+	// would take over first, so that it starts them on a warm cache.
 	WarmStandby bool
-	// Impersonate, if not empty, is the namespace of the plugins' ServiceAccounts: each
-	// plugin's writes and events are made as its own (see HostConfig.Impersonate). Set it
-	// before loading plugins.
+	// Impersonate, if not empty, is the namespace of the host config's plugins'
+	// ServiceAccounts: each such plugin's writes and events are made as its own (see
+	// HostConfig.Impersonate).
 	Impersonate string
 }
 
-// NewHost returns a Host that runs plugins in mgr, compiling them with engine, and reports
-// them in m (nil for no metrics).
-func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log logr.Logger) (*Host, error) {
+// withDefaults fills in what o leaves out.
+func (o HostOptions) withDefaults() (HostOptions, error) {
+	if o.Engine == nil {
+		return o, errors.New("plugin host: HostOptions.Engine is required")
+	}
+	if o.Logger.GetSink() == nil {
+		o.Logger = logr.Discard()
+	}
+	if o.OCI == nil {
+		c, err := oci.New(oci.Options{})
+		if err != nil {
+			return o, err
+		}
+		o.OCI = c
+	}
+	return o, nil
+}
+
+// NewHost returns a Host that runs plugins in mgr as opts say.
+func NewHost(mgr *manager.Manager, opts HostOptions) (*Host, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
 	cfg := mgr.GetConfig()
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -109,15 +142,20 @@ func NewHost(mgr *manager.Manager, engine *wasm.Engine, m *metrics.Metrics, log 
 	if err := mgr.Add(crds); err != nil {
 		return nil, err
 	}
-	h := &Host{mgr: mgr, engine: engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: m, crds: crds, mapper: mgr.GetCache().RESTMapper(), files: filewatch.New(log.WithName("files")), log: log}
+	h := &Host{mgr: mgr, engine: opts.Engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: opts.Metrics, crds: crds,
+		mapper: mgr.GetCache().RESTMapper(), files: filewatch.New(log.WithName("files")), log: log,
+		oci: opts.OCI, share: opts.Share, warmStandby: opts.WarmStandby, impersonate: opts.Impersonate}
 	if cm, ok := h.mapper.(*cache.Mapper); ok {
 		h.knownKind = cm.Known
-		if m != nil {
+		if m := opts.Metrics; m != nil {
 			m.WatchDiscovery(cm.DiscoveryRequests)
 		}
 	}
 	return h, nil
 }
+
+// Share is the Lease table the host shares plugins through; nil if it does not.
+func (h *Host) Share() *ownership.Table { return h.share }
 
 // Manager is the manager the host runs plugins in.
 func (h *Host) Manager() *manager.Manager { return h.mgr }
@@ -199,7 +237,7 @@ var (
 // LoadFile loads cfg.Module, from a file or, for an oci:// reference, from a registry or an
 // image layout through the Host's OCI client.
 func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
-	wasmBytes, src, err := h.fetcher.Fetch(ctx, h.OCI, cfg.Module)
+	wasmBytes, src, err := h.fetcher.Fetch(ctx, h.oci, cfg.Module)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, &FetchError{Module: cfg.Module, Err: err})
 	}
@@ -229,10 +267,6 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	log := h.log.WithValues("plugin", cfg.Name)
 	p := &Plugin{cfg: cfg, host: h, log: log}
 	p.source.Store(&modsource.Source{Ref: cfg.Module})
-	digest := digestOf(wasmBytes)
-	if err := h.refusedLoads.before(cfg, digest); err != nil {
-		return nil, err
-	}
 	if h.metrics != nil {
 		h.metrics.Compiles.WithLabelValues(cfg.Name).Inc()
 	}
@@ -241,9 +275,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		err = &RefusedError{Err: err}
-		h.refusedLoads.remember(cfg, digest, err)
-		return nil, err
+		return nil, &RefusedError{Err: err}
 	}
 	fail := func(err error) (*Plugin, error) {
 		_ = mod.Close(ctx)
@@ -252,13 +284,11 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		}
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
-	// refuse fails for what the module is, under these settings: it is not compiled again
-	// until one of them changes.
+	// refuse fails for what the module is, under these settings: a Supervisor does not
+	// compile it again until one of them changes.
 	refuse := func(err error) (*Plugin, error) {
 		_, err = fail(err)
-		err = &RefusedError{Err: err}
-		h.refusedLoads.remember(cfg, digest, err)
-		return nil, err
+		return nil, &RefusedError{Err: err}
 	}
 	m := mod.Manifest()
 	v, err := p.versionOf(mod)
@@ -269,10 +299,10 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if _, err := v.policy.CheckWatches(m, h.mgr.GetCache().RESTMapper()); err != nil {
 		return refuse(err)
 	}
-	if p.identity, err = h.identityFor(cfg.Name); err != nil {
+	if p.identity, err = h.identityFor(cfg); err != nil {
 		return fail(err)
 	}
-	if err := p.checkReads(ctx, v.policy); err != nil {
+	if err := p.checkReads(ctx, v.policy, m); err != nil {
 		return fail(err)
 	}
 	p.current.Store(v)
@@ -322,42 +352,6 @@ type RefusedError struct{ Err error }
 func (e *RefusedError) Error() string { return e.Err.Error() }
 
 func (e *RefusedError) Unwrap() error { return e.Err }
-
-// refusedLoads remembers, per plugin name, the last module refused at load for what it is (its
-// ABI, its manifest under the grant) and the settings it was refused under, so that loading it
-// again, unchanged, is refused without compiling it.
-type refusedLoads struct {
-	mu   sync.Mutex
-	last map[string]refusedLoad
-}
-
-type refusedLoad struct {
-	settings, digest string
-	err              error
-}
-
-func settingsOf(cfg Config) string {
-	b, _ := json.Marshal(cfg)
-	return string(b)
-}
-
-func (r *refusedLoads) before(cfg Config, digest string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if l, ok := r.last[cfg.Name]; ok && l.digest == digest && l.settings == settingsOf(cfg) {
-		return &RefusedBeforeError{Digest: digest, Err: l.err} // l.err names the plugin
-	}
-	return nil
-}
-
-func (r *refusedLoads) remember(cfg Config, digest string, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.last == nil {
-		r.last = map[string]refusedLoad{}
-	}
-	r.last[cfg.Name] = refusedLoad{settings: settingsOf(cfg), digest: digest, err: err}
-}
 
 // digestOf is a module's digest, as wasm.Module.Digest says it.
 func digestOf(wasmBytes []byte) string {
@@ -430,6 +424,7 @@ func (p *Plugin) versionOf(mod *wasm.Module) (*version, error) {
 	if err != nil {
 		return nil, err
 	}
+	pol.Confined = p.cfg.Confined
 	return &version{mod: mod, policy: pol}, nil
 }
 
@@ -561,7 +556,7 @@ func (w *warmer) Start(ctx context.Context) error {
 // wanted are the informers the warmer holds: those of the plugin's sources; on a replica that
 // shares plugins, those of the plugin or shards it would take over first (warm standby).
 func (w *warmer) wanted() []cache.Key {
-	if w.p.host.Share != nil {
+	if w.p.host.share != nil {
 		return w.p.standbyKeys()
 	}
 	return w.p.currentKeys()
@@ -575,7 +570,7 @@ func (w *warmer) update(keys []cache.Key) error {
 	if w.held == nil {
 		return nil
 	}
-	if w.p.host.Share != nil {
+	if w.p.host.share != nil {
 		keys = w.wanted()
 	}
 	return w.holdLocked(keys)
@@ -634,10 +629,10 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 	kinds := p.Kinds()
 	log := h.log.WithValues("plugin", p.cfg.Name)
 	ctrl := h.follow(p, kinds, log)
-	if h.Share != nil {
+	if h.share != nil {
 		var added []manager.Runnable
 		p.follows = []*crdwatch.Following{ctrl}
-		if h.WarmStandby {
+		if h.warmStandby {
 			warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
 			if err := h.mgr.Add(warm); err != nil {
 				return nil, err
@@ -645,7 +640,7 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 			added = append(added, warm)
 			p.follows = append(p.follows, warm)
 		}
-		s := &shared{p: p, ctrl: ctrl, table: h.Share, log: log}
+		s := &shared{p: p, ctrl: ctrl, table: h.share, log: log}
 		if err := h.mgr.Add(s); err != nil {
 			return added, err
 		}
@@ -726,6 +721,7 @@ func (p *Plugin) guestAPI() *guest.API {
 		Log:       p.log,
 		Count:     count,
 		Owned:     p.owned,
+		MayRead:   p.identity.mayRead(),
 	}).Init()
 }
 

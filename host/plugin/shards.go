@@ -254,7 +254,7 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 			held, standby := st.Held, st.Standby
 			s.p.held.Store(&held)
 			if old := s.p.standby.Swap(&standby); old == nil || !slices.Equal(*old, standby) {
-				if s.p.host.WarmStandby && len(standby) > 0 {
+				if s.p.host.warmStandby && len(standby) > 0 {
 					s.log.Info("keeping warm what this replica would take over first", "units", standby)
 				}
 				if err := s.p.warm.update(nil); err != nil {

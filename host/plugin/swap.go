@@ -177,7 +177,7 @@ func (p *Plugin) checkSwap(ctx context.Context, old *version, mod *wasm.Module) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := p.checkReads(ctx, next.policy); err != nil {
+	if err := p.checkReads(ctx, next.policy, mod.Manifest()); err != nil {
 		return nil, nil, &passingError{err} // the plugin's RBAC may be fixed
 	}
 	om, nm := old.mod.Manifest(), mod.Manifest()
@@ -369,7 +369,7 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // triggers follow that source from then on. A module that cannot be fetched is a FetchError,
 // and not told to OnSwap: only modules are refused.
 func (p *Plugin) SwapTo(ctx context.Context, module string) error {
-	wasmBytes, src, err := p.host.fetcher.Fetch(ctx, p.host.OCI, module)
+	wasmBytes, src, err := p.host.fetcher.Fetch(ctx, p.host.oci, module)
 	if err != nil {
 		return &FetchError{Module: module, Err: err} // the caller says it: it knows whether it is news
 	}
@@ -383,7 +383,7 @@ func (p *Plugin) Triggers() []manager.Runnable {
 	t := trigger{p}
 	return []manager.Runnable{
 		&modsource.FileWatcher{Plugin: p.cfg.Name, Target: t, Files: p.host.files, Fetch: &p.host.fetcher, Log: p.log},
-		&modsource.TagPoller{Plugin: p.cfg.Name, Target: t, OCI: p.host.OCI, Interval: p.cfg.pollInterval(), Log: p.log},
+		&modsource.TagPoller{Plugin: p.cfg.Name, Target: t, OCI: p.host.oci, Interval: p.cfg.pollInterval(), Log: p.log},
 	}
 }
 

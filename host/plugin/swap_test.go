@@ -49,7 +49,7 @@ func offlineHost(t *testing.T) (*Host, *metrics.Metrics) {
 	}
 	t.Cleanup(func() { engine.Close(context.Background()) })
 	met := metrics.New()
-	h, err := NewHost(mgr, engine, met, logr.Discard())
+	h, err := NewHost(mgr, HostOptions{Engine: engine, Metrics: met})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,25 +172,6 @@ func TestSwapToAModuleWatchingAnotherKindStartsItsWatchesFirst(t *testing.T) {
 	if kinds := p.Kinds(); len(kinds) != 1 || kinds[0] != thingGVK {
 		t.Errorf("kinds after the swap back: %v; want Thing alone", kinds)
 	}
-}
-
-func TestLoadRefusedForWhatItIsIsNotCompiledAgain(t *testing.T) {
-	h, m := offlineHost(t)
-	cfg := thingsGrant()
-	v5 := swapGuest(t, "5")
-	if _, err := h.Load(context.Background(), cfg, v5); err == nil {
-		t.Fatal("a module asking for Secrets loaded under a grant without them")
-	}
-	var before *RefusedBeforeError
-	if _, err := h.Load(context.Background(), cfg, v5); !errors.As(err, &before) || !strings.Contains(err.Error(), `plugin "swap"`) {
-		t.Fatalf("loading it again: %v; want a RefusedBeforeError naming the plugin", err)
-	}
-	if got := compiles(m, "swap"); got != 1 {
-		t.Errorf("%g compiles; want 1", got)
-	}
-	// Other settings may let it in: it is tried again.
-	cfg.Permissions = append(cfg.Permissions, abi.Permission{Group: "", Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}})
-	load(t, h, cfg, v5)
 }
 
 func TestCloseLetsGoOfTheVersionsKept(t *testing.T) {

@@ -1,14 +1,22 @@
-// Package objects runs the plugins that Plugin objects (plugins.wasmrec.dev) describe: a
-// controller of controllers, built on package plugin's public API alone.
+// Package objects runs the plugins that plugin objects describe: Plugin (namespaced, for
+// tenants) and ClusterPlugin (cluster-scoped, for cluster admins), in group wasmrec.dev. It is a
+// controller of controllers, built on package plugin's public API alone; each object's plugin
+// runs under a plugin.Supervisor.
+//
+// An object's plugin never acts as the host: it acts as the ServiceAccount its object names, by
+// impersonation, for writes, events and reads alike. A Plugin's plugin is confined to the
+// Plugin's namespace. The operator's ObjectPolicy bounds every object's settings and sources.
 package objects
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,10 +26,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
@@ -39,68 +49,136 @@ import (
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
-// CRD is the CustomResourceDefinition of Plugin (plugins.wasmrec.dev, v1alpha1).
+// CRD holds the CustomResourceDefinitions of Plugin and ClusterPlugin (wasmrec.dev, v1alpha1).
 //
 //go:embed plugins.crd.yaml
 var CRD []byte
 
-// GVK is the Plugin kind.
-var GVK = schema.GroupVersionKind{Group: "wasmrec.dev", Version: "v1alpha1", Kind: "Plugin"}
+// The kinds: Plugin is namespaced, ClusterPlugin cluster-scoped.
+var (
+	GVK        = schema.GroupVersionKind{Group: "wasmrec.dev", Version: "v1alpha1", Kind: "Plugin"}
+	GVR        = GVK.GroupVersion().WithResource("plugins")
+	ClusterGVK = GVK.GroupVersion().WithKind("ClusterPlugin")
+	ClusterGVR = GVK.GroupVersion().WithResource("clusterplugins")
+)
 
-// GVR is the Plugin resource.
-var GVR = GVK.GroupVersion().WithResource("plugins")
+// describe names an object as messages do: "Plugin team-a/labeler", "ClusterPlugin labeler".
+func describe(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return fmt.Sprintf("Plugin %s/%s", ns, u.GetName())
+	}
+	return "ClusterPlugin " + u.GetName()
+}
 
-// ConfigOf returns the settings a Plugin object gives its plugin, and whether it is paused.
+// PluginName is the name of the plugin an object runs: a ClusterPlugin's name, or
+// "namespace.name" for a Plugin (plugin names are unique in a host).
+func PluginName(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "." + name
+}
+
+// ConfigOf returns the settings a plugin object gives its plugin, and whether it is paused. A
+// Plugin's plugin acts as spec.serviceAccountName of its namespace and is confined to that
+// namespace; a ClusterPlugin's acts as spec.serviceAccount and reaches spec.namespaces (all if
+// none). Unknown fields, and fields only the operator may set, are refused.
 func ConfigOf(u *unstructured.Unstructured) (cfg plugin.Config, paused bool, err error) {
+	what := describe(u)
 	var spec pluginSpec
 	raw, _ := json.Marshal(u.Object["spec"])
-	if err := json.Unmarshal(raw, &spec); err != nil {
-		return plugin.Config{}, false, fmt.Errorf("spec is not a plugin's settings: %v: fix the Plugin object", err)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return plugin.Config{}, false, fmt.Errorf("%s: spec is not a plugin's settings: %v: fix the object", what, err)
 	}
 	cfg = spec.Config
-	cfg.Name = u.GetName()
-	cfg.Origin = fmt.Sprintf("Plugin object %q", cfg.Name)
+	cfg.Origin = what
+	if ns := u.GetNamespace(); ns != "" {
+		cfg.Name = PluginName(ns, u.GetName())
+		switch {
+		case spec.ServiceAccount != nil:
+			return cfg, false, fmt.Errorf("%s: spec.serviceAccount is a ClusterPlugin's: a Plugin acts as spec.serviceAccountName, a ServiceAccount of its own namespace", what)
+		case len(cfg.Namespaces) > 0:
+			return cfg, false, fmt.Errorf("%s: spec.namespaces is a ClusterPlugin's: a Plugin reaches its own namespace only", what)
+		case spec.ServiceAccountName == "":
+			return cfg, false, fmt.Errorf("%s: spec.serviceAccountName is required: the ServiceAccount of namespace %s the plugin acts as", what, ns)
+		}
+		cfg.ServiceAccount = &plugin.ServiceAccountRef{Namespace: ns, Name: spec.ServiceAccountName}
+		cfg.Namespaces, cfg.Confined = []string{ns}, true
+	} else {
+		cfg.Name = u.GetName()
+		switch {
+		case spec.ServiceAccountName != "":
+			return cfg, false, fmt.Errorf("%s: spec.serviceAccountName is a Plugin's: a ClusterPlugin names spec.serviceAccount {namespace, name}", what)
+		case spec.ServiceAccount == nil || spec.ServiceAccount.Namespace == "" || spec.ServiceAccount.Name == "":
+			return cfg, false, fmt.Errorf("%s: spec.serviceAccount {namespace, name} is required: the ServiceAccount the plugin acts as", what)
+		}
+		cfg.ServiceAccount = spec.ServiceAccount
+	}
+	if sa := cfg.ServiceAccount; len(validation.IsDNS1123Subdomain(sa.Name)) > 0 || len(validation.IsDNS1123Label(sa.Namespace)) > 0 {
+		return cfg, false, fmt.Errorf("%s: ServiceAccount %s/%s: not a valid name", what, sa.Namespace, sa.Name)
+	}
 	return cfg, spec.Paused, nil
 }
 
-// pluginSpec is a Plugin's spec: a Config without its name, and paused.
+// pluginSpec is a plugin object's spec: a Config without its name, who it acts as, and paused.
 type pluginSpec struct {
-	plugin.Config      // its fields are the spec's; name comes from the object
-	Paused        bool `json:"paused,omitempty"`
+	plugin.Config                                // its fields are the spec's; name comes from the object
+	ServiceAccountName string                    `json:"serviceAccountName,omitempty"` // Plugin
+	ServiceAccount     *plugin.ServiceAccountRef `json:"serviceAccount,omitempty"`     // ClusterPlugin
+	Paused             bool                      `json:"paused,omitempty"`
 }
 
-// New returns the controller that runs the plugins Plugin objects describe, in h. It loads a
-// plugin when its object appears, swaps its module when spec.module changes, reloads it when
-// another setting changes, stops it when paused or deleted, and reports in the object's status
-// (Ready, Degraded, Running, activeDigest) and in Events on it. Add it to h's manager; it waits
-// while the Plugin CRD is not installed.
+// Options configure New.
+type Options struct {
+	// Logger defaults to the host's.
+	Logger logr.Logger
+	// Policy is what the operator lets plugin objects do (sources, bounds).
+	Policy plugin.ObjectPolicy
+}
+
+// New returns the controller that runs the plugins plugin objects describe, in h. It supervises
+// a plugin when its object appears, swaps its module when spec.module changes, starts it anew
+// when another setting changes, stops it when paused or deleted, and reports in the object's
+// status (Ready, Degraded, Running, activeDigest) and in Events on it. Add it to h's manager; it
+// waits while the CRDs are not installed.
 //
 // It runs on every replica, so that a follower loads the same plugins and keeps their informers
 // warm; their controllers run on the leader only, and only the leader writes status and Events.
-func New(h *plugin.Host, log logr.Logger) (manager.Runnable, error) {
+func New(h *plugin.Host, opts Options) (manager.Runnable, error) {
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = h.Logger().WithName("plugins")
+	}
+	opts.Policy = opts.Policy.WithDefaults()
+	if err := opts.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
 	mgr := h.Manager()
 	dyn, err := dynamic.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, err
 	}
-	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, running: map[string]*loaded{}, failing: map[string]*failing{},
+	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, running: map[string]*loaded{},
 		recorder: h.Recorder("wasmrec")}
-	key := cache.Key{GroupVersionKind: GVK}
 	// Several workers: a load compiles, and one slow plugin must not hold the others back.
 	ctrl, err := controller.New("plugins", r, controller.Options{Logger: log, MaxConcurrentReconciles: 4})
 	if err != nil {
 		return nil, err
 	}
 	// Status writes do not change the generation; spec changes and deletions pass.
-	if err := ctrl.Watch(source.Kind(mgr.GetCache(), key, handler.EnqueueRequestForObject(), predicate.GenerationChanged())); err != nil {
-		return nil, err
+	for _, gvk := range []schema.GroupVersionKind{GVK, ClusterGVK} {
+		if err := ctrl.Watch(source.Kind(mgr.GetCache(), cache.Key{GroupVersionKind: gvk}, handler.EnqueueRequestForObject(), predicate.GenerationChanged())); err != nil {
+			return nil, err
+		}
 	}
 	r.ctrl = ctrl
-	return crdwatch.Follow(h.CRDs(), []schema.GroupVersionKind{GVK}, &resourcesRunnable{r: r, ctrl: ctrl}, log), nil
+	return crdwatch.Follow(h.CRDs(), []schema.GroupVersionKind{GVK, ClusterGVK}, &resourcesRunnable{r: r, ctrl: ctrl}, log), nil
 }
 
-// resourcesRunnable runs the Plugin controller and unloads every plugin when it stops (the CRD
-// went away, or the host stops).
+// resourcesRunnable runs the plugin objects' controller and unloads every plugin when it stops
+// (the CRDs went away, or the host stops).
 type resourcesRunnable struct {
 	r    *resources
 	ctrl *controller.Controller
@@ -112,20 +190,30 @@ func (rr *resourcesRunnable) Name() string { return "plugins" }
 func (rr *resourcesRunnable) NeedLeaderElection() bool { return false }
 
 func (rr *resourcesRunnable) Start(ctx context.Context) error {
-	inf, err := rr.r.mgr.GetCache().Acquire(cache.Key{GroupVersionKind: GVK})
+	c := rr.r.mgr.GetCache()
+	namespaced, err := c.Acquire(cache.Key{GroupVersionKind: GVK})
 	if err != nil {
 		return err
 	}
-	rr.r.reads.Store(inf)
-	rr.r.runCtx = ctx
-	// A follower that becomes the leader writes every Plugin's status: it wrote none so far.
+	defer namespaced.Release()
+	cluster, err := c.Acquire(cache.Key{GroupVersionKind: ClusterGVK})
+	if err != nil {
+		return err
+	}
+	defer cluster.Release()
+	rr.r.reads.Store(&informers{namespaced: namespaced, cluster: cluster})
+	defer rr.r.reads.Store(nil)
+	// A follower that becomes the leader writes every object's status: it wrote none so far.
 	// (Objects reconciled after the election write it anyway; this covers the ones before.)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	all := func() {
-		objs, _ := inf.List("", nil)
-		for _, o := range objs {
-			rr.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: o.(metav1.Object).GetName()}})
+		for _, inf := range []*cache.Informer{namespaced, cluster} {
+			objs, _ := inf.List("", nil)
+			for _, o := range objs {
+				m := o.(metav1.Object)
+				rr.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+			}
 		}
 	}
 	wg.Go(func() {
@@ -138,7 +226,7 @@ func (rr *resourcesRunnable) Start(ctx context.Context) error {
 	})
 	// Replicas that share plugins: when one comes or goes, every status is written again, so
 	// that status.replicas drops the replicas gone and the reporter writes the conditions.
-	if t := rr.r.host.Share; t != nil {
+	if t := rr.r.host.Share(); t != nil {
 		wg.Go(func() {
 			for {
 				select {
@@ -154,9 +242,22 @@ func (rr *resourcesRunnable) Start(ctx context.Context) error {
 	close(done)
 	wg.Wait()
 	rr.r.unloadAll(context.WithoutCancel(ctx))
-	rr.r.reads.Store(nil)
-	inf.Release()
 	return err
+}
+
+// informers are the plugin objects' informers, held while the controller runs.
+type informers struct{ namespaced, cluster *cache.Informer }
+
+func (i *informers) get(req reconcile.Request) (*unstructured.Unstructured, error) {
+	inf := i.cluster
+	if req.Namespace != "" {
+		inf = i.namespaced
+	}
+	obj, err := inf.Get(req.Namespace, req.Name)
+	if err != nil {
+		return nil, err
+	}
+	return obj.(*object.Object).Unstructured()
 }
 
 type resources struct {
@@ -164,22 +265,24 @@ type resources struct {
 	mgr      *manager.Manager
 	dynamic  dynamic.Interface // status writes
 	log      logr.Logger
+	policy   plugin.ObjectPolicy
 	ctrl     *controller.Controller
 	recorder record.EventRecorder
-	reads    atomic.Pointer[cache.Informer] // the Plugin informer, held while the controller runs
+	reads    atomic.Pointer[informers]
 
 	mu      sync.Mutex
-	running map[string]*loaded
-	failing map[string]*failing // Plugin objects whose plugin did not load, by name
-	runCtx  context.Context     // the controller's run: retries wait within it
+	running map[string]*loaded // by plugin name
 }
 
-// loaded is a plugin a Plugin object runs.
+// loaded is the plugin an object runs, under its supervisor.
 type loaded struct {
-	p         *plugin.Plugin
-	runnables []manager.Runnable
-	settings  string // the spec without the module: a change reloads
-	lastErr   string // the last refusal or fetch failure, cleared by a good swap
+	sup       *plugin.Supervisor
+	memory    int64  // its share of the memory budget
+	settings  string // the spec without module and paused: a change starts it anew
+	module    string // the module it was started with
+	announced bool   // the Loaded event was recorded
+	shown     string // the last load failure said, so that it is said once
+	lastErr   string // the last refusal or fetch failure of a swap, cleared by a good swap
 	lastWhy   string // its reason: SwapRefused or FetchFailed
 	swaps     int64
 	refusals  int64
@@ -188,95 +291,98 @@ type loaded struct {
 	due       time.Time         // the backoff.ModuleFetch schedule, not on every reconcile
 }
 
-// failing is a Plugin object whose plugin could not be loaded: the settings and module tried,
-// the last failure said, the retry schedule, and the wait for the next try.
-type failing struct {
-	tried   string
-	last    failure
-	retries *backoff.Schedule
-	stop    context.CancelFunc // ends the wait for the next try
-}
-
-// failure is why a Plugin's plugin is not loaded, as its status says it.
+// failure is why an object's plugin is not loaded, as its status says it.
 type failure struct {
-	reason   string // Invalid, FetchFailed, Refused or LoadFailed
+	reason   string // Invalid, FetchFailed, Refused, LoadFailed or StartFailed
 	msg      string
 	refusals int64 // modules refused, over the object's life
 }
 
+// settingsOf is what of spec starts the plugin anew when it changes: all but module and paused.
+func settingsOf(u *unstructured.Unstructured) string {
+	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+	spec = maps.Clone(spec)
+	delete(spec, "module")
+	delete(spec, "paused")
+	b, _ := json.Marshal(spec)
+	return string(b)
+}
+
 func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	inf := r.reads.Load()
-	if inf == nil {
-		return reconcile.Result{}, fmt.Errorf("the Plugin informer is not held")
+	reads := r.reads.Load()
+	if reads == nil {
+		return reconcile.Result{}, fmt.Errorf("the plugin objects' informers are not held")
 	}
-	obj, err := inf.Get("", req.Name)
+	name := PluginName(req.Namespace, req.Name)
+	u, err := reads.get(req)
 	if apierrors.IsNotFound(err) {
-		r.forgetFailure(req.Name)
-		r.unload(ctx, req.Name, nil)
+		r.unload(ctx, name, nil)
 		return reconcile.Result{}, nil
 	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	u, err := obj.(*object.Object).Unstructured()
-	if err != nil {
-		return reconcile.Result{}, err
-	}
 	cfg, paused, err := ConfigOf(u)
+	if err == nil && !paused {
+		err = r.policy.Admit(describe(u), cfg)
+	}
+	if err == nil && !paused {
+		err = cfg.Validate()
+	}
 	if err != nil {
-		return reconcile.Result{}, r.status(ctx, u, nil, &failure{reason: "Invalid", msg: err.Error()})
+		r.unload(ctx, name, u)
+		return reconcile.Result{}, r.refuse(ctx, u, "Invalid", err)
 	}
 	if paused {
-		r.forgetFailure(cfg.Name)
-		r.unload(ctx, cfg.Name, u)
+		r.unload(ctx, name, u)
 		return reconcile.Result{}, r.status(ctx, u, nil, nil)
 	}
-	module := cfg.Module
-	cfg.Module = ""
-	settings, _ := json.Marshal(cfg)
-	cfg.Module = module
+	settings := settingsOf(u)
 
 	r.mu.Lock()
-	l := r.running[cfg.Name]
+	l := r.running[name]
 	r.mu.Unlock()
-	if l != nil && l.settings != string(settings) {
-		r.unload(ctx, cfg.Name, u) // other settings: reload
+	if l != nil && (l.settings != settings || (l.sup.State().Plugin == nil && l.module != cfg.Module)) {
+		r.unload(ctx, name, u) // other settings, or a module that never loaded: start anew
 		l = nil
 	}
-	switch {
-	case l == nil:
-		if err := cfg.Validate(); err != nil {
-			return reconcile.Result{}, r.refuse(ctx, u, "Invalid", err)
+	if l == nil {
+		if err := r.reserve(u, cfg); err != nil {
+			return reconcile.Result{}, r.refuse(ctx, u, "OverBudget", err)
 		}
-		p, err := r.host.LoadFile(ctx, cfg)
-		if err != nil {
-			return reconcile.Result{}, r.loadFailed(ctx, u, cfg, string(settings), err)
-		}
-		r.forgetFailure(cfg.Name)
 		// The counts are the object's: a reload, a restart or a new leader carries them on.
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
 		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
-		l = &loaded{p: p, settings: string(settings), swaps: swaps, refusals: refusals}
-		p.OnSwap = r.onSwap(u, l)
-		p.OnRunning = func(bool) { r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}}) }
-		if l.runnables, err = r.host.Run(p); err == nil {
-			// spec.module may move between files and registries: the triggers follow it.
-			for _, w := range p.Triggers() {
-				if err = r.mgr.Add(w); err != nil {
-					break
-				}
-				l.runnables = append(l.runnables, w)
-			}
-		}
+		l = &loaded{settings: settings, module: cfg.Module, memory: cfg.Memory(), swaps: swaps, refusals: refusals}
+		again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
+		l.sup = r.host.Supervise(cfg, plugin.SuperviseOptions{
+			OnState:   func(plugin.State) { r.ctrl.Enqueue(again) },
+			OnSwap:    r.onSwap(u, l),
+			OnRunning: func(bool) { r.ctrl.Enqueue(again) },
+			Reporting: r.leading,
+		})
 		r.mu.Lock()
-		r.running[cfg.Name] = l
+		r.running[name] = l
 		r.mu.Unlock()
-		if err != nil {
-			r.unload(ctx, cfg.Name, u)
-			return reconcile.Result{}, r.refuse(ctx, u, "StartFailed", err)
+		if err := r.mgr.Add(l.sup); err != nil {
+			r.unload(ctx, name, u)
+			return reconcile.Result{}, r.refuse(ctx, u, plugin.ReasonStartFailed, err)
 		}
-		r.event(u, corev1.EventTypeNormal, "Loaded", "running %s (%s)", module, p.Module().Digest())
-	case l.p.ModuleRef() != module:
+	}
+	st := l.sup.State()
+	if st.Plugin == nil {
+		return reconcile.Result{}, r.notLoaded(ctx, u, l, st)
+	}
+	p := st.Plugin
+	r.mu.Lock()
+	announce := !l.announced
+	l.announced, l.shown = true, ""
+	r.mu.Unlock()
+	if announce {
+		r.event(u, corev1.EventTypeNormal, "Loaded", "running %s (%s) as %s", p.ModuleRef(), p.Module().Digest(), cfg.ServiceAccount.User())
+	}
+	switch module := cfg.Module; {
+	case p.ModuleRef() != module:
 		r.mu.Lock()
 		if l.tried != module {
 			l.tried, l.retries, l.due = module, backoff.ModuleFetch.Start(), time.Time{}
@@ -286,7 +392,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		if wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, r.status(ctx, u, l, nil)
 		}
-		if err := l.p.SwapTo(ctx, module); err != nil {
+		if err := p.SwapTo(ctx, module); err != nil {
 			var fetch *plugin.FetchError
 			r.mu.Lock()
 			delay := l.retries.Next()
@@ -299,9 +405,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			r.mu.Unlock()
 			if news {
 				if r.leading() {
-					r.log.Error(err, "the Plugin's module could not be fetched; the current module keeps serving, and it is tried again with backoff", "plugin", cfg.Name, "serving", l.p.Module().Digest(), "next", delay.Round(time.Millisecond))
+					r.log.Error(err, "the plugin object's module could not be fetched; the current module keeps serving, and it is tried again with backoff", "plugin", cfg.Name, "serving", p.Module().Digest(), "next", delay.Round(time.Millisecond))
 				}
-				r.event(u, corev1.EventTypeWarning, "FetchFailed", "%s keeps serving: %v", l.p.Module().Digest(), err)
+				r.event(u, corev1.EventTypeWarning, "FetchFailed", "%s keeps serving: %v", p.Module().Digest(), err)
 			}
 			return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, l, nil)
 		}
@@ -319,81 +425,64 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	return reconcile.Result{}, r.status(ctx, u, l, nil)
 }
 
-// loadFailed says why a Plugin's plugin did not load, once per distinct reason, and has it tried
-// again on the backoff.ModuleFetch schedule, or as soon as its module file changes. A module
-// refused for what it is is not compiled again (LoadFile says it was refused before) until it
-// or the settings change.
-func (r *resources) loadFailed(ctx context.Context, u *unstructured.Unstructured, cfg plugin.Config, settings string, err error) error {
-	var (
-		fetch  *plugin.FetchError
-		before *plugin.RefusedBeforeError
-	)
-	reason, first := "LoadFailed", err // first: the error as it was first said
-	switch {
-	case errors.As(err, &fetch):
-		reason = "FetchFailed"
-	case errors.As(err, &before):
-		reason, first = "Refused", before.Err
-	case errors.As(err, new(*plugin.RefusedError)):
-		reason = "Refused"
-	}
-	r.mu.Lock()
-	f := r.failing[cfg.Name]
-	if f == nil || f.tried != settings+cfg.Module {
-		if f != nil && f.stop != nil {
-			f.stop()
-		}
-		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
-		f = &failing{tried: settings + cfg.Module, retries: backoff.ModuleFetch.Start(), last: failure{refusals: refusals}}
-		r.failing[cfg.Name] = f
-	}
-	news := f.last.msg != first.Error()
-	if news && reason == "Refused" {
-		f.last.refusals++
-	}
-	f.last.reason, f.last.msg = reason, first.Error()
-	delay := f.retries.Next()
-	// Tried again after the delay, or at once when the module file changes.
-	if f.stop != nil {
-		f.stop()
-	}
-	wait, stop := context.WithCancel(r.runCtx)
-	f.stop = stop
-	last := f.last
-	r.mu.Unlock()
-	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}}
-	go func() {
-		if r.host.WaitForModule(wait, cfg.Module, delay) {
-			r.ctrl.Enqueue(req)
-		}
-	}()
-	shown := last
-	shown.msg = fmt.Sprintf("%s (tried again in %s, or as soon as the module file changes)", err.Error(), delay.Round(time.Second))
-	if _, fromRegistry := cfg.OCIRef(); fromRegistry {
-		shown.msg = fmt.Sprintf("%s (tried again in %s)", err.Error(), delay.Round(time.Second))
-	}
-	if !news {
-		return r.status(ctx, u, nil, &shown)
-	}
-	if r.leading() {
-		r.log.Error(err, "Plugin object's plugin not loaded; tried again with backoff", "plugin", cfg.Name, "reason", reason, "next", delay.Round(time.Millisecond))
-	}
-	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
-	return r.status(ctx, u, nil, &shown)
-}
-
-// forgetFailure drops what is remembered of a Plugin's failed loads.
-func (r *resources) forgetFailure(name string) {
+// reserve takes cfg's memory out of the operator's budget for plugin objects, refusing, with
+// what is taken and what is asked, a plugin that would exceed it.
+func (r *resources) reserve(u *unstructured.Unstructured, cfg plugin.Config) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f := r.failing[name]; f != nil && f.stop != nil {
-		f.stop()
+	var used int64
+	for _, l := range r.running {
+		used += l.memory
 	}
-	delete(r.failing, name)
+	budget := r.policy.MemoryBudget.Value()
+	if ask := cfg.Memory(); used+ask > budget {
+		return fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator",
+			describe(u), quantity(ask), quantity(used), r.policy.MemoryBudget)
+	}
+	return nil
 }
 
-// onSwap records a swap's outcome on the Plugin object, whoever triggered it.
+func quantity(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }
+
+// notLoaded reports an object whose plugin is not loaded: once per distinct failure in the log
+// and an Event, and always in status. The supervisor tries again on its own.
+func (r *resources) notLoaded(ctx context.Context, u *unstructured.Unstructured, l *loaded, st plugin.State) error {
+	if st.Reason == "" { // the first attempt has not ended
+		return r.status(ctx, u, nil, &failure{reason: "Loading", msg: "the module is being loaded", refusals: l.refusals})
+	}
+	first := st.Err
+	var before *plugin.RefusedBeforeError
+	if errors.As(first, &before) {
+		first = before.Err
+	}
+	r.mu.Lock()
+	news := l.shown != first.Error()
+	l.shown = first.Error()
+	if news && st.Reason == plugin.ReasonRefused {
+		l.refusals++
+	}
+	f := failure{reason: st.Reason, msg: st.Err.Error(), refusals: l.refusals}
+	r.mu.Unlock()
+	if st.Next > 0 {
+		f.msg = fmt.Sprintf("%s (tried again in %s, or as soon as the module file changes)", f.msg, st.Next.Round(time.Second))
+		if cfg := l.sup.Config(); isRegistry(&cfg) {
+			f.msg = fmt.Sprintf("%s (tried again in %s)", st.Err, st.Next.Round(time.Second))
+		}
+	}
+	if news {
+		r.event(u, corev1.EventTypeWarning, st.Reason, "%v", st.Err)
+	}
+	return r.status(ctx, u, nil, &f)
+}
+
+func isRegistry(cfg *plugin.Config) bool {
+	_, ok := cfg.OCIRef()
+	return ok
+}
+
+// onSwap records a swap's outcome on the object, whoever triggered it.
 func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(plugin.SwapEvent) {
+	again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 	return func(s plugin.SwapEvent) {
 		r.mu.Lock()
 		if s.Err != nil {
@@ -412,13 +501,13 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(plugin.
 		default:
 			r.event(u, corev1.EventTypeNormal, "Swapped", "%s -> %s", s.From, s.To)
 		}
-		r.ctrl.Enqueue(reconcile.Request{NamespacedName: types.NamespacedName{Name: u.GetName()}})
+		r.ctrl.Enqueue(again)
 	}
 }
 
 func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) error {
 	if r.leading() { // once, by the replica that reports
-		r.log.Error(err, "Plugin object refused", "plugin", u.GetName(), "reason", reason)
+		r.log.Error(err, "plugin object refused", "object", describe(u), "reason", reason)
 	}
 	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
 	return r.status(ctx, u, nil, &failure{reason: reason, msg: err.Error()})
@@ -431,7 +520,7 @@ func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, re
 // the status and Events they would all write alike, and each writes its own entry of
 // status.replicas.
 func (r *resources) leading() bool {
-	if t := r.host.Share; t != nil {
+	if t := r.host.Share(); t != nil {
 		return t.Reporter()
 	}
 	select {
@@ -448,7 +537,7 @@ func (r *resources) event(u *unstructured.Unstructured, typ, reason, format stri
 	}
 }
 
-// status writes the Plugin's status: Ready while a module serves, Degraded while the last
+// status writes the object's status: Ready while a module serves, Degraded while the last
 // attempt (load or swap) failed, with its message, and Running while the controller runs. The
 // conditions are metav1.Conditions, set with apimachinery's helpers: a condition's
 // lastTransitionTime moves only when its status does. A failed write is returned, so that the
@@ -456,25 +545,33 @@ func (r *resources) event(u *unstructured.Unstructured, typ, reason, format stri
 func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, f *failure) error {
 	var s *serving
 	if l != nil {
+		p := l.sup.State().Plugin
+		if p == nil {
+			return nil // stopped meanwhile: the next reconcile says so
+		}
 		r.mu.Lock()
 		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy}
 		r.mu.Unlock()
-		s.digest, s.running, s.kinds = l.p.Module().Digest(), l.p.Running(), l.p.Kinds()
+		s.digest, s.running, s.kinds, s.plugin = p.Module().Digest(), p.Running(), p.Kinds(), p
 	}
 	st := map[string]any{}
 	if r.leading() {
-		st = statusOf(u, s, f, r.host.Share != nil)
+		st = statusOf(u, s, f, r.host.Share() != nil)
 	}
-	if t := r.host.Share; t != nil {
-		st["replicas"] = replicasOf(u, t.Identity(), t.Replicas(), l)
+	if t := r.host.Share(); t != nil {
+		st["replicas"] = replicasOf(u, t.Identity(), t.Replicas(), s)
 	}
 	if len(st) == 0 {
 		return nil
 	}
 	patch, _ := json.Marshal(map[string]any{"status": st})
-	_, err := r.dynamic.Resource(GVR).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	gvr := ClusterGVR
+	if u.GetNamespace() != "" {
+		gvr = GVR
+	}
+	_, err := r.dynamic.Resource(gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing Plugin %q's status: %w", u.GetName(), err)
+		return fmt.Errorf("writing %s's status: %w", describe(u), err)
 	}
 	return nil
 }
@@ -487,6 +584,7 @@ type serving struct {
 	lastWhy         string // its reason: SwapRefused or FetchFailed
 	running         bool
 	kinds           []schema.GroupVersionKind
+	plugin          *plugin.Plugin
 }
 
 // statusOf is the status (a merge patch) of Plugin u, whose plugin s serves (nil: not loaded,
@@ -551,7 +649,7 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool)
 // replicasOf is the merge patch of status.replicas from replica me: its own entry (what it
 // holds of the plugin and whether it runs it), and null for the entries of replicas no longer
 // live, which are gone for good (a restarted process is a new replica).
-func replicasOf(u *unstructured.Unstructured, me string, live []string, l *loaded) map[string]any {
+func replicasOf(u *unstructured.Unstructured, me string, live []string, s *serving) map[string]any {
 	out := map[string]any{}
 	old, _, _ := unstructured.NestedMap(u.Object, "status", "replicas")
 	for id := range old {
@@ -560,17 +658,17 @@ func replicasOf(u *unstructured.Unstructured, me string, live []string, l *loade
 		}
 	}
 	entry := map[string]any{"holds": []string{}, "running": false}
-	if l != nil {
-		if held := l.p.Held(); held != nil {
+	if s != nil {
+		if held := s.plugin.Held(); held != nil {
 			entry["holds"] = held
 		}
-		entry["running"] = l.p.Running()
+		entry["running"] = s.running
 	}
 	out[me] = entry
 	return out
 }
 
-// unload stops a plugin, removes it from the manager and closes its module.
+// unload stops an object's plugin: its supervisor removes it from the manager and closes it.
 func (r *resources) unload(ctx context.Context, name string, u *unstructured.Unstructured) {
 	r.mu.Lock()
 	l := r.running[name]
@@ -579,22 +677,21 @@ func (r *resources) unload(ctx context.Context, name string, u *unstructured.Uns
 	if l == nil {
 		return
 	}
-	// A guest that loops without being interruptible holds its reconcile: stop waiting for it
-	// after its timeout (and a little more) and say so.
-	cfg := l.p.Config()
-	ctx, cancel := context.WithTimeout(ctx, cfg.ReconcileTimeout()+5*time.Second)
+	p := l.sup.State().Plugin
+	// The supervisor waits for a guest that loops without being interruptible at most its
+	// timeout and 5 s more; so does this.
+	cfg := l.sup.Config()
+	ctx, cancel := context.WithTimeout(ctx, cfg.ReconcileTimeout()+10*time.Second)
 	defer cancel()
-	for i := len(l.runnables) - 1; i >= 0; i-- {
-		if err := r.mgr.Remove(ctx, l.runnables[i]); err != nil {
-			r.log.Error(err, "stopping a plugin", "plugin", name)
-		}
+	if err := r.mgr.Remove(ctx, l.sup); err != nil && !errors.Is(err, manager.ErrStopping) {
+		r.log.Error(err, "stopping a plugin", "plugin", name)
 	}
-	if err := l.p.Close(ctx); err != nil {
-		r.log.Error(err, "closing a plugin's module", "plugin", name)
+	if p == nil {
+		return
 	}
 	r.log.Info("plugin unloaded", "plugin", name)
 	if u != nil {
-		r.event(u, corev1.EventTypeNormal, "Unloaded", "stopped %s", l.p.Module().Digest())
+		r.event(u, corev1.EventTypeNormal, "Unloaded", "stopped %s", p.Module().Digest())
 	}
 }
 

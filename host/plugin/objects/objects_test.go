@@ -14,26 +14,72 @@ import (
 
 func pluginObject(t *testing.T, spec string) *unstructured.Unstructured {
 	t.Helper()
+	return objectOf(t, `"kind":"Plugin","metadata":{"name":"labeler","namespace":"team-a","generation":3}`, spec)
+}
+
+func clusterPluginObject(t *testing.T, spec string) *unstructured.Unstructured {
+	t.Helper()
+	return objectOf(t, `"kind":"ClusterPlugin","metadata":{"name":"labeler","generation":3}`, spec)
+}
+
+func objectOf(t *testing.T, head, spec string) *unstructured.Unstructured {
+	t.Helper()
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON([]byte(`{"apiVersion":"wasmrec.dev/v1alpha1","kind":"Plugin","metadata":{"name":"labeler","generation":3},"spec":` + spec + `}`)); err != nil {
+	if err := u.UnmarshalJSON([]byte(`{"apiVersion":"wasmrec.dev/v1alpha1",` + head + `,"spec":` + spec + `}`)); err != nil {
 		t.Fatal(err)
 	}
 	return u
 }
 
-func TestConfigOfTakesTheNameFromTheObject(t *testing.T) {
-	cfg, paused, err := ConfigOf(pluginObject(t, `{"module":"oci://reg/labeler:v1","maxConcurrentReconciles":2,"paused":true}`))
+func TestAPluginActsAsItsServiceAccountInsideItsNamespace(t *testing.T) {
+	cfg, paused, err := ConfigOf(pluginObject(t, `{"module":"oci://reg/labeler:v1","serviceAccountName":"labeler","maxConcurrentReconciles":2,"paused":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Name != "labeler" || cfg.Module != "oci://reg/labeler:v1" || cfg.MaxConcurrentReconciles != 2 || !paused {
+	if cfg.Name != "team-a.labeler" || cfg.Module != "oci://reg/labeler:v1" || cfg.MaxConcurrentReconciles != 2 || !paused {
 		t.Errorf("ConfigOf = %+v, paused %v", cfg, paused)
 	}
-	if cfg.Origin != `Plugin object "labeler"` {
+	if cfg.ServiceAccount == nil || cfg.ServiceAccount.User() != "system:serviceaccount:team-a:labeler" {
+		t.Errorf("acts as %v; want team-a's ServiceAccount labeler", cfg.ServiceAccount)
+	}
+	if !cfg.Confined || len(cfg.Namespaces) != 1 || cfg.Namespaces[0] != "team-a" {
+		t.Errorf("namespaces %v, confined %v; want team-a only, confined", cfg.Namespaces, cfg.Confined)
+	}
+	if cfg.Origin != "Plugin team-a/labeler" {
 		t.Errorf("Origin %q: a clash of names must say where the settings come from", cfg.Origin)
 	}
-	if _, _, err := ConfigOf(pluginObject(t, `{"module":"x.wasm","maxConcurrentReconciles":"four"}`)); err == nil || !strings.Contains(err.Error(), "fix the Plugin object") {
-		t.Errorf("a spec that is not a plugin's settings: %v", err)
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("a Plugin's plugin name is not valid: %v", err)
+	}
+	for spec, want := range map[string]string{
+		`{"module":"x.wasm"}`: "spec.serviceAccountName is required",
+		`{"module":"x.wasm","serviceAccountName":"a","namespaces":["team-b"]}`:            "spec.namespaces is a ClusterPlugin's",
+		`{"module":"x.wasm","serviceAccount":{"namespace":"kube-system","name":"admin"}}`: "spec.serviceAccount is a ClusterPlugin's",
+		`{"module":"x.wasm","serviceAccountName":"a","maxConcurrentReconciles":"four"}`:   "fix the object",
+		`{"module":"x.wasm","serviceAccountName":"a","maxConcurentReconciles":4}`:         `unknown field "maxConcurentReconciles"`,
+		`{"module":"x.wasm","serviceAccountName":"Not_A_Name"}`:                           "not a valid name",
+	} {
+		if _, _, err := ConfigOf(pluginObject(t, spec)); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "Plugin team-a/labeler") {
+			t.Errorf("%s: %v; want an error naming the object and saying %q", spec, err, want)
+		}
+	}
+}
+
+func TestAClusterPluginNamesItsServiceAccount(t *testing.T) {
+	cfg, _, err := ConfigOf(clusterPluginObject(t, `{"module":"x.wasm","serviceAccount":{"namespace":"ops","name":"labeler"},"namespaces":["a","b"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Name != "labeler" || cfg.Confined || cfg.ServiceAccount.User() != "system:serviceaccount:ops:labeler" || len(cfg.Namespaces) != 2 {
+		t.Errorf("ConfigOf = %+v (%v)", cfg, cfg.ServiceAccount)
+	}
+	for spec, want := range map[string]string{
+		`{"module":"x.wasm"}`:                                "spec.serviceAccount {namespace, name} is required",
+		`{"module":"x.wasm","serviceAccountName":"labeler"}`: "spec.serviceAccountName is a Plugin's",
+	} {
+		if _, _, err := ConfigOf(clusterPluginObject(t, spec)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v; want %q", spec, err, want)
+		}
 	}
 }
 

@@ -5,7 +5,8 @@
  * succeeds), "spin" (logs "spinning", then spins ~2G iterations without a host call, seconds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "nap-*" (sleeps 100ms, then
  * logs "napped <name>"), "chatty" (prints 100,000 lines of 128 bytes to stdout), "flood" (prints
  * 100 MiB to stdout, then asks to be reconciled again 1ms later), "unknownkinds" (gets 1000
- * kinds no API server serves, logs how many were refused, and asks again 10ms later). Any other name reconciles
+ * kinds no API server serves, logs how many were refused, and asks again 10ms later), "hog-<n>"
+ * (grows its memory by n MiB, writes every byte of it, logs "hogging <n> MiB" and succeeds). Any other name reconciles
  * cleanly. It reconciles ConfigMaps labelled
  * wasmrec.dev/misbehave. */
 #include <stdint.h>
@@ -98,6 +99,17 @@ EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
     int len = snprintf(scratch, sizeof scratch, "looked up 1000 unknown kinds: %d refused", refused);
     host_log(1, scratch, (uint32_t)len);
     return pack(again_in_10ms, sizeof again_in_10ms);
+  }
+  if (!strncmp(name, "hog-", 4)) {
+    /* grows its memory by <n> MiB and touches every page, then succeeds: the instance keeps it */
+    int mib = 0;
+    for (const char *c = name + 4; *c >= '0' && *c <= '9'; c++) mib = mib * 10 + (*c - '0');
+    __SIZE_TYPE__ old = __builtin_wasm_memory_grow(0, (__SIZE_TYPE__)mib * 16);
+    if (old == (__SIZE_TYPE__)-1) __builtin_trap();
+    memset((void *)(old * 65536), 1, (__SIZE_TYPE__)mib << 20);
+    int len = snprintf(scratch, sizeof scratch, "hogging %d MiB", mib);
+    host_log(1, scratch, (uint32_t)len);
+    return 0;
   }
   if (!strcmp(name, "bomb")) {
     while (__builtin_wasm_memory_grow(0, 16) != (__SIZE_TYPE__)-1) {

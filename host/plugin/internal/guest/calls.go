@@ -49,6 +49,10 @@ type API struct {
 	// Owned, if set, reports whether this replica may still act for the plugin: a write
 	// while it reports false is refused with StatusUnavailable (see ownership.Claim.Fresh).
 	Owned func() bool
+	// MayRead, if set, asks whether the identity the plugin acts as may do verb (get or list)
+	// on resource in each of namespaces (none: cluster-wide), before a read is served from the
+	// host's informers, which RBAC never sees. Its error says who may not do what.
+	MayRead func(ctx context.Context, verb string, resource schema.GroupResource, namespaces []string) error
 
 	lookups      *rate.Limiter  // lookups of kinds the host does not know
 	apiForbidden rate.Sometimes // says calls the API server refuses, now and then
@@ -194,6 +198,9 @@ func (c *Calls) target(apiVersion, kind, sub, verb, namespace string) (*meta.RES
 		return nil, fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
 	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+	if err := pol.CheckScope(gvk, namespaced); err != nil {
+		return nil, fail(abi.StatusForbidden, "forbidden: %s %v", verb, err)
+	}
 	switch {
 	case !namespaced && namespace != "":
 		return nil, fail(abi.StatusBadRequest, "%s is cluster-scoped: leave namespace empty (it is %q)", policy.Kind(gvk), namespace)
@@ -286,6 +293,27 @@ func decode(body []byte, v any) error {
 	return nil
 }
 
+// reviewRead asks, if the plugin acts as an identity of its own, whether that identity may read
+// m's resource where the read reaches: namespace, or across the plugin's namespaces, or the
+// cluster.
+func (c *Calls) reviewRead(ctx context.Context, verb string, m *meta.RESTMapping, namespace string) error {
+	if c.API.MayRead == nil {
+		return nil
+	}
+	var namespaces []string
+	switch {
+	case m.Scope.Name() != meta.RESTScopeNameNamespace:
+	case namespace != "":
+		namespaces = []string{namespace}
+	default:
+		namespaces = c.Policy.Namespaces
+	}
+	if err := c.API.MayRead(ctx, verb, m.Resource.GroupResource(), namespaces); err != nil {
+		return fail(abi.StatusForbidden, "forbidden: %v", err)
+	}
+	return nil
+}
+
 func (c *Calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	var ref abi.ObjectRef
 	if err := decode(body, &ref); err != nil {
@@ -297,6 +325,9 @@ func (c *Calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	if ref.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "get needs a name (list reads many)")
+	}
+	if err := c.reviewRead(ctx, "get", m, ref.Namespace); err != nil {
+		return nil, err
 	}
 	if err := c.API.Reads.Wait(ctx, c.API.Log); err != nil {
 		return nil, err
@@ -316,6 +347,9 @@ func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	m, err := c.target(req.APIVersion, req.Kind, "", "list", req.Namespace)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.reviewRead(ctx, "list", m, req.Namespace); err != nil {
 		return nil, err
 	}
 	if err := c.API.Reads.Wait(ctx, c.API.Log); err != nil {

@@ -30,6 +30,8 @@ type Policy struct {
 	Asked []abi.Permission
 	// Namespaces bounds every namespaced read, write and watch; empty for all.
 	Namespaces []string
+	// Confined puts cluster-scoped kinds out of the plugin's reach: it works within Namespaces.
+	Confined bool
 }
 
 // New returns the policy of a module whose manifest asks for asked, refusing one that asks for
@@ -157,11 +159,22 @@ func (p *Policy) CheckWatches(m *abi.Manifest, mapper Mapper) (unresolved []sche
 		if err := p.CheckWatch(gvk, mapping.Resource.GroupResource()); err != nil {
 			refused = append(refused, err.Error())
 		}
+		if err := p.CheckScope(gvk, mapping.Scope.Name() == meta.RESTScopeNameNamespace); err != nil {
+			refused = append(refused, "watching "+err.Error())
+		}
 	}
 	if len(refused) > 0 {
 		return unresolved, errors.New(strings.Join(refused, "; "))
 	}
 	return unresolved, nil
+}
+
+// CheckScope refuses a cluster-scoped kind to a confined plugin.
+func (p *Policy) CheckScope(gvk schema.GroupVersionKind, namespaced bool) error {
+	if p.Confined && !namespaced {
+		return fmt.Errorf("%s is cluster-scoped, and plugin %q is confined to namespace %s: a namespaced Plugin reaches only its own namespace (a cluster admin may run it as a ClusterPlugin)", Kind(gvk), p.Plugin, strings.Join(p.Namespaces, ", "))
+	}
+	return nil
 }
 
 // CheckWatch requires list and watch on resource, the resource of kind gvk.

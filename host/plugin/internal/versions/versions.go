@@ -23,15 +23,51 @@ const (
 // Kept is a plugin's retired versions and refused digests. The zero value keeps the defaults.
 // It is safe for concurrent use.
 type Kept struct {
-	// Max is how many retired versions stay compiled; RefusedMax how many refused digests are
-	// remembered. Zero: the defaults.
-	Max, RefusedMax int
+	// Max is how many retired versions stay compiled. Zero: DefaultKeep.
+	Max int
+
+	refused Refused // modules refused for what they are
+
+	mu     sync.Mutex
+	recent map[string]*wasm.Module // retired versions, by digest
+	order  []string                // their digests, oldest first
+	closed bool
+}
+
+// Refused remembers the modules a plugin refused for what they are (their ABI, their manifest
+// against the grant), by digest, so that one refused is not compiled again: the one place that
+// keeps them, for loads and swaps alike. The zero value remembers DefaultRefused digests. It is
+// safe for concurrent use.
+type Refused struct {
+	// Max is how many digests are remembered. Zero: DefaultRefused.
+	Max int
 
 	mu      sync.Mutex
-	recent  map[string]*wasm.Module // retired versions, by digest
-	order   []string                // their digests, oldest first
-	refused map[string]error        // modules refused for what they are, by digest
-	closed  bool
+	refused map[string]error
+}
+
+// Check returns a RefusedBeforeError if digest was refused.
+func (r *Refused) Check(digest string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.refused[digest]; err != nil {
+		return &RefusedBeforeError{Digest: digest, Err: err}
+	}
+	return nil
+}
+
+// Refuse remembers that the module with digest was refused for err, a reason that holds as long
+// as the module does: not a passing one.
+func (r *Refused) Refuse(digest string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.refused == nil {
+		r.refused = map[string]error{}
+	}
+	if len(r.refused) >= cmpOr(r.Max, DefaultRefused) {
+		clear(r.refused) // rarely reached; forgetting only costs a compile
+	}
+	r.refused[digest] = err
 }
 
 // RefusedBeforeError is a swap to a module refused before for what it is: it was not compiled
@@ -50,11 +86,11 @@ func (e *RefusedBeforeError) Unwrap() error { return e.Err }
 // Take hands over the retired version with digest, if one is kept (it is no longer kept: Keep it
 // again if it does not get to serve). It returns a RefusedBeforeError for a digest refused before.
 func (k *Kept) Take(digest string) (*wasm.Module, error) {
+	if err := k.refused.Check(digest); err != nil {
+		return nil, err
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if err := k.refused[digest]; err != nil {
-		return nil, &RefusedBeforeError{Digest: digest, Err: err}
-	}
 	mod := k.recent[digest]
 	if mod != nil {
 		delete(k.recent, digest)
@@ -65,17 +101,7 @@ func (k *Kept) Take(digest string) (*wasm.Module, error) {
 
 // Refuse remembers that the module with digest was refused for err, a reason that holds as long
 // as the module does (its ABI, its manifest against the grant): not a passing one.
-func (k *Kept) Refuse(digest string, err error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.refused == nil {
-		k.refused = map[string]error{}
-	}
-	if len(k.refused) >= cmpOr(k.RefusedMax, DefaultRefused) {
-		clear(k.refused) // rarely reached; forgetting only costs a compile
-	}
-	k.refused[digest] = err
-}
+func (k *Kept) Refuse(digest string, err error) { k.refused.Refuse(digest, err) }
 
 // Keep keeps a retired module for a swap back, closing the oldest beyond Max; once the Kept is
 // closed, it closes m instead.

@@ -61,7 +61,8 @@ func TestKeepEvictsTheOldestAndTakeHandsOver(t *testing.T) {
 }
 
 func TestARefusedDigestIsRefusedBeforeItIsTaken(t *testing.T) {
-	k := &Kept{RefusedMax: 2}
+	k := &Kept{}
+	k.refused.Max = 2
 	first := errors.New("asks for secrets")
 	k.Refuse("sha256:a", first)
 	var before *RefusedBeforeError
@@ -69,7 +70,7 @@ func TestARefusedDigestIsRefusedBeforeItIsTaken(t *testing.T) {
 		t.Fatalf("Take of a refused digest: %v; want a RefusedBeforeError wrapping the first refusal", err)
 	}
 	k.Refuse("sha256:b", first)
-	k.Refuse("sha256:c", first) // past RefusedMax: forgotten, at the cost of a compile
+	k.Refuse("sha256:c", first) // past the Max remembered: forgotten, at the cost of a compile
 	if _, err := k.Take("sha256:c"); err == nil {
 		t.Error("the newest refusal was forgotten")
 	}

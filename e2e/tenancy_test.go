@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
+)
+
+// tenant is a user with rights in one namespace only, as a team gets them: Plugin objects, and
+// reads of every core resource there (so that it may grant a plugin "*"), and nothing elsewhere.
+type tenant struct {
+	name string
+	ns   string
+	dyn  dynamic.Interface
+}
+
+func newTenant(t *testing.T, name, ns string) *tenant {
+	t.Helper()
+	rc, err := cp.AddUser(name)
+	must(t, err)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	_, err = cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"wasmrec.dev"}, Resources: []string{"plugins"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+	}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: name}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}}, metav1.CreateOptions{})
+	must(t, err)
+	return &tenant{name: name, ns: ns, dyn: dynamic.NewForConfigOrDie(rc)}
+}
+
+// plugin creates a Plugin in the tenant's namespace, as the tenant.
+func (tn *tenant) plugin(name string, spec map[string]any) error {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": objects.GVK.GroupVersion().String(), "kind": objects.GVK.Kind,
+		"metadata": map[string]any{"name": name, "namespace": tn.ns}, "spec": spec}}
+	_, err := tn.dyn.Resource(objects.GVR).Namespace(tn.ns).Create(context.Background(), u, metav1.CreateOptions{})
+	return err
+}
+
+// serviceAccount makes a ServiceAccount in ns allowed only rules.
+func serviceAccount(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sa-" + name}, Rules: rules}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sa-" + name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "sa-" + name}}, metav1.CreateOptions{})
+	must(t, err)
+}
+
+// pluginCondition reads a Plugin's condition: status and message.
+func pluginCondition(t *testing.T, ns, name, typ string) (string, string) {
+	t.Helper()
+	u, err := dyn(t).Resource(objects.GVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return "", err.Error()
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m := c.(map[string]any)
+		if m["type"] == typ {
+			return fmt.Sprint(m["status"]), fmt.Sprint(m["message"])
+		}
+	}
+	return "", ""
+}
+
+// A tenant who may read everything in her own namespace, and nothing elsewhere, creates a Plugin
+// whose module reads Secrets under a "*" grant. Its plugin acts as the ServiceAccount she names,
+// which may read ConfigMaps only: it reads no Secret of her namespace (its RBAC says no), none of
+// another namespace (a Plugin is confined to its own), and the refusals say which wall stopped
+// it. She cannot touch another team's Plugin; the operator's bounds and sources refuse what
+// exceeds them, and a refused source tells nothing of the host's files.
+func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
+	ctx := context.Background()
+	installPluginCRD(t)
+	teamA, teamB, prod := namespace(t), namespace(t), namespace(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for _, s := range []struct{ ns, name string }{{prod, "db-password"}, {teamA, "token"}} {
+		_, err := cs.CoreV1().Secrets(s.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.name}, StringData: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	alice := newTenant(t, "alice-"+teamA, teamA)
+	serviceAccount(t, teamA, "reader",
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}})
+
+	dir := t.TempDir() // the only source the operator allows
+	module := filepath.Join(dir, "tenant.wasm")
+	writeModule(t, module, module2(t, "tenant"))
+	logs := &logLines{}
+	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
+	must(t, err)
+	t.Cleanup(host.Close)
+	limit := resource.MustParse("256Mi")
+	res, err := objects.New(host, objects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, MaxMemoryLimit: &limit}})
+	must(t, err)
+	must(t, mgr.Add(res))
+
+	star := []any{map[string]any{"group": "", "resources": []any{"*"}, "verbs": []any{"get", "list", "watch"}}}
+	must(t, alice.plugin("peek", map[string]any{"module": module, "serviceAccountName": "reader", "permissions": star}))
+	eventually(t, 30*time.Second, "peek Ready", func() error {
+		if s, m := pluginCondition(t, teamA, "peek", "Ready"); s != "True" {
+			return fmt.Errorf("Ready=%s: %s", s, m)
+		}
+		return nil
+	})
+	for _, name := range []string{"get." + prod + ".db-password", "get." + teamA + ".token", "list." + teamA, "list." + prod} {
+		_, err := cs.CoreV1().ConfigMaps(teamA).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"wasmrec.dev/tenant": ""}}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	user := "system:serviceaccount:" + teamA + ":reader"
+	for name, want := range map[string]string{
+		"get." + prod + ".db-password": `namespace \"` + prod + `\" is outside plugin \"` + teamA + `.peek\"'s namespaces`,
+		"list." + prod:                 `namespace \"` + prod + `\" is outside plugin`,
+		"get." + teamA + ".token":      "the plugin's ServiceAccount's RBAC does not let " + user + " get core/secrets in " + teamA,
+		"list." + teamA:                "the plugin's ServiceAccount's RBAC does not let " + user + " list core/secrets in " + teamA,
+	} {
+		line := logs.waitFor(t, 30*time.Second, name+" returned status")
+		if !strings.Contains(line, want) {
+			t.Errorf("%s: the guest was told\n%s\nwant it to say %q", name, line, want)
+		}
+		t.Logf("%s: %s", name, line[strings.Index(line, "returned status"):])
+		if strings.Contains(line, "hunter2") || strings.Contains(line, base64.StdEncoding.EncodeToString([]byte("hunter2"))) {
+			t.Errorf("%s: the guest read the Secret: %s", name, line)
+		}
+	}
+
+	// Another team's Plugin is out of her reach: RBAC refuses her before anything else.
+	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
+		"metadata": map[string]any{"name": "theirs", "namespace": teamB}, "spec": map[string]any{"module": module, "serviceAccountName": "default", "paused": true, "permissions": []any{}}}}
+	_, err = dyn(t).Resource(objects.GVR).Namespace(teamB).Create(ctx, other, metav1.CreateOptions{})
+	must(t, err)
+	_, err = alice.dyn.Resource(objects.GVR).Namespace(teamB).Patch(ctx, "theirs", types.MergePatchType, []byte(`{"spec":{"module":"oci://evil/x:v1"}}`), metav1.PatchOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("alice patched team B's Plugin: %v", err)
+	}
+
+	// The operator's bounds: 1Gi past a 256Mi limit is refused, naming the limit.
+	must(t, alice.plugin("big", map[string]any{"module": module, "serviceAccountName": "reader", "permissions": star, "memoryLimit": "1Gi"}))
+	// A source outside the allowlist: refused without being touched, whether it exists or not.
+	must(t, alice.plugin("probe-file", map[string]any{"module": "/etc/hostname", "serviceAccountName": "reader", "permissions": star}))
+	must(t, alice.plugin("probe-none", map[string]any{"module": "/no/such/file.wasm", "serviceAccountName": "reader", "permissions": star}))
+	must(t, alice.plugin("probe-net", map[string]any{"module": "oci://127.0.0.1:1/x:v1", "serviceAccountName": "reader", "permissions": star}))
+	degraded := func(name string) string {
+		t.Helper()
+		var msg string
+		eventually(t, 30*time.Second, name+" Degraded", func() error {
+			s, m := pluginCondition(t, teamA, name, "Degraded")
+			if s != "True" {
+				return fmt.Errorf("Degraded=%s: %s", s, m)
+			}
+			msg = m
+			return nil
+		})
+		return msg
+	}
+	if m := degraded("big"); !strings.Contains(m, "spec.memoryLimit 1Gi is above the operator's limit of 256Mi") {
+		t.Errorf("big: %s", m)
+	}
+	file, none, net := degraded("probe-file"), degraded("probe-none"), degraded("probe-net")
+	if strings.ReplaceAll(file, "/etc/hostname", "X") != strings.ReplaceAll(strings.ReplaceAll(none, "/no/such/file.wasm", "X"), "probe-none", "probe-file") {
+		t.Errorf("the status of a path that exists differs from one that does not:\n%s\n%s", file, none)
+	}
+	t.Logf("a source outside the allowlist: %s", net)
+	for _, m := range []string{file, none, net} {
+		if !strings.Contains(m, "not from a source the operator allows") || strings.Contains(m, "no such file") || strings.Contains(m, "connection refused") {
+			t.Errorf("a source outside the allowlist: %s", m)
+		}
+	}
+}
+
+// A plugin object whose instance grew to about 1 GiB gives it back when it is deleted: the
+// host's resident memory returns to within 20% of what it was before the plugin came.
+func TestDeletedPluginGivesItsMemoryBack(t *testing.T) {
+	ctx := context.Background()
+	installPluginCRD(t)
+	ns := namespace(t)
+	h := startHost(t, "plugins: []\npluginObjects: {sources: [/], maxMemoryLimit: 2Gi, memoryBudget: 4Gi}\n")
+	h.waitOut(t, `msg="starting workers" controller=plugins`)
+	rss := func() int64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
+		must(t, err)
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				var kb int64
+				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+				return kb << 10
+			}
+		}
+		t.Fatal("no VmRSS")
+		return 0
+	}
+	time.Sleep(2 * time.Second) // the host settles
+	before := rss()
+	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "hog"},
+		"spec": map[string]any{"module": wasmFile(t, "testguests", "misbehave"), "namespaces": []any{ns},
+			"memoryLimit": "1200Mi", "recycleAbove": "1200Mi",
+			"permissions": []any{map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch"}}}}}}
+	_, err := dyn(t).Resource(pluginGVR).Create(ctx, clusterPlugin(t, obj), metav1.CreateOptions{})
+	must(t, err)
+	misbehaving(t, ns, "hog-1000")
+	h.waitOut(t, `msg="hogging 1000 MiB" plugin=hog`)
+	peak := rss()
+	if peak < before+900<<20 {
+		t.Fatalf("RSS %d MiB with the plugin hogging 1000 MiB, %d MiB before: the guest's memory is not resident", peak>>20, before>>20)
+	}
+	must(t, dyn(t).Resource(pluginGVR).Delete(ctx, "hog", metav1.DeleteOptions{}))
+	h.waitOut(t, `msg="plugin unloaded" plugin=hog`)
+	var after int64
+	eventually(t, 20*time.Second, "RSS back within 20% of before", func() error {
+		if after = rss(); float64(after) > 1.2*float64(before) {
+			return fmt.Errorf("RSS %d MiB, %d MiB before the plugin, %d MiB at its peak", after>>20, before>>20, peak>>20)
+		}
+		return nil
+	})
+	t.Logf("host RSS: %d MiB before, %d MiB with the plugin hogging 1000 MiB, %d MiB after it was deleted", before>>20, peak>>20, after>>20)
+}

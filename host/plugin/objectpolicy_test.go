@@ -1,0 +1,74 @@
+package plugin
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestObjectPolicyAllowsOnlyItsSources(t *testing.T) {
+	p := ObjectPolicy{Sources: []string{"oci://registry.example.com/team-a/", "oci://registry.example.com/shared", "/var/lib/wasmrec/modules"}}
+	for module, ok := range map[string]bool{
+		"oci://registry.example.com/team-a/labeler:v1":        true,
+		"oci://registry.example.com/team-a/labeler@sha256:ab": true,
+		"oci://registry.example.com/team-ab/labeler:v1":       false,
+		"oci://registry.example.com/shared:v1":                true,
+		"oci://registry.example.com/shared/x:v1":              true,
+		"oci://registry.example.com/sharedx:v1":               false,
+		"oci://127.0.0.1:6443/anything:v1":                    false,
+		"/var/lib/wasmrec/modules/a.wasm":                     true,
+		"/var/lib/wasmrec/modules/../../../etc/passwd":        false,
+		"/var/lib/wasmrec/modulesx/a.wasm":                    false,
+		"oci:/var/lib/wasmrec/modules/layout:v1":              true,
+		"oci:/tmp/layout:v1":                                  false,
+		"relative.wasm":                                       false,
+		"/var/run/secrets/kubernetes.io/serviceaccount/token": false,
+	} {
+		err := p.AllowsSource("Plugin team-a/x", module)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v, want allowed %v", module, err, ok)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "pluginObjects.sources") || !strings.Contains(err.Error(), "Plugin team-a/x")) {
+			t.Errorf("%s: the refusal %q names neither the object nor the setting", module, err)
+		}
+	}
+	if err := (ObjectPolicy{}).AllowsSource("Plugin a/b", "oci://r/x:v1"); err == nil || !strings.Contains(err.Error(), "none yet") {
+		t.Errorf("with no sources: %v; want a refusal saying none are allowed yet", err)
+	}
+}
+
+func TestObjectPolicyBoundsTheSettings(t *testing.T) {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	yes := true
+	p := ObjectPolicy{Sources: []string{"oci://"}}
+	base := Config{Name: "x", Module: "oci://r/x:v1"}
+	for _, c := range []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) {}, ""},
+		{func(c *Config) { c.MemoryLimit = q("1Gi") }, "spec.memoryLimit 1Gi is above the operator's limit of 256Mi (pluginObjects.maxMemoryLimit"},
+		{func(c *Config) { c.MaxConcurrentReconciles = 100000 }, "spec.maxConcurrentReconciles 100000 is above the operator's limit of 8"},
+		{func(c *Config) { c.Timeout = &metav1.Duration{Duration: 8760 * time.Hour} }, "spec.timeout 8760h0m0s is above the operator's limit of 5m0s"},
+		{func(c *Config) { c.Shards = 64 }, "spec.shards 64 is above the operator's limit of 16"},
+		{func(c *Config) { c.Interruptible = &yes }, "spec.interruptible is for the operator's own plugins"},
+		{func(c *Config) { c.Module = "/etc/kubernetes/token" }, "is not from a source the operator allows"},
+	} {
+		cfg := base
+		c.change(&cfg)
+		err := p.Admit("Plugin a/x", cfg)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%+v: %v", cfg, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%+v: %v; want %q", cfg, err, c.want)
+		}
+	}
+	low := ObjectPolicy{Sources: []string{"oci://"}, MaxMemoryLimit: q("64Mi")}
+	if err := low.Admit("Plugin a/x", base); err == nil || !strings.Contains(err.Error(), "set spec.memoryLimit") {
+		t.Errorf("a default memoryLimit above the operator's limit: %v", err)
+	}
+}

@@ -1,0 +1,285 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
+	"github.com/wasmrec/wasmrec/internal/backoff"
+	"github.com/wasmrec/wasmrec/internal/kinds"
+)
+
+// Why a supervised plugin is not running, as State.Reason says it.
+const (
+	ReasonInvalid     = "Invalid"     // the settings are wrong: nothing is tried until they change
+	ReasonFetchFailed = "FetchFailed" // the module could not be had: tried again with backoff
+	ReasonRefused     = "Refused"     // the module was refused for what it is: tried again when it changes
+	ReasonLoadFailed  = "LoadFailed"  // loading failed otherwise (its identity, say): tried again with backoff
+	ReasonStartFailed = "StartFailed" // the manager would not run it: not tried again
+)
+
+// State is what a Supervisor's plugin is doing.
+type State struct {
+	// Plugin is the plugin loaded and running; nil until it is, and after it stops.
+	Plugin *Plugin
+	// Reason says why Plugin is nil after an attempt ("" before the first one ends).
+	Reason string
+	// Err is the last failure; for a module refused before, the first refusal.
+	Err error
+	// Next is the wait before the next attempt; 0 when none is due.
+	Next time.Duration
+	// Attempts counts the loads tried.
+	Attempts int
+}
+
+// SuperviseOptions configure Host.Supervise. The zero value is ready to use.
+type SuperviseOptions struct {
+	// OnState, if set, is told of every change of state, without locks held.
+	OnState func(State)
+	// OnSwap, if set, is told of every swap attempt of the loaded plugin.
+	OnSwap func(SwapEvent)
+	// OnRunning, if set, is told when the plugin's controller starts (true) or stops.
+	OnRunning func(bool)
+	// Reporting says whether this replica logs the plugin's failures (replicas that load the
+	// same plugins let one of them speak). Defaults to always.
+	Reporting func() bool
+}
+
+// Supervisor runs one plugin from its settings, whatever the source of those settings (the host
+// config, a Plugin object): it loads the module; when the module cannot be had or is refused, it
+// tries again on the backoff.ModuleFetch schedule, or at once when the module file changes, and
+// never compiles again a module refused under the same settings; once loaded, it adds the plugin
+// and the triggers that swap in new modules to the manager; it reports each change of state;
+// and when it stops, it removes the plugin from the manager and closes it.
+//
+// It is a manager Runnable that runs on every replica (the plugin's controller itself runs on the
+// leader, or on the replica holding it). New settings are a new Supervisor.
+type Supervisor struct {
+	cfg  Config
+	opts SuperviseOptions
+	log  logr.Logger
+
+	// What it does, the Host's by default; tests replace them.
+	fetch  func(ctx context.Context, module string) ([]byte, *modsource.Source, error)
+	load   func(ctx context.Context, cfg Config, wasm []byte, src *modsource.Source) (*Plugin, error)
+	start  func(p *Plugin) ([]manager.Runnable, error)
+	stop   func(ctx context.Context, p *Plugin, runnables []manager.Runnable)
+	wait   func(ctx context.Context, module string, d time.Duration) bool
+	delays func() *backoff.Schedule
+
+	refused versions.Refused // the module refused under cfg, if one was
+
+	mu    sync.Mutex
+	state State
+	tried chan struct{} // closed when the first attempt has ended
+}
+
+var (
+	_ manager.Runnable               = (*Supervisor)(nil)
+	_ manager.LeaderElectionRunnable = (*Supervisor)(nil)
+)
+
+// Supervise returns a Supervisor of the plugin cfg describes. Add it to the host's manager.
+func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
+	if opts.Reporting == nil {
+		opts.Reporting = func() bool { return true }
+	}
+	return &Supervisor{
+		cfg:  cfg,
+		opts: opts,
+		log:  h.log.WithValues("plugin", cfg.Name),
+		fetch: func(ctx context.Context, module string) ([]byte, *modsource.Source, error) {
+			return h.fetcher.Fetch(ctx, h.oci, module)
+		},
+		load: func(ctx context.Context, cfg Config, wasm []byte, src *modsource.Source) (*Plugin, error) {
+			p, err := h.Load(ctx, cfg, wasm)
+			if p != nil {
+				p.source.Store(src)
+			}
+			return p, err
+		},
+		start:  h.start,
+		stop:   h.stop,
+		wait:   h.WaitForModule,
+		delays: backoff.ModuleFetch.Start,
+		tried:  make(chan struct{}),
+	}
+}
+
+// Name is the plugin's name and role, for the manager's reports.
+func (s *Supervisor) Name() string { return s.cfg.Name + " (supervisor)" }
+
+// NeedLeaderElection is false: every replica loads the plugin.
+func (s *Supervisor) NeedLeaderElection() bool { return false }
+
+// Config is the settings the plugin is supervised with.
+func (s *Supervisor) Config() Config { return s.cfg }
+
+// State is what the plugin is doing now.
+func (s *Supervisor) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Tried is closed once the first attempt to load the plugin has ended, either way.
+func (s *Supervisor) Tried() <-chan struct{} { return s.tried }
+
+func (s *Supervisor) set(st State) {
+	s.mu.Lock()
+	st.Attempts = s.state.Attempts
+	if st.Reason != "" || st.Plugin != nil {
+		st.Attempts++
+	}
+	s.state = st
+	first := st.Attempts == 1
+	s.mu.Unlock()
+	if first && (st.Reason != "" || st.Plugin != nil) {
+		select {
+		case <-s.tried:
+		default:
+			close(s.tried)
+		}
+	}
+	if s.opts.OnState != nil {
+		s.opts.OnState(st)
+	}
+}
+
+// Start loads the plugin and keeps it running until ctx is done, then stops and closes it. It
+// returns nil: a plugin that cannot be loaded is reported, never a reason to stop the host.
+func (s *Supervisor) Start(ctx context.Context) error {
+	if err := s.cfg.Validate(); err != nil {
+		s.set(State{Reason: ReasonInvalid, Err: err})
+		s.report(err, "plugin not loaded: its settings are invalid; fix them")
+		<-ctx.Done()
+		return nil
+	}
+	delays := s.delays()
+	for {
+		p, reason, err := s.attempt(ctx)
+		if ctx.Err() != nil {
+			if p != nil {
+				s.stop(context.WithoutCancel(ctx), p, nil)
+			}
+			return nil
+		}
+		if err == nil {
+			s.run(ctx, p)
+			return nil
+		}
+		if reason == ReasonStartFailed {
+			s.set(State{Reason: reason, Err: err})
+			s.report(err, "plugin not started; the others run")
+			<-ctx.Done()
+			return nil
+		}
+		next := delays.Next()
+		prev := s.State()
+		s.set(State{Reason: reason, Err: err, Next: next})
+		var before *versions.RefusedBeforeError
+		switch {
+		case errors.As(err, &before):
+			if s.opts.Reporting() {
+				s.log.Info("plugin still refused: its module is looked at again when it changes", "refused", err.Error(), "in", next.Round(time.Millisecond))
+			}
+		case prev.Attempts == 0:
+			s.report(err, "plugin not loaded; the others run, and it is tried again", "in", next.Round(time.Millisecond))
+		default:
+			s.report(err, "plugin still not loaded; trying again", "in", next.Round(time.Millisecond))
+		}
+		if !s.wait(ctx, s.cfg.Module, next) { // a module file that appears is tried at once
+			return nil
+		}
+	}
+}
+
+func (s *Supervisor) report(err error, msg string, kv ...any) {
+	if s.opts.Reporting() {
+		s.log.Error(err, msg, kv...)
+	}
+}
+
+// attempt fetches, loads and starts the plugin once. A module refused before under the same
+// settings is not compiled again.
+func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
+	wasm, src, err := s.fetch(ctx, s.cfg.Module)
+	if err != nil {
+		return nil, ReasonFetchFailed, fmt.Errorf("plugin %q: %w", s.cfg.Name, &FetchError{Module: s.cfg.Module, Err: err})
+	}
+	digest := digestOf(wasm)
+	if err := s.refused.Check(digest); err != nil {
+		return nil, ReasonRefused, err
+	}
+	p, err := s.load(ctx, s.cfg, wasm, src)
+	if err != nil {
+		if errors.As(err, new(*RefusedError)) && ctx.Err() == nil {
+			s.refused.Refuse(digest, err)
+			return nil, ReasonRefused, err
+		}
+		return nil, ReasonLoadFailed, err
+	}
+	p.OnSwap, p.OnRunning = s.opts.OnSwap, s.opts.OnRunning
+	return p, "", nil
+}
+
+// run starts p and keeps it until ctx is done.
+func (s *Supervisor) run(ctx context.Context, p *Plugin) {
+	runnables, err := s.start(p)
+	if err != nil {
+		s.stop(context.WithoutCancel(ctx), p, runnables)
+		err = fmt.Errorf("plugin %q: %w", s.cfg.Name, err)
+		s.set(State{Reason: ReasonStartFailed, Err: err})
+		s.report(err, "plugin not started; the others run")
+		<-ctx.Done()
+		return
+	}
+	m := p.Module().Manifest()
+	s.log.Info("plugin loaded", "digest", p.Module().ShortDigest(), "for", kinds.String(m.For.APIVersion, m.For.Kind), "module", s.cfg.Module)
+	s.set(State{Plugin: p})
+	<-ctx.Done()
+	s.set(State{})
+	s.stop(context.WithoutCancel(ctx), p, runnables)
+}
+
+// start adds p and its triggers to the manager, returning what it added.
+func (h *Host) start(p *Plugin) ([]manager.Runnable, error) {
+	added, err := h.Run(p)
+	if err != nil {
+		return added, err
+	}
+	for _, t := range p.Triggers() {
+		if err := h.mgr.Add(t); err != nil {
+			return added, err
+		}
+		added = append(added, t)
+	}
+	return added, nil
+}
+
+// stop removes what start added, in reverse, and closes p. A guest that loops without being
+// interruptible holds its reconcile: it waits for it at most the plugin's timeout and 5 s more.
+func (h *Host) stop(ctx context.Context, p *Plugin, runnables []manager.Runnable) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReconcileTimeout()+5*time.Second)
+	defer cancel()
+	for i := len(runnables) - 1; i >= 0; i-- {
+		if err := h.mgr.Remove(ctx, runnables[i]); err != nil && !errors.Is(err, manager.ErrStopping) {
+			h.log.Error(err, "stopping a plugin", "plugin", p.cfg.Name)
+		}
+	}
+	if err := p.Close(ctx); err != nil {
+		h.log.Error(err, "closing a plugin's module", "plugin", p.cfg.Name)
+	}
+	// Its instances' memory (up to memoryLimit times workers) is garbage now: give it back to
+	// the OS at once rather than at the runtime's slow pace, so that a host whose big plugin
+	// went away shrinks (a full collection, once per plugin stopped).
+	debug.FreeOSMemory()
+}
