@@ -249,4 +249,3 @@ func TestSupervisorRunsAnObjectsPluginAsItsServiceAccount(t *testing.T) {
 		t.Error("a load failure that may pass is not tried again")
 	}
 }
-
