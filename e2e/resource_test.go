@@ -27,13 +27,21 @@ import (
 
 var pluginGVR = schema.GroupVersionResource{Group: "wasmrec.dev", Version: "v1alpha1", Resource: "plugins"}
 
-// installPluginCRD installs the Plugin CRD for the test and removes it after.
+// installPluginCRD installs the Plugin and ClusterPlugin CRDs and their admission policy for
+// the test (TestMain did, unless a test removed them), and after it removes every Plugin and
+// ClusterPlugin by removing the CRDs, then installs them again as TestMain left them.
 func installPluginCRD(t *testing.T) {
 	t.Helper()
-	crds, err := crd.Parse(objects.CRD)
-	must(t, err)
-	must(t, crd.Install(context.Background(), cfg, crds, 0))
-	t.Cleanup(func() { _ = crd.Uninstall(context.Background(), cfg, []string{"plugins.wasmrec.dev"}, 0) })
+	must(t, objects.Install(context.Background(), cfg))
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := crd.Uninstall(ctx, cfg, []string{"plugins.wasmrec.dev", "clusterplugins.wasmrec.dev"}, 0); err != nil {
+			t.Errorf("removing the Plugin CRDs: %v", err)
+		}
+		if err := objects.Install(ctx, cfg); err != nil {
+			t.Errorf("installing the Plugin CRDs again: %v", err)
+		}
+	})
 }
 
 // A Plugin object runs a plugin; changing spec.module swaps it, with an Event and the new
