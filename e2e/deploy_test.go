@@ -57,7 +57,11 @@ func readManifests(t *testing.T) []*unstructured.Unstructured {
 // the host config in them loads, the ClusterRole covers every permission it grants, and the
 // Deployment's flags exist.
 func TestDeployManifests(t *testing.T) {
-	for deployed, source := range map[string]string{"../deploy/crd-apps.yaml": "../host/demo/app.yaml", "../deploy/crd-plugins.yaml": "../host/plugin/objects/plugins.crd.yaml"} {
+	for deployed, source := range map[string]string{
+		"../deploy/crd-apps.yaml":         "../host/demo/app.yaml",
+		"../deploy/crd-plugins.yaml":      "../host/plugin/objects/plugins.crd.yaml",
+		"../deploy/admission-policy.yaml": "../host/plugin/objects/admission.yaml",
+	} {
 		a, err := os.ReadFile(deployed)
 		must(t, err)
 		b, err := os.ReadFile(source)

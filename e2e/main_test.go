@@ -24,6 +24,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
 
 var (
@@ -62,6 +63,9 @@ func run(m *testing.M) int {
 	}
 	if err == nil {
 		err = demo.InstallCRD(context.Background(), cfg)
+	}
+	if err == nil {
+		err = objects.Install(context.Background(), cfg) // the Plugin CRDs and their admission policy
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -34,20 +34,25 @@ import (
 // object runs, not about tenancy (tenancy_test.go is).
 var pluginGVR = objects.ClusterGVR
 
-// anySource lets plugin objects load modules from anywhere, for the tests not about sources.
-var anySource = plugin.ObjectPolicy{Sources: []string{"/", "oci://"}}
-
-// installPluginCRD installs the Plugin and ClusterPlugin CRDs for the test and removes them
-// after.
+// installPluginCRD installs the Plugin and ClusterPlugin CRDs and their admission policy for
+// the test (TestMain did, unless a test removed them), and after it removes every Plugin and
+// ClusterPlugin by removing the CRDs, then installs them again as TestMain left them.
 func installPluginCRD(t *testing.T) {
 	t.Helper()
-	crds, err := crd.Parse(objects.CRD)
-	must(t, err)
-	must(t, crd.Install(context.Background(), cfg, crds, 0))
+	must(t, objects.Install(context.Background(), cfg))
 	t.Cleanup(func() {
-		_ = crd.Uninstall(context.Background(), cfg, []string{"plugins.wasmrec.dev", "clusterplugins.wasmrec.dev"}, 0)
+		ctx := context.Background()
+		if err := crd.Uninstall(ctx, cfg, []string{"plugins.wasmrec.dev", "clusterplugins.wasmrec.dev"}, 0); err != nil {
+			t.Errorf("removing the Plugin CRDs: %v", err)
+		}
+		if err := objects.Install(ctx, cfg); err != nil {
+			t.Errorf("installing the Plugin CRDs again: %v", err)
+		}
 	})
 }
+
+// anySource lets plugin objects load modules from anywhere, for the tests not about sources.
+var anySource = plugin.ObjectPolicy{Sources: []string{"/", "oci://"}}
 
 var accountsNS = sync.OnceValue(func() string {
 	cs := kubernetes.NewForConfigOrDie(cfg)

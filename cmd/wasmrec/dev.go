@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/host/controlplane"
-	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
@@ -138,11 +137,9 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	}
 	fmt.Fprintf(stdout, "control plane up at %s; for kubectl:\n  export KUBECONFIG=%s\n", cp.Config.Host, o.kubeconfigOut)
 
-	pluginCRDs, err := crd.Parse(objects.CRD)
-	if err == nil {
-		err = crd.Install(ctx, cp.Config, pluginCRDs, 0)
-	}
-	if err != nil {
+	// The Plugin and ClusterPlugin CRDs, and the admission policy that lets no one grant a
+	// plugin more than they hold.
+	if err := objects.Install(ctx, cp.Config); err != nil {
 		return err
 	}
 	// The control plane is the developer's own: plugin objects may load modules from anywhere.
