@@ -191,7 +191,9 @@ type Plugin struct {
 	OnRunning func(bool)
 
 	health pluginHealth // what was said of informers it needs that the host may not list
-	// OnUnavailable, if set before Run, is told Unavailable's new lines whenever they change.
+	// OnUnavailable, if set before Run, is told Unavailable's new lines whenever they change
+	// (none: it has all it needs again), in order, from the cache's goroutine or a reconcile's:
+	// it must not block (enqueueing the Plugin object whose status says it is what it is for).
 	OnUnavailable func([]string)
 }
 
