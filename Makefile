@@ -60,7 +60,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave tenant abi7 badimport noop follow benchc bench-go crud-go hashc hash-go overlap swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
+TESTGUESTS := misbehave tenant abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go overlap swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 

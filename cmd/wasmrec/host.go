@@ -212,21 +212,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	}
 	if err := serve(mgr, log, "health probes", o.probeAddr, map[string]http.Handler{
 		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }),
-		"/readyz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			if !ready.Load() {
-				http.Error(w, "caches syncing or plugins loading", http.StatusServiceUnavailable)
-				return
-			}
-			if failures := mgr.GetCache().Failures(); len(failures) > 0 {
-				var b strings.Builder
-				for _, f := range failures {
-					fmt.Fprintf(&b, "list/watch of %s failing for %s: %v\n", f.Key, time.Since(f.Since).Round(time.Second), f.Err)
-				}
-				http.Error(w, b.String(), http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ok")
-		}),
+		"/readyz":  readyz(ready.Load, host),
 	}); err != nil {
 		return err
 	}

@@ -1,11 +1,14 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -104,6 +107,12 @@ type Cache struct {
 	mu        sync.Mutex
 	ctx       context.Context // the Start context; nil until Start
 	informers map[Key]*entry
+
+	// Told of informers whose health changed (see OnHealthChange), from Start's goroutine.
+	healthMu sync.Mutex
+	watchers []func(Key)
+	changed  map[Key]bool // not yet told
+	wake     chan struct{}
 }
 
 type entry struct {
@@ -142,6 +151,8 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 		objects:   objs,
 		metadata:  md,
 		informers: make(map[Key]*entry),
+		changed:   map[Key]bool{},
+		wake:      make(chan struct{}, 1),
 	}, nil
 }
 
@@ -161,8 +172,14 @@ func (c *Cache) Start(ctx context.Context) error {
 		c.runLocked(e)
 	}
 	c.mu.Unlock()
+	told := make(chan struct{})
+	go func() {
+		defer close(told)
+		c.tellHealth(ctx)
+	}()
 
 	<-ctx.Done()
+	<-told
 
 	c.mu.Lock()
 	var dones []chan struct{}
@@ -178,16 +195,29 @@ func (c *Cache) Start(ctx context.Context) error {
 	return nil
 }
 
-// WaitForCacheSync waits until every informer acquired so far has synced; false if ctx ends
-// first. The manager calls it before it starts controllers.
+// WaitForCacheSync waits until every informer acquired so far has synced, or has its list
+// refused by the API server (403 Forbidden, 401 Unauthorized: waiting would not sync it; Failures
+// says so, and a guest read of it fails at once); false if ctx ends first. The manager calls it
+// before it starts controllers.
 func (c *Cache) WaitForCacheSync(ctx context.Context) bool {
+	type waiting struct{ synced, refused <-chan struct{} }
 	c.mu.Lock()
-	synced := make([]toolscache.DoneChecker, 0, len(c.informers))
+	ws := make([]waiting, 0, len(c.informers))
 	for _, e := range c.informers {
-		synced = append(synced, e.informer.HasSyncedChecker())
+		e.health.mu.Lock()
+		ws = append(ws, waiting{e.informer.HasSyncedChecker().Done(), e.health.refused})
+		e.health.mu.Unlock()
 	}
 	c.mu.Unlock()
-	return toolscache.WaitFor(ctx, "", synced...)
+	for _, w := range ws {
+		select {
+		case <-w.synced:
+		case <-w.refused:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // Acquire returns a handle on the shared informer for key, creating it on first use (and
@@ -204,7 +234,7 @@ func (c *Cache) Acquire(key Key) (*Informer, error) {
 	defer c.mu.Unlock()
 	e, ok := c.informers[key]
 	if !ok {
-		e = &entry{key: key, mapping: mapping, health: &health{}}
+		e = &entry{key: key, mapping: mapping, health: newHealth(key, mapping.Resource, func() { c.healthChanged(key) })}
 		if e.informer, err = c.newInformer(key, mapping, e.health); err != nil {
 			return nil, err
 		}
@@ -317,11 +347,15 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 	}
 	lw := &toolscache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (obj runtime.Object, err error) {
-			err = h.patiently(ctx, log, c.host, func() (err error) { obj, err = list(ctx, o); return err })
+			err = h.patiently(ctx, log, c.host, "list", func() (err error) { obj, err = list(ctx, o); return err })
 			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (w watch.Interface, err error) {
-			err = h.patiently(ctx, log, c.host, func() (err error) { w, err = watchFn(ctx, o); return err })
+			verb := "watch"
+			if o.SendInitialEvents != nil && *o.SendInitialEvents {
+				verb = watchList
+			}
+			err = h.patiently(ctx, log, c.host, verb, func() (err error) { w, err = watchFn(ctx, o); return err })
 			return w, err
 		},
 	}
@@ -336,7 +370,10 @@ func (c *Cache) newInformer(key Key, m *meta.RESTMapping, h *health) (toolscache
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 			return // the informer is being stopped (a controller restarting on other shards)
 		}
-		h.failed(log, err, c.host)
+		if IsRefused(err) {
+			return // the list or watch call said so, naming itself (patiently)
+		}
+		h.failed(log, c.host, "", err)
 	})
 	return inf, nil
 }
@@ -414,23 +451,33 @@ func (c *Cache) protobufClient(gv schema.GroupVersion) (rest.Interface, error) {
 	return rc, nil
 }
 
-// patiently makes a list or watch call, and while it fails for want of the API server (a
+// watchList is the verb of a watch that sends the initial events: the informer's list, with
+// client-go's WatchListClient (on by default). When it fails, the reflector lists instead.
+const watchList = "watch-list"
+
+// patiently makes a list or watch call (verb), and while it fails for want of the API server (a
 // transport error, 429 or 5xx), makes it again on the backoff.Outage schedule until it works or
-// ctx ends;
-// the reflector then never backs off for an outage. Other errors (forbidden, gone...) are the
-// reflector's to handle.
-func (h *health) patiently(ctx context.Context, log logr.Logger, host string, call func() error) error {
+// ctx ends; the reflector then never backs off for an outage. Other errors (forbidden, gone...)
+// are the reflector's to handle; a refusal (403, 401) is recorded here, where the verb is known,
+// except a watch-list's: the list the reflector falls back to says whether the list is refused.
+func (h *health) patiently(ctx context.Context, log logr.Logger, host, verb string, call func() error) error {
 	b := backoff.Outage.Start()
 	for {
 		err := call()
 		if err == nil {
-			h.recovered(log)
+			h.recovered(log, verb)
 			return nil
+		}
+		if IsRefused(err) && ctx.Err() == nil {
+			if verb != watchList {
+				h.failed(log, host, verb, err)
+			}
+			return err
 		}
 		if !isOutage(err) || ctx.Err() != nil {
 			return err
 		}
-		h.failed(log, err, host)
+		h.failed(log, host, verb, err)
 		if !b.Wait(ctx) {
 			return err
 		}
@@ -447,44 +494,135 @@ func isOutage(err error) bool {
 	return !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
+// IsRefused tells whether err is the API server refusing the host's identity a call: 403
+// Forbidden (RBAC) or 401 Unauthorized (credentials). Waiting does not help; a grant does.
+func IsRefused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+}
+
 // health follows whether an informer's list and watch calls work. It says when they start
-// failing (once, not at every retry) and when they work again.
+// failing (once, not at every retry), when the failure turns from an outage into a refusal or
+// back, and when they work again; and tells notify each time.
 type health struct {
+	key      Key
+	resource schema.GroupVersionResource
+	notify   func()
+
+	listRefused atomic.Bool // the list is refused now: the fast path of Informer.Refused
+
 	mu      sync.Mutex
 	failing bool
 	since   time.Time
 	err     error
+	verb    string        // the call that failed last: "list" or "watch" ("" if the reflector said so)
+	refused chan struct{} // closed while the list is refused; a new one once it works again
 }
 
-// failed records a failed list/watch.
-func (h *health) failed(log logr.Logger, err error, host string) {
+func newHealth(key Key, resource schema.GroupVersionResource, notify func()) *health {
+	return &health{key: key, resource: resource, notify: notify, refused: make(chan struct{})}
+}
+
+// failed records a failed list or watch (verb; "" when the reflector reports it).
+func (h *health) failed(log logr.Logger, host, verb string, err error) {
+	refused := IsRefused(err)
+	if verb == watchList {
+		verb = "watch"
+	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	wasFailing, wasRefused, oldVerb := h.failing, h.failing && IsRefused(h.err), h.verb
 	h.err = err
-	if h.failing {
-		log.V(1).Info("list/watch still failing", "for", time.Since(h.since).Round(time.Second), "err", err.Error())
+	if verb != "" && !(refused && verb == "watch" && h.listRefused.Load()) { // a refused list says more
+		h.verb = verb
+	}
+	if !h.failing {
+		h.failing, h.since = true, time.Now()
+	}
+	if refused && verb == "list" && !h.listRefused.Load() {
+		close(h.refused)
+		h.listRefused.Store(true)
+	}
+	since, f := h.since, h.failureLocked()
+	h.mu.Unlock()
+	switch {
+	case wasFailing && wasRefused == refused:
+		log.V(1).Info("list/watch still failing", "for", time.Since(since).Round(time.Second), "err", err.Error())
+		if refused && oldVerb != f.Verb {
+			h.notify() // a list refused now, where it was the watch (or the other way)
+		}
+		return
+	case refused:
+		log.Error(err, f.Missing()+"; the informer retries meanwhile", "server", host)
+	default:
+		log.Error(err, "list/watch failing; the informer retries, and the host is not ready meanwhile: check that the API server is reachable", "server", host)
+	}
+	h.notify()
+}
+
+// recovered records a list or watch call (verb) that worked: it ends a failure, unless the
+// watch is refused and this was a list (an informer that may list but not watch syncs, and
+// then lists again and again).
+func (h *health) recovered(log logr.Logger, verb string) {
+	h.mu.Lock()
+	if !h.failing || (IsRefused(h.err) && h.verb == "watch" && verb == "list") {
+		h.mu.Unlock()
 		return
 	}
-	h.failing, h.since = true, time.Now()
-	log.Error(err, "list/watch failing; the informer retries, and the host is not ready meanwhile: check that the API server is reachable and that RBAC lets this host list and watch the resource", "server", host)
+	since := h.since
+	h.failing, h.err, h.verb = false, nil, ""
+	if h.listRefused.Load() {
+		h.refused = make(chan struct{})
+		h.listRefused.Store(false)
+	}
+	h.mu.Unlock()
+	log.Info("list/watch works again", "after", time.Since(since).Round(time.Millisecond))
+	h.notify()
 }
 
-// recovered records a list or watch call that worked: it ends a failure.
-func (h *health) recovered(log logr.Logger) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.failing {
-		log.Info("list/watch works again", "after", time.Since(h.since).Round(time.Millisecond))
-		h.failing, h.err = false, nil
-	}
+// failureLocked is the failure recorded; h.mu must be held and h.failing true.
+func (h *health) failureLocked() Failure {
+	return Failure{Key: h.key, Resource: h.resource, Verb: h.verb, Since: h.since, Err: h.err}
 }
 
 // Failure is an informer whose list/watch fails.
 type Failure struct {
-	Key   Key
+	Key Key
+	// Resource is what the informer lists and watches.
+	Resource schema.GroupVersionResource
+	// Verb is the call that failed last, "list" or "watch"; "" if only the informer's reflector
+	// said so.
+	Verb  string
 	Since time.Time
 	Err   error
 }
+
+// Refused tells whether the API server refuses the host's identity the list or watch (403
+// Forbidden, 401 Unauthorized): something to grant, not an outage to wait out.
+func (f Failure) Refused() bool { return IsRefused(f.Err) }
+
+// Missing says, of a refused failure, what the host lacks and what to do: "the host cannot list
+// core/secrets in prod: grant its ServiceAccount list and watch on them". The API server's own
+// message (f.Err) names the identity it refused.
+func (f Failure) Missing() string {
+	verb, what := cmp.Or(f.Verb, "list and watch"), cmp.Or(f.Resource.Group, "core")+"/"+f.Resource.Resource
+	where := "cluster-wide"
+	if f.Key.Namespace != "" {
+		where = "in " + f.Key.Namespace
+	}
+	if apierrors.IsUnauthorized(f.Err) {
+		return fmt.Sprintf("the API server does not take the host's credentials to %s %s %s: check its kubeconfig, token or certificate", verb, what, where)
+	}
+	return fmt.Sprintf("the host cannot %s %s %s: grant its ServiceAccount list and watch on them", verb, what, where)
+}
+
+// RefusedError is an informer whose list the API server refuses the host's identity (403
+// Forbidden, 401 Unauthorized): it cannot sync until that is granted.
+type RefusedError struct{ Failure Failure }
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s (%v)", e.Failure.Missing(), e.Failure.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Failure.Err }
 
 // Failures lists the informers whose list/watch fails now, for readiness and metrics.
 func (c *Cache) Failures() []Failure {
@@ -498,11 +636,54 @@ func (c *Cache) Failures() []Failure {
 	for _, e := range entries {
 		e.health.mu.Lock()
 		if e.health.failing {
-			out = append(out, Failure{Key: e.key, Since: e.health.since, Err: e.health.err})
+			out = append(out, e.health.failureLocked())
 		}
 		e.health.mu.Unlock()
 	}
 	return out
+}
+
+// OnHealthChange has fn told the key of each informer that starts or stops failing, or whose
+// failure changes (an outage turned refusal, a refused watch turned refused list...). fn is
+// called from the cache's own goroutine while the cache runs, never from an informer's, so it
+// may take locks held while informers are released; changes that come in quick succession may
+// be told once. Call it before Start.
+func (c *Cache) OnHealthChange(fn func(Key)) {
+	c.healthMu.Lock()
+	defer c.healthMu.Unlock()
+	c.watchers = append(c.watchers, fn)
+}
+
+// healthChanged queues key for tellHealth.
+func (c *Cache) healthChanged(key Key) {
+	c.healthMu.Lock()
+	c.changed[key] = true
+	c.healthMu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // a wake-up is pending already
+	}
+}
+
+// tellHealth tells the OnHealthChange watchers of the informers whose health changed, until ctx
+// is done.
+func (c *Cache) tellHealth(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.wake:
+		}
+		c.healthMu.Lock()
+		changed, watchers := c.changed, slices.Clone(c.watchers)
+		c.changed = map[Key]bool{}
+		c.healthMu.Unlock()
+		for key := range changed {
+			for _, fn := range watchers {
+				fn(key)
+			}
+		}
+	}
 }
 
 // stripMetadata drops metadata.managedFields and the last-applied annotation from what a
@@ -587,10 +768,66 @@ func (i *Informer) WaitForSync(ctx context.Context, regs ...toolscache.ResourceE
 		return nil
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if err := i.Refused(); err != nil {
+			return fmt.Errorf("cache: timed out after %s waiting for the %s informer to sync: %w", i.cache.opts.SyncTimeout, i.entry.key, err)
+		}
 		return fmt.Errorf("cache: timed out after %s waiting for the %s informer (%s on %s) to sync: is the resource served and listable with these credentials?",
 			i.cache.opts.SyncTimeout, i.entry.key, i.entry.mapping.Resource, i.cache.host)
 	}
 	return fmt.Errorf("cache: stopped waiting for the %s informer to sync: %w", i.entry.key, context.Cause(ctx))
+}
+
+// errRefused ends WaitForSyncUnlessRefused's wait.
+var errRefused = errors.New("the list is refused")
+
+// WaitForSyncUnlessRefused is WaitForSync, except that while the API server refuses the host's
+// identity the informer's list (403 Forbidden, 401 Unauthorized), or as soon as it does, it
+// returns a *RefusedError: waiting would not sync it before someone grants the list. It is
+// for reads that should fail fast; it returns that error even for an informer that synced
+// before the refusal, whose objects no longer follow the cluster.
+func (i *Informer) WaitForSyncUnlessRefused(ctx context.Context) error {
+	if err := i.Refused(); err != nil {
+		return err
+	}
+	if i.HasSynced() {
+		return nil
+	}
+	h := i.entry.health
+	h.mu.Lock()
+	refused := h.refused
+	h.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-refused:
+			cancel(errRefused)
+		case <-ctx.Done():
+		}
+	}()
+	err := i.WaitForSync(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errRefused) {
+		if r := i.Refused(); r != nil {
+			return r
+		}
+	}
+	return err
+}
+
+// Refused returns a *RefusedError while the API server refuses the host's identity the
+// informer's list, nil otherwise (a refused watch alone does not keep the informer from
+// syncing; Failures reports it).
+func (i *Informer) Refused() error {
+	h := i.entry.health
+	if !h.listRefused.Load() {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.failing || !IsRefused(h.err) {
+		return nil
+	}
+	return &RefusedError{Failure: h.failureLocked()}
 }
 
 // HasSynced reports whether the informer has seen its first full list.

@@ -145,6 +145,7 @@ func NewHost(mgr *manager.Manager, opts HostOptions) (*Host, error) {
 	h := &Host{mgr: mgr, engine: opts.Engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: opts.Metrics, crds: crds,
 		mapper: mgr.GetCache().RESTMapper(), files: filewatch.New(log.WithName("files")), log: log,
 		oci: opts.OCI, share: opts.Share, warmStandby: opts.WarmStandby, impersonate: opts.Impersonate}
+	mgr.GetCache().OnHealthChange(h.healthChanged)
 	if cm, ok := h.mapper.(*cache.Mapper); ok {
 		h.knownKind = cm.Known
 		if m := opts.Metrics; m != nil {
@@ -226,6 +227,12 @@ type Plugin struct {
 	running atomic.Bool
 	// OnRunning, if set before Run, is told when the controller starts (true) or stops.
 	OnRunning func(bool)
+
+	health pluginHealth // what was said of informers it needs that the host may not list
+	// OnUnavailable, if set before Run, is told Unavailable's new lines whenever they change
+	// (none: it has all it needs again), in order, from the cache's goroutine or a reconcile's:
+	// it must not block (enqueueing the Plugin object whose status says it is what it is for).
+	OnUnavailable func([]string)
 }
 
 var (
@@ -310,6 +317,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		return refuse(fmt.Errorf("for: %w", err))
 	}
 	p.reader = guest.NewReader(h.mgr.GetCache(), cfg.Namespaces)
+	p.reader.OnAcquire = p.checkHealth
 	p.api = p.guestAPI()
 
 	copts := controller.Options{
@@ -460,8 +468,10 @@ func (p *Plugin) Start(ctx context.Context) error {
 		m.RegisterPlugin(p.cfg.Name, p.stats)
 		defer m.UnregisterPlugin(p.cfg.Name)
 	}
+	p.checkHealth() // its informers may be refused already, for another plugin
 	err := p.ctrl.Start(ctx)
 	p.reader.ReleaseAll()
+	p.checkHealth() // what it read, it no longer needs
 	return err
 }
 
@@ -541,6 +551,7 @@ func (w *warmer) Start(ctx context.Context) error {
 	w.held = map[cache.Key]*cache.Informer{}
 	err := w.holdLocked(w.wanted())
 	w.mu.Unlock()
+	w.p.checkHealth() // they may be refused already, for another plugin
 	if err == nil {
 		<-ctx.Done()
 	}
@@ -551,6 +562,17 @@ func (w *warmer) Start(ctx context.Context) error {
 	w.held = nil
 	w.mu.Unlock()
 	return err
+}
+
+// keys are the keys of the informers the warmer holds (as the cache keys them).
+func (w *warmer) keys() []cache.Key {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	keys := make([]cache.Key, 0, len(w.held))
+	for _, inf := range w.held {
+		keys = append(keys, inf.Key())
+	}
+	return keys
 }
 
 // wanted are the informers the warmer holds: those of the plugin's sources; on a replica that
@@ -586,13 +608,14 @@ func (w *warmer) hold(keys []cache.Key) error {
 	return w.holdLocked(append(slices.Collect(maps.Keys(w.held)), keys...))
 }
 
-// waitForSync waits until every informer held has synced.
+// waitForSync waits until every informer held has synced; one whose list the API server
+// refuses the host fails it at once.
 func (w *warmer) waitForSync(ctx context.Context) error {
 	w.mu.Lock()
 	infs := slices.Collect(maps.Values(w.held))
 	w.mu.Unlock()
 	for _, inf := range infs {
-		if err := inf.WaitForSync(ctx); err != nil {
+		if err := inf.WaitForSyncUnlessRefused(ctx); err != nil {
 			return err
 		}
 	}

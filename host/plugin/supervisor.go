@@ -48,6 +48,9 @@ type SuperviseOptions struct {
 	OnSwap func(SwapEvent)
 	// OnRunning, if set, is told when the plugin's controller starts (true) or stops.
 	OnRunning func(bool)
+	// OnUnavailable, if set, is told when what the plugin needs but the host cannot list or
+	// watch changes (see Plugin.Unavailable).
+	OnUnavailable func([]string)
 	// Reporting says whether this replica logs the plugin's failures (replicas that load the
 	// same plugins let one of them speak). Defaults to always.
 	Reporting func() bool
@@ -227,7 +230,7 @@ func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 		}
 		return nil, ReasonLoadFailed, err
 	}
-	p.OnSwap, p.OnRunning = s.opts.OnSwap, s.opts.OnRunning
+	p.OnSwap, p.OnRunning, p.OnUnavailable = s.opts.OnSwap, s.opts.OnRunning, s.opts.OnUnavailable
 	return p, "", nil
 }
 

@@ -270,6 +270,7 @@ func (p *Plugin) finishWatches(next map[string]watched) {
 	if err := p.warm.update(keys); err != nil {
 		p.log.Error(err, "releasing the informers of the old watches")
 	}
+	p.checkHealth() // it may need other kinds now
 	watched := p.Kinds()
 	for _, f := range p.follows {
 		f.SetKinds(watched)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -38,6 +39,9 @@ type Engine struct {
 
 	// instantiate is wazero.Runtime.InstantiateModule; tests replace it to inject faults.
 	instantiate func(context.Context, wazero.Runtime, wazero.CompiledModule, wazero.ModuleConfig) (api.Module, error)
+	// nanotime is the host's monotonic clock, in nanoseconds from any start: each instance's
+	// monotonic clock is it, less its reading when the instance started. Tests replace it.
+	nanotime func() int64
 }
 
 // compileLocks is how many locks the per-code compile lock hashes into: two different modules
@@ -54,7 +58,7 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		}
 		dir = filepath.Join(base, "wasmrec", "wazero")
 	}
-	e := &Engine{compiling: keymutex.NewHashed(compileLocks), codes: map[string]*code{}, instantiate: instantiate}
+	e := &Engine{compiling: keymutex.NewHashed(compileLocks), codes: map[string]*code{}, instantiate: instantiate, nanotime: nanotime}
 	if dir == "-" {
 		e.cache = wazero.NewCompilationCache()
 		return e, nil
@@ -70,6 +74,12 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 func instantiate(ctx context.Context, r wazero.Runtime, cm wazero.CompiledModule, cfg wazero.ModuleConfig) (api.Module, error) {
 	return r.InstantiateModule(ctx, cm, cfg)
 }
+
+// started is when the process started, as the monotonic clock reads it.
+var started = time.Now()
+
+// nanotime reads the process's monotonic clock, at full resolution.
+func nanotime() int64 { return int64(time.Since(started)) }
 
 // code is a module compiled in a wazero runtime, shared by every Module that loads the same
 // bytes with the same memory cap and interruption: wazero decodes a module again for each

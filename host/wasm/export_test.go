@@ -12,6 +12,10 @@ func SetInstantiate(e *Engine, f func(context.Context, wazero.Runtime, wazero.Co
 	e.instantiate = f
 }
 
+// SetNanotime replaces the host's monotonic clock e gives instances theirs from, for tests that
+// must not wait for time to pass.
+func SetNanotime(e *Engine, f func() int64) { e.nanotime = f }
+
 // Instantiate is what an Engine instantiates modules with.
 var Instantiate = instantiate
 

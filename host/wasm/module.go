@@ -347,13 +347,18 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 	inst := &instance{module: m, stack: make([]uint64, 1)}
 	inst.stdout = &lineWriter{inst: inst, stream: "stdout"}
 	inst.stderr = &lineWriter{inst: inst, stream: "stderr"}
+	// The guest's monotonic clock starts with the instance: read from the host's, it would tell
+	// the plugin how long the host (or the machine) has been up. It starts at 1 ns, not 0: Go's
+	// runtime takes a first reading of 0 for a broken clock and throws. The wall clock is real.
+	hostNow := m.engine.nanotime
+	origin := hostNow() - 1
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(m.opts.Name).
 		WithStdout(inst.stdout).
 		WithStderr(inst.stderr).
 		WithSysWalltime().
-		WithSysNanotime().
+		WithNanotime(func() int64 { return hostNow() - origin }, 1).
 		WithSysNanosleep().
 		WithRandSource(rand.Reader).
 		WithStartFunctions(abi.ExportInitialize)

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -359,7 +360,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			OnState:   func(plugin.State) { r.ctrl.Enqueue(again) },
 			OnSwap:    r.onSwap(u, l),
 			OnRunning: func(bool) { r.ctrl.Enqueue(again) },
-			Reporting: r.leading,
+			// A kind it needs that the host cannot list makes it Degraded, naming what is missing.
+			OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
+			Reporting:     r.leading,
 		})
 		r.mu.Lock()
 		r.running[name] = l
@@ -552,7 +555,7 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 		r.mu.Lock()
 		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy}
 		r.mu.Unlock()
-		s.digest, s.running, s.kinds, s.plugin = p.Module().Digest(), p.Running(), p.Kinds(), p
+		s.digest, s.running, s.kinds, s.plugin, s.unavailable = p.Module().Digest(), p.Running(), p.Kinds(), p, p.Unavailable()
 	}
 	st := map[string]any{}
 	if r.leading() {
@@ -585,6 +588,7 @@ type serving struct {
 	running         bool
 	kinds           []schema.GroupVersionKind
 	plugin          *plugin.Plugin
+	unavailable     []string // what it needs that the host cannot list or watch
 }
 
 // statusOf is the status (a merge patch) of Plugin u, whose plugin s serves (nil: not loaded,
@@ -626,6 +630,9 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool)
 	case lastErr != "":
 		set("Ready", true, "Serving", "the last good module serves")
 		set("Degraded", true, why, lastErr)
+	case len(s.unavailable) > 0:
+		set("Ready", true, "Serving", "the module serves")
+		set("Degraded", true, "Unavailable", strings.Join(s.unavailable, "; "))
 	default:
 		set("Ready", true, "Serving", "the module serves")
 		set("Degraded", false, "Healthy", "")

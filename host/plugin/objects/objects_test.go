@@ -150,6 +150,14 @@ func TestStatusSaysWhatServes(t *testing.T) {
 		t.Errorf("lastError %v, %v; want null, which removes it in a merge patch", v, ok)
 	}
 
+	unavailable := statusOf(u, &serving{digest: "sha256:b", running: true, kinds: things, unavailable: []string{"the host cannot list core/secrets in prod: grant its ServiceAccount list and watch on them"}}, nil, false)
+	c = conditions(t, unavailable)
+	want(t, c, "Ready", metav1.ConditionTrue, "Serving")
+	want(t, c, "Degraded", metav1.ConditionTrue, "Unavailable")
+	if m := meta.FindStatusCondition(c, "Degraded").Message; !strings.Contains(m, "list core/secrets in prod") {
+		t.Errorf("Degraded's message %q does not name what the host cannot list", m)
+	}
+
 	paused := pluginObject(t, `{"module":"x.wasm","paused":true}`)
 	want(t, conditions(t, statusOf(paused, nil, nil, false)), "Ready", metav1.ConditionFalse, "Paused")
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	"github.com/wasmrec/wasmrec/host/reconcile"
@@ -334,10 +335,22 @@ func (c *Calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	obj, err := c.API.Reader.Get(ctx, m.GroupVersionKind, ref.Namespace, ref.Name)
 	if err != nil {
-		return nil, err
+		return nil, refusedRead("get", m.GroupVersionKind, err)
 	}
 	// The guest gets the bytes the API server sent; Call's caller copies them into its memory.
 	return obj.(*object.Object).Raw, nil
+}
+
+// refusedRead turns a read of an informer whose list the API server refuses the host into
+// forbidden, naming the kind and what the host lacks: the plugin may read it, the host cannot.
+// It is the operator's to fix, but not the plugin's identity's RBAC (its writes'), so it is not
+// said as the API server refusing the plugin. Other errors pass unchanged.
+func refusedRead(verb string, gvk schema.GroupVersionKind, err error) error {
+	var refused *cache.RefusedError
+	if !errors.As(err, &refused) {
+		return err
+	}
+	return fail(abi.StatusForbidden, "%s %s: %v", verb, policy.Kind(gvk), refused)
 }
 
 func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
@@ -361,7 +374,7 @@ func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	objs, err := c.API.Reader.List(ctx, m.GroupVersionKind, req.Namespace, sel)
 	if err != nil {
-		return nil, err
+		return nil, refusedRead("list", m.GroupVersionKind, err)
 	}
 	// Stable order: the guest's work (and its writes) should not depend on map iteration.
 	items := make([]*object.Object, 0, len(objs))

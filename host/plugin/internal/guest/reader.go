@@ -27,6 +27,10 @@ type Reader struct {
 	mu         sync.Mutex
 	informers  map[cache.Key]*cache.Informer // by the key asked for
 	sharding   Sharding
+
+	// OnAcquire, if set, is called (outside the reader's lock) each time a read acquires an
+	// informer the reader did not hold: what the plugin needs has grown.
+	OnAcquire func()
 }
 
 // Sharding is how a sharded plugin's objects are split, and which shards this replica runs.
@@ -120,7 +124,9 @@ func Keys(gvk schema.GroupVersionKind, metadataOnly bool, namespaces []string, s
 	return out
 }
 
-// informer returns the synced informer of key, acquiring it on first use.
+// informer returns the synced informer of key, acquiring it on first use. While the API server
+// refuses the host the informer's list, it returns a *cache.RefusedError at once: waiting would
+// only hold the reconcile until its timeout.
 func (r *Reader) informer(ctx context.Context, key cache.Key) (*cache.Informer, error) {
 	r.mu.Lock()
 	inf, ok := r.informers[key]
@@ -133,12 +139,24 @@ func (r *Reader) informer(ctx context.Context, key cache.Key) (*cache.Informer, 
 		r.informers[key] = inf
 	}
 	r.mu.Unlock()
-	if !inf.HasSynced() {
-		if err := inf.WaitForSync(ctx); err != nil {
-			return nil, err
-		}
+	if !ok && r.OnAcquire != nil {
+		r.OnAcquire()
+	}
+	if err := inf.WaitForSyncUnlessRefused(ctx); err != nil {
+		return nil, err
 	}
 	return inf, nil
+}
+
+// Keys are the keys of the informers the reader holds (as the cache keys them).
+func (r *Reader) Keys() []cache.Key {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keys := make([]cache.Key, 0, len(r.informers))
+	for _, inf := range r.informers {
+		keys = append(keys, inf.Key())
+	}
+	return keys
 }
 
 // namespaced reports whether the API server says gvk is namespaced (true if it cannot tell).

@@ -1,0 +1,204 @@
+package plugin
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/internal/kinds"
+)
+
+// Unavailable lists, one line each, what the plugin needs that the host cannot list or watch:
+// the informers of the kinds it watches, or has read since its controller started, whose list
+// or watch the API server refuses the host's own identity (403 Forbidden, 401 Unauthorized),
+// each with what is missing and what to do, then the API server's words:
+//
+//	the host cannot list core/secrets in prod: grant its ServiceAccount list and watch on them (secrets is forbidden: User "..." cannot list ...)
+//
+// It is empty while they all work, or fail only because the API server cannot be reached (the
+// host's readiness reports that: Host.NotReady). While a line is there the plugin's reads of
+// that kind fail at once with forbidden, and its controller waits for a watched kind's first
+// list; the other plugins and the host's readiness are not affected. The code that writes a
+// plugin's status sets Degraded from it; OnUnavailable says when it changes.
+func (p *Plugin) Unavailable() []string {
+	return linesOf(p.refusals())
+}
+
+// pluginHealth is what the log and OnUnavailable were last told of a plugin's refused informers.
+type pluginHealth struct {
+	mu    sync.Mutex
+	said  map[subject]bool // said in the log to be refused
+	lines []string         // Unavailable, as OnUnavailable was last told
+}
+
+// subject is what one line of Unavailable is about: a resource in a namespace ("" for the
+// cluster). The informers of one subject (metadata only or full, one per shard) make one line.
+type subject struct {
+	resource  schema.GroupResource
+	namespace string
+}
+
+func subjectOf(f cache.Failure) subject {
+	return subject{resource: f.Resource.GroupResource(), namespace: f.Key.Namespace}
+}
+
+func linesOf(refusals []cache.Failure) []string {
+	lines := make([]string, 0, len(refusals))
+	for _, f := range refusals {
+		lines = append(lines, (&cache.RefusedError{Failure: f}).Error())
+	}
+	return lines
+}
+
+// needs are the informers the plugin uses: those of its watches (and, on a warm standby, of
+// what it would take over), and those its reads have acquired since its controller started.
+func (p *Plugin) needs() []cache.Key {
+	keys := p.currentKeys()
+	if p.reader != nil {
+		keys = append(keys, p.reader.Keys()...)
+	}
+	if p.warm != nil {
+		keys = append(keys, p.warm.keys()...)
+	}
+	return keys
+}
+
+// refusals are the failures of the informers the plugin needs that the API server refuses the
+// host, one per subject (a refused list before a refused watch), in a stable order.
+func (p *Plugin) refusals() []cache.Failure {
+	needed := map[cache.Key]bool{}
+	for _, k := range p.needs() {
+		needed[k] = true
+	}
+	var refused []cache.Failure
+	for _, f := range p.host.mgr.GetCache().Failures() {
+		if f.Refused() && needed[f.Key] {
+			refused = append(refused, f)
+		}
+	}
+	slices.SortFunc(refused, func(a, b cache.Failure) int {
+		return cmp.Or(
+			strings.Compare(a.Resource.String(), b.Resource.String()),
+			strings.Compare(a.Key.Namespace, b.Key.Namespace),
+			strings.Compare(a.Verb, b.Verb), // list before watch
+			strings.Compare(a.Key.String(), b.Key.String()),
+		)
+	})
+	return slices.CompactFunc(refused, func(a, b cache.Failure) bool { return subjectOf(a) == subjectOf(b) })
+}
+
+// checkHealth says in the log, once per resource and namespace, what the plugin newly cannot
+// have (at ERROR) and what it has again, and tells OnUnavailable when Unavailable changed.
+func (p *Plugin) checkHealth() {
+	if p.isClosed() {
+		return
+	}
+	h := &p.health
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	refusals := p.refusals()
+	now := make(map[subject]bool, len(refusals))
+	for _, f := range refusals {
+		s := subjectOf(f)
+		now[s] = true
+		if !h.said[s] {
+			p.log.Error(f.Err, f.Missing()+"; until then the plugin's reads of them fail at once and its watches of them wait (the other plugins and the host's readiness are not affected)",
+				"kind", kinds.GVK(f.Key.GroupVersionKind))
+		}
+	}
+	for _, s := range slices.SortedFunc(maps.Keys(h.said), func(a, b subject) int {
+		return strings.Compare(a.resource.String()+a.namespace, b.resource.String()+b.namespace)
+	}) {
+		if !now[s] {
+			p.log.Info("the host can list and watch what the plugin needs again", "resource", s.resource.String(), "namespace", s.namespace)
+		}
+	}
+	h.said = now
+	lines := linesOf(refusals)
+	if slices.Equal(lines, h.lines) {
+		return
+	}
+	h.lines = lines
+	if p.OnUnavailable != nil {
+		p.OnUnavailable(slices.Clone(lines))
+	}
+}
+
+// saysUnavailable tells whether the plugin was last said to lack something.
+func (p *Plugin) saysUnavailable() bool {
+	p.health.mu.Lock()
+	defer p.health.mu.Unlock()
+	return len(p.health.said) > 0
+}
+
+// healthChanged looks again at the plugins that need the informer of key, or were said to lack
+// something (see cache.Cache.OnHealthChange).
+func (h *Host) healthChanged(key cache.Key) {
+	for _, p := range h.livePlugins() {
+		if p.saysUnavailable() || slices.Contains(p.needs(), key) {
+			p.checkHealth()
+		}
+	}
+}
+
+// livePlugins are the plugins loaded and not closed.
+func (h *Host) livePlugins() []*Plugin {
+	h.namesMu.Lock()
+	defer h.namesMu.Unlock()
+	out := make([]*Plugin, 0, len(h.loaded))
+	for p := range h.loaded {
+		if !p.isClosed() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NotReady says why the host as a whole is not ready, one reason a line; none when it is. It is
+// the rule of the host's readiness probe (/readyz). started tells whether the host's caches have
+// synced and every plugin of its config has loaded or been refused.
+//
+// The host is not ready until started, nor while an informer's list or watch fails for a reason
+// that concerns the whole host: the API server cannot be reached or is overloaded (a transport
+// error, 429, 5xx), or it refuses (403, 401) an informer no plugin needs: the host's own (CRDs,
+// Plugin objects). An informer the API server refuses that a plugin needs concerns that plugin
+// alone: it is Degraded (see Plugin.Unavailable), and the host stays ready. A replica's readiness
+// decides whether it gets traffic and whether a rollout goes on; every replica shares the host's
+// ServiceAccount, so a kind it may not list would hold every replica unready and stop rollouts
+// for all plugins, without any replica being able to do better.
+func (h *Host) NotReady(started bool) []string {
+	needed := map[cache.Key]bool{}
+	for _, p := range h.livePlugins() {
+		for _, k := range p.needs() {
+			needed[k] = true
+		}
+	}
+	return notReady(started, h.mgr.GetCache().Failures(), needed, time.Now())
+}
+
+// notReady is NotReady's rule over the cache's failures and the informers plugins need.
+func notReady(started bool, failures []cache.Failure, pluginsNeed map[cache.Key]bool, now time.Time) []string {
+	if !started {
+		return []string{"caches syncing or plugins loading"}
+	}
+	var out []string
+	for _, f := range failures {
+		switch {
+		case f.Refused() && pluginsNeed[f.Key]:
+			continue // that plugin's: Unavailable
+		case f.Refused():
+			out = append(out, fmt.Sprintf("list/watch of %s refused for %s: %v", f.Key, now.Sub(f.Since).Round(time.Second), &cache.RefusedError{Failure: f}))
+		default:
+			out = append(out, fmt.Sprintf("list/watch of %s failing for %s: %v", f.Key, now.Sub(f.Since).Round(time.Second), f.Err))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

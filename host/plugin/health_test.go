@@ -1,0 +1,62 @@
+package plugin
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/wasmrec/wasmrec/host/cache"
+)
+
+// The host is ready once started, unless an informer fails for the whole host: the API server
+// out of reach, or a refusal of an informer of the host's own. A kind refused by RBAC that a
+// plugin needs leaves the host ready: that plugin is Degraded instead.
+func TestReadinessRule(t *testing.T) {
+	now := time.Now()
+	secrets := cache.Key{GroupVersionKind: corev1.SchemeGroupVersion.WithKind("Secret"), Namespace: "prod"}
+	configMaps := cache.Key{GroupVersionKind: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Namespace: "prod"}
+	crds := cache.Key{GroupVersionKind: apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition")}
+	forbidden := cache.Failure{Key: secrets, Resource: corev1.SchemeGroupVersion.WithResource("secrets"), Verb: "list", Since: now.Add(-time.Minute),
+		Err: apierrors.NewForbidden(corev1.Resource("secrets"), "", errors.New(`User "host" cannot list resource "secrets"`))}
+	unauthorized := forbidden
+	unauthorized.Err = apierrors.NewUnauthorized("token expired")
+	outage := cache.Failure{Key: configMaps, Resource: corev1.SchemeGroupVersion.WithResource("configmaps"), Verb: "watch", Since: now.Add(-3 * time.Second),
+		Err: errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")}
+	ownRefused := cache.Failure{Key: crds, Resource: apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"), Verb: "list", Since: now,
+		Err: apierrors.NewForbidden(apiextensionsv1.Resource("customresourcedefinitions"), "", errors.New("no"))}
+	pluginsNeed := map[cache.Key]bool{secrets: true, configMaps: true}
+
+	for _, c := range []struct {
+		name     string
+		started  bool
+		failures []cache.Failure
+		want     []string // a substring of each reason, in order; none: ready
+	}{
+		{"started, nothing failing", true, nil, nil},
+		{"not started", false, nil, []string{"caches syncing or plugins loading"}},
+		{"not started, a plugin's kind refused", false, []cache.Failure{forbidden}, []string{"caches syncing or plugins loading"}},
+		{"a plugin's kind forbidden", true, []cache.Failure{forbidden}, nil},
+		{"a plugin's kind unauthorized", true, []cache.Failure{unauthorized}, nil},
+		{"the API server out of reach", true, []cache.Failure{outage}, []string{"list/watch of ConfigMap.v1 in namespace prod failing for 3s: dial tcp"}},
+		{"the API server out of reach, a plugin's kind forbidden", true, []cache.Failure{forbidden, outage}, []string{"ConfigMap.v1 in namespace prod failing"}},
+		{"the host's own informer refused", true, []cache.Failure{ownRefused, forbidden},
+			[]string{"list/watch of CustomResourceDefinition.v1.apiextensions.k8s.io refused for 0s: the host cannot list apiextensions.k8s.io/customresourcedefinitions cluster-wide: grant its ServiceAccount list and watch on them"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := notReady(c.started, c.failures, pluginsNeed, now)
+			if len(got) != len(c.want) {
+				t.Fatalf("not ready because %q, want %d reasons %q", got, len(c.want), c.want)
+			}
+			for i, w := range c.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("reason %d is %q, want it to say %q", i, got[i], w)
+				}
+			}
+		})
+	}
+}
