@@ -231,7 +231,7 @@ func TestDeletedPluginGivesItsMemoryBack(t *testing.T) {
 		t.Fatalf("RSS %d MiB with the plugin hogging 1000 MiB, %d MiB before: the guest's memory is not resident", peak>>20, before>>20)
 	}
 	must(t, dyn(t).Resource(pluginGVR).Delete(ctx, "hog", metav1.DeleteOptions{}))
-	h.waitOut(t, `msg="plugin unloaded" plugin=hog`)
+	h.waitOut(t, `msg="plugin unloaded" logger=plugins plugin=hog`)
 	var after int64
 	eventually(t, 20*time.Second, "RSS back within 20% of before", func() error {
 		if after = rss(); float64(after) > 1.2*float64(before) {
