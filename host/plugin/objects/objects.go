@@ -348,9 +348,6 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		l = nil
 	}
 	if l == nil {
-		if err := r.reserve(u, cfg); err != nil {
-			return reconcile.Result{}, r.refuse(ctx, u, "OverBudget", err)
-		}
 		// The counts are the object's: a reload, a restart or a new leader carries them on.
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
 		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
@@ -364,9 +361,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
 			Reporting:     r.leading,
 		})
-		r.mu.Lock()
-		r.running[name] = l
-		r.mu.Unlock()
+		if err := r.reserve(u, name, l); err != nil {
+			return reconcile.Result{}, r.refuse(ctx, u, "OverBudget", err)
+		}
 		if err := r.mgr.Add(l.sup); err != nil {
 			r.unload(ctx, name, u)
 			return reconcile.Result{}, r.refuse(ctx, u, plugin.ReasonStartFailed, err)
@@ -428,20 +425,21 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	return reconcile.Result{}, r.status(ctx, u, l, nil)
 }
 
-// reserve takes cfg's memory out of the operator's budget for plugin objects, refusing, with
-// what is taken and what is asked, a plugin that would exceed it.
-func (r *resources) reserve(u *unstructured.Unstructured, cfg plugin.Config) error {
+// reserve takes l's memory out of the operator's budget for plugin objects and records l as
+// name's, in one step (the controller's workers reconcile objects at once), refusing, with what
+// is taken and what is asked, a plugin that would exceed the budget.
+func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var used int64
-	for _, l := range r.running {
-		used += l.memory
+	for _, other := range r.running {
+		used += other.memory
 	}
-	budget := r.policy.MemoryBudget.Value()
-	if ask := cfg.Memory(); used+ask > budget {
+	if budget := r.policy.MemoryBudget.Value(); used+l.memory > budget {
 		return fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator",
-			describe(u), quantity(ask), quantity(used), r.policy.MemoryBudget)
+			describe(u), quantity(l.memory), quantity(used), r.policy.MemoryBudget)
 	}
+	r.running[name] = l
 	return nil
 }
 
