@@ -461,6 +461,13 @@ func (p *Plugin) Start(ctx context.Context) error {
 	if err := p.checkWatches(); err != nil {
 		return err
 	}
+	// Kinds served since the load are reviewed now, before their informers start, and so is
+	// everything again after a restart: RBAC may have changed.
+	if v := p.current.Load(); p.identity.access != nil {
+		if err := p.checkReads(ctx, v.policy, v.mod.Manifest()); err != nil {
+			return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
+		}
+	}
 	if err := p.applyShards(); err != nil {
 		return err
 	}
