@@ -19,11 +19,12 @@ import (
 
 // Why a supervised plugin is not running, as State.Reason says it.
 const (
-	ReasonInvalid     = "Invalid"     // the settings are wrong: nothing is tried until they change
-	ReasonFetchFailed = "FetchFailed" // the module could not be had: tried again with backoff
-	ReasonRefused     = "Refused"     // the module was refused for what it is: tried again when it changes
-	ReasonLoadFailed  = "LoadFailed"  // loading failed otherwise (its identity, say): tried again with backoff
-	ReasonStartFailed = "StartFailed" // the manager would not run it: not tried again
+	ReasonInvalid     = "Invalid"      // the settings are wrong: nothing is tried until they change
+	ReasonFetchFailed = "FetchFailed"  // the module could not be had: tried again with backoff
+	ReasonRefused     = "Refused"      // the module was refused for what it is: tried again when it changes
+	ReasonLoadFailed  = "LoadFailed"   // loading failed otherwise (its identity, say): tried again with backoff
+	ReasonStartFailed = "StartFailed"  // the manager would not run it: not tried again
+	ReasonRevoked     = "ReadsRevoked" // its ServiceAccount may no longer read what it watches: stopped until it may
 )
 
 // State is what a Supervisor's plugin is doing.
@@ -75,6 +76,9 @@ type Supervisor struct {
 	load   func(ctx context.Context, cfg Config, wasm []byte, src *modsource.Source) (*Plugin, error)
 	start  func(p *Plugin) ([]manager.Runnable, error)
 	stop   func(ctx context.Context, p *Plugin, runnables []manager.Runnable)
+	remove func(ctx context.Context, p *Plugin, runnables []manager.Runnable)
+	review func(ctx context.Context, p *Plugin) error // nil: a plugin acting as the host
+	every  time.Duration                              // between reviews
 	wait   func(ctx context.Context, module string, d time.Duration) bool
 	delays func() *backoff.Schedule
 
@@ -95,7 +99,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 	if opts.Reporting == nil {
 		opts.Reporting = func() bool { return true }
 	}
-	return &Supervisor{
+	s := &Supervisor{
 		cfg:  cfg,
 		opts: opts,
 		log:  h.log.WithValues("plugin", cfg.Name),
@@ -111,10 +115,19 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 		},
 		start:  h.start,
 		stop:   h.stop,
+		remove: h.remove,
+		every:  reviewTTL,
 		wait:   h.WaitForModule,
 		delays: backoff.ModuleFetch.Start,
 		tried:  make(chan struct{}),
 	}
+	if cfg.ServiceAccount != nil || h.impersonate != "" { // it acts as its own ServiceAccount
+		s.review = func(ctx context.Context, p *Plugin) error {
+			v := p.current.Load()
+			return p.checkReads(ctx, v.policy, v.mod.Manifest())
+		}
+	}
+	return s
 }
 
 // Name is the plugin's name and role, for the manager's reports.
@@ -234,7 +247,9 @@ func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 	return p, "", nil
 }
 
-// run starts p and keeps it until ctx is done.
+// run starts p and keeps it until ctx is done. A plugin acting as a ServiceAccount of its own
+// has its reads reviewed again every reviewTTL: one whose RBAC no longer lets it read what it
+// watches is stopped (its informers let go of, its module kept) until it may again.
 func (s *Supervisor) run(ctx context.Context, p *Plugin) {
 	runnables, err := s.start(p)
 	if err != nil {
@@ -248,9 +263,43 @@ func (s *Supervisor) run(ctx context.Context, p *Plugin) {
 	m := p.Module().Manifest()
 	s.log.Info("plugin loaded", "digest", p.Module().ShortDigest(), "for", kinds.String(m.For.APIVersion, m.For.Kind), "module", s.cfg.Module)
 	s.set(State{Plugin: p})
-	<-ctx.Done()
-	s.set(State{})
-	s.stop(context.WithoutCancel(ctx), p, runnables)
+	var reviews <-chan time.Time
+	if s.review != nil {
+		t := time.NewTicker(s.every)
+		defer t.Stop()
+		reviews = t.C
+	}
+	running := true
+	for {
+		select {
+		case <-ctx.Done():
+			s.set(State{})
+			if !running {
+				runnables = nil
+			}
+			s.stop(context.WithoutCancel(ctx), p, runnables)
+			return
+		case <-reviews:
+		}
+		err := s.review(ctx, p)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && running:
+			s.remove(ctx, p, runnables)
+			running = false
+			s.set(State{Reason: ReasonRevoked, Err: err, Next: s.every})
+			s.report(err, "plugin stopped: its ServiceAccount may no longer read what it watches; it starts again when it may")
+		case err == nil && !running:
+			if runnables, err = s.start(p); err != nil {
+				s.remove(ctx, p, runnables)
+				s.set(State{Reason: ReasonRevoked, Err: err, Next: s.every})
+				continue
+			}
+			running = true
+			s.log.Info("plugin started again: its ServiceAccount may read what it watches")
+			s.set(State{Plugin: p})
+		}
+	}
 }
 
 // start adds p and its triggers to the manager, returning what it added.
@@ -268,9 +317,21 @@ func (h *Host) start(p *Plugin) ([]manager.Runnable, error) {
 	return added, nil
 }
 
-// stop removes what start added, in reverse, and closes p. A guest that loops without being
-// interruptible holds its reconcile: it waits for it at most the plugin's timeout and 5 s more.
+// stop removes what start added and closes p. A guest that loops without being interruptible
+// holds its reconcile: it waits for it at most the plugin's timeout and 5 s more.
 func (h *Host) stop(ctx context.Context, p *Plugin, runnables []manager.Runnable) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReconcileTimeout()+5*time.Second)
+	defer cancel()
+	h.remove(ctx, p, runnables)
+	if err := p.Close(ctx); err != nil {
+		h.log.Error(err, "closing a plugin's module", "plugin", p.cfg.Name)
+	}
+	h.releaseMemory()
+}
+
+// remove removes what start added, in reverse, waiting for a guest that loops at most the
+// plugin's timeout and 5 s more.
+func (h *Host) remove(ctx context.Context, p *Plugin, runnables []manager.Runnable) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReconcileTimeout()+5*time.Second)
 	defer cancel()
 	for i := len(runnables) - 1; i >= 0; i-- {
@@ -278,10 +339,6 @@ func (h *Host) stop(ctx context.Context, p *Plugin, runnables []manager.Runnable
 			h.log.Error(err, "stopping a plugin", "plugin", p.cfg.Name)
 		}
 	}
-	if err := p.Close(ctx); err != nil {
-		h.log.Error(err, "closing a plugin's module", "plugin", p.cfg.Name)
-	}
-	h.releaseMemory()
 }
 
 // releaseMemory gives the memory of stopped plugins back to the OS soon: their instances' memory

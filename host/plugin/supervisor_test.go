@@ -249,3 +249,62 @@ func TestSupervisorRunsAnObjectsPluginAsItsServiceAccount(t *testing.T) {
 		t.Error("a load failure that may pass is not tried again")
 	}
 }
+
+// A plugin acting as its own ServiceAccount is reviewed again and again: when its RBAC no longer
+// lets it read what it watches, it is stopped, module kept, and started again once it may.
+func TestSupervisorStopsAPluginWhoseReadsAreRevoked(t *testing.T) {
+	h, m := offlineHost(t)
+	sc := &script{fetches: []func() ([]byte, error){bytesOf(swapGuest(t, "1"))}}
+	s := sc.supervise(h, thingsGrant())
+	reviews := make(chan error)
+	s.review = func(ctx context.Context, p *Plugin) error {
+		select {
+		case err := <-reviews:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.every = time.Millisecond
+	var mu sync.Mutex
+	var starts, removes int
+	s.start = func(p *Plugin) ([]manager.Runnable, error) {
+		mu.Lock()
+		starts++
+		mu.Unlock()
+		return h.start(p)
+	}
+	s.remove = func(ctx context.Context, p *Plugin, r []manager.Runnable) {
+		mu.Lock()
+		removes++
+		mu.Unlock()
+		h.remove(ctx, p, r)
+	}
+	run(t, s)
+	<-s.Tried()
+	p := s.State().Plugin
+	if p == nil {
+		t.Fatalf("not loaded: %+v", s.State())
+	}
+	reviews <- nil // still allowed: nothing happens
+	revoked := errors.New(`the API server does not let system:serviceaccount:team-a:swap list follow.wasmrec.dev/things in team-a`)
+	reviews <- revoked
+	waitFor(t, "the plugin stopped", func() bool { return s.State().Reason == ReasonRevoked })
+	if st := s.State(); st.Plugin != nil || !errors.Is(st.Err, revoked) {
+		t.Errorf("after the revocation: %+v", st)
+	}
+	if p.isClosed() {
+		t.Error("the module was closed: it is kept, to start again without a compile")
+	}
+	reviews <- revoked // still revoked: nothing more happens
+	reviews <- nil
+	waitFor(t, "the plugin started again", func() bool { return s.State().Plugin == p })
+	mu.Lock()
+	defer mu.Unlock()
+	if starts != 2 || removes != 1 {
+		t.Errorf("%d starts and %d removes, want 2 and 1", starts, removes)
+	}
+	if got := compiles(m, "swap"); got != 1 {
+		t.Errorf("%g compiles, want 1", got)
+	}
+}

@@ -464,11 +464,13 @@ func (r *resources) notLoaded(ctx context.Context, u *unstructured.Unstructured,
 	}
 	f := failure{reason: st.Reason, msg: st.Err.Error(), refusals: l.refusals}
 	r.mu.Unlock()
-	if st.Next > 0 {
+	switch cfg := l.sup.Config(); {
+	case st.Reason == plugin.ReasonRevoked:
+		f.msg = fmt.Sprintf("%s (looked at again every %s)", f.msg, st.Next.Round(time.Second))
+	case st.Next > 0 && isRegistry(&cfg):
+		f.msg = fmt.Sprintf("%s (tried again in %s)", f.msg, st.Next.Round(time.Second))
+	case st.Next > 0:
 		f.msg = fmt.Sprintf("%s (tried again in %s, or as soon as the module file changes)", f.msg, st.Next.Round(time.Second))
-		if cfg := l.sup.Config(); isRegistry(&cfg) {
-			f.msg = fmt.Sprintf("%s (tried again in %s)", st.Err, st.Next.Round(time.Second))
-		}
 	}
 	if news {
 		r.event(u, corev1.EventTypeWarning, st.Reason, "%v", st.Err)
