@@ -151,6 +151,20 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 		}
 	}
 
+	// The ServiceAccount's Role goes: within the review period (30 s) the plugin stops, Degraded,
+	// naming what it may no longer read.
+	must(t, cs.RbacV1().RoleBindings(teamA).Delete(ctx, "sa-reader", metav1.DeleteOptions{}))
+	revoked := time.Now()
+	eventually(t, 45*time.Second, "peek stopped once its ServiceAccount may not read ConfigMaps", func() error {
+		s, m := pluginCondition(t, teamA, "peek", "Degraded")
+		if s != "True" || !strings.Contains(m, "list core/configmaps in "+teamA) {
+			return fmt.Errorf("Degraded=%s: %s", s, m)
+		}
+		return nil
+	})
+	_, reason := pluginCondition(t, teamA, "peek", "Ready")
+	t.Logf("stopped %s after its RoleBinding was deleted: %s", time.Since(revoked).Round(time.Second), reason)
+
 	// Another team's Plugin is out of her reach: RBAC refuses her before anything else.
 	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
 		"metadata": map[string]any{"name": "theirs", "namespace": teamB}, "spec": map[string]any{"module": module, "serviceAccountName": "default", "paused": true, "permissions": []any{}}}}

@@ -211,7 +211,11 @@ func (p *Plugin) checkReads(ctx context.Context, pol *policy.Policy, m *abi.Mani
 		}
 	}
 	if len(denied) > 0 {
-		return fmt.Errorf("the API server does not let %s %s (the plugin's ServiceAccount's RBAC lacks them; its manifest and grant have them): grant them to the ServiceAccount (`wasmrec rbac` prints the Roles)", id.user, strings.Join(denied, ", "))
+		how := "grant them to the ServiceAccount with a Role and binding"
+		if p.cfg.ServiceAccount == nil { // the host config's: its Roles come from the grants
+			how = "grant them to the ServiceAccount (`wasmrec rbac` prints the Roles)"
+		}
+		return fmt.Errorf("the API server does not let %s %s (the plugin's ServiceAccount's RBAC lacks them; its manifest and grant have them): %s", id.user, strings.Join(denied, ", "), how)
 	}
 	return nil
 }
