@@ -23,7 +23,6 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
 
-
 // warningLog keeps the warnings the API server answers a client with.
 type warningLog struct {
 	mu   sync.Mutex
