@@ -51,8 +51,9 @@ func installPluginCRD(t *testing.T) {
 	})
 }
 
-// anySource lets plugin objects load modules from anywhere, for the tests not about sources.
-var anySource = plugin.ObjectPolicy{Sources: []string{"/", "oci://"}}
+// anySource lets plugin objects load modules from anywhere, and poll tags quickly, for the tests
+// not about the operator's bounds.
+var anySource = plugin.ObjectPolicy{Sources: []string{"/", "oci://"}, MinPollInterval: &metav1.Duration{Duration: 100 * time.Millisecond}}
 
 var accountsNS = sync.OnceValue(func() string {
 	cs := kubernetes.NewForConfigOrDie(cfg)

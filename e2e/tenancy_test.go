@@ -67,7 +67,13 @@ func serviceAccount(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) {
 	must(t, err)
 	_, err = cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sa-" + name}, Rules: rules}, metav1.CreateOptions{})
 	must(t, err)
-	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sa-" + name},
+	serviceAccountBinding(t, ns, name)
+}
+
+// serviceAccountBinding binds the ServiceAccount name of ns to its Role.
+func serviceAccountBinding(t *testing.T, ns, name string) {
+	t.Helper()
+	_, err := kubernetes.NewForConfigOrDie(cfg).RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sa-" + name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "sa-" + name}}, metav1.CreateOptions{})
 	must(t, err)
 }
@@ -118,7 +124,8 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	must(t, err)
 	t.Cleanup(host.Close)
 	limit := resource.MustParse("256Mi")
-	res, err := objects.New(host, objects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, MaxMemoryLimit: &limit}})
+	nsBudget := resource.MustParse("300Mi") // two plugins of the default 128Mi
+	res, err := objects.New(host, objects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, MaxMemoryLimit: &limit, NamespaceMemoryBudget: &nsBudget}})
 	must(t, err)
 	must(t, mgr.Add(res))
 
@@ -164,6 +171,7 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	})
 	_, reason := pluginCondition(t, teamA, "peek", "Ready")
 	t.Logf("stopped %s after its RoleBinding was deleted: %s", time.Since(revoked).Round(time.Second), reason)
+	serviceAccountBinding(t, teamA, "reader") // given back: it starts again (checked at the end)
 
 	// Another team's Plugin is out of her reach: RBAC refuses her before anything else.
 	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
@@ -202,6 +210,23 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 		t.Errorf("the status of a path that exists differs from one that does not:\n%s\n%s", file, none)
 	}
 	t.Logf("a source outside the allowlist: %s", net)
+
+	// The namespace's budget: a second plugin fits, a third waits until one stops.
+	for _, name := range []string{"second", "third"} {
+		must(t, alice.plugin(name, map[string]any{"module": module, "serviceAccountName": "reader", "permissions": star}))
+	}
+	if m := degraded("third"); !strings.Contains(m, "the Plugins of "+teamA+" hold 256Mi of the operator's budget of 300Mi for one namespace") {
+		t.Errorf("third: %s", m)
+	}
+	must(t, alice.dyn.Resource(objects.GVR).Namespace(teamA).Delete(ctx, "second", metav1.DeleteOptions{}))
+	for _, name := range []string{"third", "peek"} {
+		eventually(t, 45*time.Second, name+" Ready", func() error {
+			if s, m := pluginCondition(t, teamA, name, "Ready"); s != "True" {
+				return fmt.Errorf("Ready=%s: %s", s, m)
+			}
+			return nil
+		})
+	}
 	for _, m := range []string{file, none, net} {
 		if !strings.Contains(m, "not from a source the operator allows") || strings.Contains(m, "no such file") || strings.Contains(m, "connection refused") {
 			t.Errorf("a source outside the allowlist: %s", m)

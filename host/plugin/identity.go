@@ -113,6 +113,13 @@ func (id *identity) may(ctx context.Context, attrs authorizationv1.ResourceAttri
 	return review.Status.Allowed, nil
 }
 
+// forget drops the answers kept, so that the next questions go to the API server.
+func (id *identity) forget() {
+	id.reviews.mu.Lock()
+	defer id.reviews.mu.Unlock()
+	clear(id.reviews.answers)
+}
+
 // mayRead is guest.API.MayRead for the identity: nil when it is the host's own.
 func (id *identity) mayRead() func(context.Context, string, schema.GroupResource, []string) error {
 	if id.access == nil {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/wasmrec/wasmrec/host/controller"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -17,8 +18,10 @@ import (
 // operator's own plugins (the host config's) are not bound by it.
 type ObjectPolicy struct {
 	// Sources are where the modules of plugin objects may come from: registry prefixes
-	// ("oci://registry.example.com/team-a/"; "oci://" for any registry) and host directories
-	// ("/var/lib/wasmrec/modules/", for image layouts and .wasm files). A module elsewhere is
+	// ("oci://registry.example.com/platform/"; "oci://" for any registry) and host directories
+	// ("/var/lib/wasmrec/modules/", for image layouts and .wasm files). "{namespace}" in a
+	// source is a Plugin's own namespace ("oci://registry.example.com/{namespace}/": each team
+	// its own repositories; such a source allows no ClusterPlugin). A module elsewhere is
 	// refused without being touched. Defaults to none: every plugin object is refused until the
 	// operator lists a source.
 	Sources []string `json:"sources,omitempty"`
@@ -33,6 +36,12 @@ type ObjectPolicy struct {
 	// MemoryBudget bounds the memory all plugin objects' instances may take together
 	// (memoryLimit times maxConcurrentReconciles, summed). Defaults to 4Gi.
 	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
+	// NamespaceMemoryBudget bounds what the Plugins of one namespace may take together, so that
+	// one team cannot take the whole budget. Defaults to 1Gi.
+	NamespaceMemoryBudget *resource.Quantity `json:"namespaceMemoryBudget,omitempty"`
+	// MinPollInterval is the shortest pollInterval an object may set: each poll is a request to
+	// its registry, made with the host's credentials. Defaults to 10s.
+	MinPollInterval *metav1.Duration `json:"minPollInterval,omitempty"`
 }
 
 // Defaults of ObjectPolicy.
@@ -42,6 +51,8 @@ var (
 	DefaultObjectMaxTimeout   = 5 * time.Minute
 	DefaultObjectMaxShards    = 16
 	DefaultObjectMemoryBudget = resource.MustParse("4Gi")
+	DefaultNamespaceBudget    = resource.MustParse("1Gi")
+	DefaultObjectMinPoll      = 10 * time.Second
 )
 
 // WithDefaults returns p with its defaults filled in.
@@ -62,6 +73,13 @@ func (p ObjectPolicy) WithDefaults() ObjectPolicy {
 	if p.MemoryBudget == nil {
 		q := DefaultObjectMemoryBudget.DeepCopy()
 		p.MemoryBudget = &q
+	}
+	if p.NamespaceMemoryBudget == nil {
+		q := DefaultNamespaceBudget.DeepCopy()
+		p.NamespaceMemoryBudget = &q
+	}
+	if p.MinPollInterval == nil {
+		p.MinPollInterval = &metav1.Duration{Duration: DefaultObjectMinPoll}
 	}
 	return p
 }
@@ -86,47 +104,95 @@ func (c *Config) Memory() int64 {
 }
 
 // Admit refuses settings of a plugin object beyond the policy's bounds, naming the field, its
-// value and the limit. what names the object ("Plugin team-a/labeler").
-func (p ObjectPolicy) Admit(what string, c Config) error {
+// value and the limit. what names the object ("Plugin team-a/labeler"); namespace is a Plugin's
+// ("" for a ClusterPlugin).
+//
+// Besides the operator's bounds, an object may not raise what the host's defaults hold down for
+// everyone (log rates, call rates, retry pace): it may only lower them.
+func (p ObjectPolicy) Admit(what, namespace string, c Config) error {
 	p = p.WithDefaults()
-	beyond := func(field, value, limit string) error {
-		return fmt.Errorf("%s: spec.%s %s is above the operator's limit of %s (pluginObjects.%s in the host config): lower it, or ask the operator", what, field, value, limit, "max"+strings.ToUpper(field[:1])+field[1:])
+	beyond := func(field, value, limit, setting string) error {
+		return fmt.Errorf("%s: spec.%s %s is above the operator's limit of %s (%s): lower it, or ask the operator", what, field, value, limit, setting)
+	}
+	above := func(field string, value, limit float64) error {
+		if value <= limit {
+			return nil
+		}
+		return beyond(field, fmt.Sprint(value), fmt.Sprint(limit), "the host's default, which plugin objects may lower only")
 	}
 	switch {
 	case c.MemoryLimit != nil && c.MemoryLimit.Cmp(*p.MaxMemoryLimit) > 0:
-		return beyond("memoryLimit", c.MemoryLimit.String(), p.MaxMemoryLimit.String())
+		return beyond("memoryLimit", c.MemoryLimit.String(), p.MaxMemoryLimit.String(), "pluginObjects.maxMemoryLimit in the host config")
 	case c.MaxConcurrentReconciles > p.MaxConcurrentReconciles:
-		return beyond("maxConcurrentReconciles", fmt.Sprint(c.MaxConcurrentReconciles), fmt.Sprint(p.MaxConcurrentReconciles))
+		return beyond("maxConcurrentReconciles", fmt.Sprint(c.MaxConcurrentReconciles), fmt.Sprint(p.MaxConcurrentReconciles), "pluginObjects.maxConcurrentReconciles in the host config")
 	case c.Timeout != nil && c.Timeout.Duration > p.MaxTimeout.Duration:
-		return beyond("timeout", c.Timeout.Duration.String(), p.MaxTimeout.Duration.String())
+		return beyond("timeout", c.Timeout.Duration.String(), p.MaxTimeout.Duration.String(), "pluginObjects.maxTimeout in the host config")
 	case c.Shards > p.MaxShards:
-		return beyond("shards", fmt.Sprint(c.Shards), fmt.Sprint(p.MaxShards))
+		return beyond("shards", fmt.Sprint(c.Shards), fmt.Sprint(p.MaxShards), "pluginObjects.maxShards in the host config")
+	case c.PollInterval != nil && c.PollInterval.Duration < p.MinPollInterval.Duration:
+		return fmt.Errorf("%s: spec.pollInterval %s is below the operator's floor of %s (pluginObjects.minPollInterval in the host config): each poll is a request to the registry; raise it", what, c.PollInterval.Duration, p.MinPollInterval.Duration)
 	case c.Interruptible != nil:
 		return fmt.Errorf("%s: spec.interruptible is for the operator's own plugins (the host config): remove it", what)
+	case c.RateLimiter.BaseDelay != nil && c.RateLimiter.BaseDelay.Duration < controller.DefaultBaseDelay:
+		return fmt.Errorf("%s: spec.rateLimiter.baseDelay %s is below the host's default of %s, which plugin objects may raise only: raise it", what, c.RateLimiter.BaseDelay.Duration, controller.DefaultBaseDelay)
+	}
+	for _, err := range []error{
+		above("logLimit.linesPerSecond", c.LogLimit.LinesPerSecond, wasm.DefaultLogLinesPerSecond),
+		above("logLimit.bytesPerSecond", c.LogLimit.BytesPerSecond, wasm.DefaultLogBytesPerSecond),
+		above("logLimit.perReconcile", float64(c.LogLimit.PerReconcile), wasm.DefaultLogPerReconcile),
+		above("reads.qps", c.Reads.QPS, DefaultReadQPS),
+		above("reads.burst", float64(c.Reads.Burst), DefaultReadBurst),
+		above("writes.qps", c.Writes.QPS, DefaultWriteQPS),
+		above("writes.burst", float64(c.Writes.Burst), DefaultWriteBurst),
+		above("rateLimiter.qps", c.RateLimiter.QPS, controller.DefaultQPS),
+		above("rateLimiter.burst", float64(c.RateLimiter.Burst), controller.DefaultBurst),
+	} {
+		if err != nil {
+			return err
+		}
 	}
 	if c.MemoryLimit == nil && wasm.DefaultMemoryLimit > p.MaxMemoryLimit.Value() {
 		return fmt.Errorf("%s: the default memoryLimit (%s) is above the operator's limit of %s: set spec.memoryLimit", what, resource.NewQuantity(wasm.DefaultMemoryLimit, resource.BinarySI), p.MaxMemoryLimit)
 	}
-	return p.AllowsSource(what, c.Module)
+	return p.AllowsSource(what, namespace, c.Module)
 }
 
-// AllowsSource refuses a module that is not from one of the policy's sources. It looks at the
-// reference alone: nothing is read or dialled, so a refusal tells nothing of the host's files
-// or network.
-func (p ObjectPolicy) AllowsSource(what, module string) error {
-	if p.allows(module) {
+// AllowsSource refuses a module that is not from one of the policy's sources, for an object in
+// namespace ("" for a ClusterPlugin). It looks at the reference alone: nothing is read or
+// dialled, so a refusal tells nothing of the host's files or network.
+func (p ObjectPolicy) AllowsSource(what, namespace, module string) error {
+	sources := p.sourcesFor(namespace)
+	if allows(sources, module) {
 		return nil
 	}
 	allowed := "none yet"
-	if len(p.Sources) > 0 {
-		allowed = strings.Join(p.Sources, ", ")
+	if len(sources) > 0 {
+		allowed = strings.Join(sources, ", ")
 	}
 	return fmt.Errorf("%s: spec.module %q is not from a source the operator allows for plugin objects (%s; pluginObjects.sources in the host config): push the module to an allowed registry, or ask the operator", what, module, allowed)
 }
 
-func (p ObjectPolicy) allows(module string) bool {
+// sourcesFor are the sources an object in namespace may use: "{namespace}" made its own, and
+// sources naming a namespace left out of a ClusterPlugin's.
+func (p ObjectPolicy) sourcesFor(namespace string) []string {
+	var out []string
+	for _, s := range p.Sources {
+		switch {
+		case !strings.Contains(s, "{namespace}"):
+			out = append(out, s)
+		case namespace != "":
+			out = append(out, strings.ReplaceAll(s, "{namespace}", namespace))
+		}
+	}
+	return out
+}
+
+func allows(sources []string, module string) bool {
 	if strings.HasPrefix(module, "oci://") {
-		for _, s := range p.Sources {
+		if strings.Contains(module, "/../") || strings.HasSuffix(module, "/..") {
+			return false
+		}
+		for _, s := range sources {
 			if !strings.HasPrefix(s, "oci://") || !strings.HasPrefix(module, s) {
 				continue
 			}
@@ -146,7 +212,7 @@ func (p ObjectPolicy) allows(module string) bool {
 		return false
 	}
 	dir = filepath.Clean(dir)
-	for _, s := range p.Sources {
+	for _, s := range sources {
 		if !filepath.IsAbs(s) {
 			continue
 		}

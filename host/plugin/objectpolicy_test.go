@@ -27,7 +27,7 @@ func TestObjectPolicyAllowsOnlyItsSources(t *testing.T) {
 		"relative.wasm":                                       false,
 		"/var/run/secrets/kubernetes.io/serviceaccount/token": false,
 	} {
-		err := p.AllowsSource("Plugin team-a/x", module)
+		err := p.AllowsSource("Plugin team-a/x", "team-a", module)
 		if (err == nil) != ok {
 			t.Errorf("%s: %v, want allowed %v", module, err, ok)
 		}
@@ -35,8 +35,31 @@ func TestObjectPolicyAllowsOnlyItsSources(t *testing.T) {
 			t.Errorf("%s: the refusal %q names neither the object nor the setting", module, err)
 		}
 	}
-	if err := (ObjectPolicy{}).AllowsSource("Plugin a/b", "oci://r/x:v1"); err == nil || !strings.Contains(err.Error(), "none yet") {
+	if err := (ObjectPolicy{}).AllowsSource("Plugin a/b", "a", "oci://r/x:v1"); err == nil || !strings.Contains(err.Error(), "none yet") {
 		t.Errorf("with no sources: %v; want a refusal saying none are allowed yet", err)
+	}
+}
+
+func TestObjectPolicySourcesOfANamespace(t *testing.T) {
+	p := ObjectPolicy{Sources: []string{"oci://registry.example.com/{namespace}/", "oci://registry.example.com/shared/"}}
+	for _, c := range []struct {
+		namespace, module string
+		ok                bool
+	}{
+		{"team-a", "oci://registry.example.com/team-a/labeler:v1", true},
+		{"team-a", "oci://registry.example.com/team-b/labeler:v1", false},
+		{"team-a", "oci://registry.example.com/team-a/../team-b/labeler:v1", false},
+		{"team-a", "oci://registry.example.com/shared/labeler:v1", true},
+		{"", "oci://registry.example.com/team-a/labeler:v1", false}, // a ClusterPlugin has no namespace of its own
+		{"", "oci://registry.example.com/shared/labeler:v1", true},
+	} {
+		err := p.AllowsSource("x", c.namespace, c.module)
+		if (err == nil) != c.ok {
+			t.Errorf("%q in %q: %v, want allowed %v", c.module, c.namespace, err, c.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "team-b") && !strings.Contains(c.module, "team-b") {
+			t.Errorf("the refusal names another team's source: %v", err)
+		}
 	}
 }
 
@@ -51,6 +74,19 @@ func TestObjectPolicyBoundsTheSettings(t *testing.T) {
 	}{
 		{func(c *Config) {}, ""},
 		{func(c *Config) { c.MemoryLimit = q("1Gi") }, "spec.memoryLimit 1Gi is above the operator's limit of 256Mi (pluginObjects.maxMemoryLimit"},
+		{func(c *Config) { c.MaxConcurrentReconciles = 9 }, "(pluginObjects.maxConcurrentReconciles in the host config)"},
+		{func(c *Config) { c.LogLimit.LinesPerSecond = 1e9 }, "spec.logLimit.linesPerSecond 1e+09 is above the operator's limit of 1000"},
+		{func(c *Config) { c.LogLimit.PerReconcile = 1 << 40 }, "spec.logLimit.perReconcile"},
+		{func(c *Config) { c.Writes.QPS = 1e6 }, "spec.writes.qps"},
+		{func(c *Config) { c.Reads.Burst = 1e6 }, "spec.reads.burst"},
+		{func(c *Config) { c.RateLimiter.QPS = 1e6 }, "spec.rateLimiter.qps"},
+		{func(c *Config) { c.RateLimiter.BaseDelay = &metav1.Duration{Duration: time.Nanosecond} }, "spec.rateLimiter.baseDelay 1ns is below the host's default"},
+		{func(c *Config) { c.PollInterval = &metav1.Duration{Duration: time.Millisecond} }, "spec.pollInterval 1ms is below the operator's floor of 10s"},
+		{func(c *Config) {
+			c.LogLimit.LinesPerSecond = 10
+			c.Writes.QPS = 5
+			c.PollInterval = &metav1.Duration{Duration: time.Minute}
+		}, ""},
 		{func(c *Config) { c.MaxConcurrentReconciles = 100000 }, "spec.maxConcurrentReconciles 100000 is above the operator's limit of 8"},
 		{func(c *Config) { c.Timeout = &metav1.Duration{Duration: 8760 * time.Hour} }, "spec.timeout 8760h0m0s is above the operator's limit of 5m0s"},
 		{func(c *Config) { c.Shards = 64 }, "spec.shards 64 is above the operator's limit of 16"},
@@ -59,7 +95,7 @@ func TestObjectPolicyBoundsTheSettings(t *testing.T) {
 	} {
 		cfg := base
 		c.change(&cfg)
-		err := p.Admit("Plugin a/x", cfg)
+		err := p.Admit("Plugin a/x", "a", cfg)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%+v: %v", cfg, err)
@@ -68,7 +104,7 @@ func TestObjectPolicyBoundsTheSettings(t *testing.T) {
 		}
 	}
 	low := ObjectPolicy{Sources: []string{"oci://"}, MaxMemoryLimit: q("64Mi")}
-	if err := low.Admit("Plugin a/x", base); err == nil || !strings.Contains(err.Error(), "set spec.memoryLimit") {
+	if err := low.Admit("Plugin a/x", "a", base); err == nil || !strings.Contains(err.Error(), "set spec.memoryLimit") {
 		t.Errorf("a default memoryLimit above the operator's limit: %v", err)
 	}
 }

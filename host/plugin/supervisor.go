@@ -123,6 +123,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 	}
 	if cfg.ServiceAccount != nil || h.impersonate != "" { // it acts as its own ServiceAccount
 		s.review = func(ctx context.Context, p *Plugin) error {
+			p.identity.forget() // the API server's answers now, not those it gave lately
 			v := p.current.Load()
 			return p.checkReads(ctx, v.policy, v.mod.Manifest())
 		}

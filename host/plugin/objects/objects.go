@@ -161,7 +161,7 @@ func New(h *plugin.Host, opts Options) (manager.Runnable, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, running: map[string]*loaded{},
+	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, running: map[string]*loaded{}, overBudget: map[reconcile.Request]bool{},
 		recorder: h.Recorder("wasmrec")}
 	// Several workers: a load compiles, and one slow plugin must not hold the others back.
 	ctrl, err := controller.New("plugins", r, controller.Options{Logger: log, MaxConcurrentReconciles: 4})
@@ -271,14 +271,16 @@ type resources struct {
 	recorder record.EventRecorder
 	reads    atomic.Pointer[informers]
 
-	mu      sync.Mutex
-	running map[string]*loaded // by plugin name
+	mu         sync.Mutex
+	running    map[string]*loaded         // by plugin name
+	overBudget map[reconcile.Request]bool // objects refused for memory: tried again when one stops
 }
 
 // loaded is the plugin an object runs, under its supervisor.
 type loaded struct {
 	sup       *plugin.Supervisor
 	memory    int64  // its share of the memory budget
+	namespace string // a Plugin's, for the namespace's budget
 	settings  string // the spec without module and paused: a change starts it anew
 	module    string // the module it was started with
 	announced bool   // the Loaded event was recorded
@@ -317,6 +319,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	name := PluginName(req.Namespace, req.Name)
 	u, err := reads.get(req)
 	if apierrors.IsNotFound(err) {
+		r.mu.Lock()
+		delete(r.overBudget, req)
+		r.mu.Unlock()
 		r.unload(ctx, name, nil)
 		return reconcile.Result{}, nil
 	}
@@ -325,7 +330,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	cfg, paused, err := ConfigOf(u)
 	if err == nil && !paused {
-		err = r.policy.Admit(describe(u), cfg)
+		err = r.policy.Admit(describe(u), u.GetNamespace(), cfg)
 	}
 	if err == nil && !paused {
 		err = cfg.Validate()
@@ -412,7 +417,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, l, nil)
 		}
 		r.mu.Lock()
-		l.tried = "" // the move is done: nothing pending
+		l.tried, l.lastErr, l.lastWhy = "", "", "" // the move is done: spec.module serves
 		r.mu.Unlock()
 	default:
 		// spec.module is the module serving: a failed move to another one is over.
@@ -425,20 +430,37 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	return reconcile.Result{}, r.status(ctx, u, l, nil)
 }
 
-// reserve takes l's memory out of the operator's budget for plugin objects and records l as
-// name's, in one step (the controller's workers reconcile objects at once), refusing, with what
-// is taken and what is asked, a plugin that would exceed the budget.
+// reserve takes l's memory out of the operator's budgets for plugin objects (all of them, and a
+// namespace's Plugins) and records l as name's, in one step (the controller's workers reconcile
+// objects at once). A plugin that would exceed one is refused, saying what is taken and by whom,
+// and tried again when a plugin object stops.
 func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var used int64
+	ns := u.GetNamespace()
+	var used, usedHere int64
 	for _, other := range r.running {
 		used += other.memory
+		if ns != "" && other.namespace == ns {
+			usedHere += other.memory
+		}
 	}
-	if budget := r.policy.MemoryBudget.Value(); used+l.memory > budget {
-		return fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator",
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: u.GetName()}}
+	var err error
+	switch {
+	case ns != "" && usedHere+l.memory > r.policy.NamespaceMemoryBudget.Value():
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, stop another Plugin of %s, or ask the operator",
+			describe(u), quantity(l.memory), ns, quantity(usedHere), r.policy.NamespaceMemoryBudget, ns)
+	case used+l.memory > r.policy.MemoryBudget.Value():
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator; it is tried again when a plugin object stops",
 			describe(u), quantity(l.memory), quantity(used), r.policy.MemoryBudget)
 	}
+	if err != nil {
+		r.overBudget[req] = true
+		return err
+	}
+	delete(r.overBudget, req)
+	l.namespace = ns
 	r.running[name] = l
 	return nil
 }
@@ -462,7 +484,7 @@ func (r *resources) notLoaded(ctx context.Context, u *unstructured.Unstructured,
 	if news && st.Reason == plugin.ReasonRefused {
 		l.refusals++
 	}
-	f := failure{reason: st.Reason, msg: st.Err.Error(), refusals: l.refusals}
+	f := failure{reason: st.Reason, msg: first.Error(), refusals: l.refusals}
 	r.mu.Unlock()
 	switch cfg := l.sup.Config(); {
 	case st.Reason == plugin.ReasonRevoked:
@@ -680,10 +702,16 @@ func (r *resources) unload(ctx context.Context, name string, u *unstructured.Uns
 	r.mu.Lock()
 	l := r.running[name]
 	delete(r.running, name)
+	waiting := slices.Collect(maps.Keys(r.overBudget))
 	r.mu.Unlock()
 	if l == nil {
 		return
 	}
+	defer func() { // its memory is free: the objects refused for lack of it try again
+		for _, req := range waiting {
+			r.ctrl.Enqueue(req)
+		}
+	}()
 	p := l.sup.State().Plugin
 	// The supervisor waits for a guest that loops without being interruptible at most its
 	// timeout and 5 s more; so does this.
