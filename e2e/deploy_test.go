@@ -72,7 +72,7 @@ func TestDeployManifests(t *testing.T) {
 	}
 
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	for _, ns := range []string{"wasmrec-system", "wasmrec-plugins"} {
+	for _, ns := range []string{"wasmrec-system", "wasmrec-plugins", "tenant-a"} {
 		_, err := cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)

@@ -144,6 +144,9 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	}
 	// The control plane is the developer's own: plugin objects may load modules from anywhere.
 	hc.PluginObjects.Sources = []string{"/", "oci://"}
+	if o.pluginObjects {
+		fmt.Fprintln(stdout, "plugin objects on this control plane may load modules from any file and registry (it is yours; `wasmrec run` takes pluginObjects.sources for anyone else's)")
+	}
 	if len(mine) > 0 {
 		if err := installFolderObjects(ctx, cp.Config, mine, stdout); err != nil {
 			return err
