@@ -193,12 +193,6 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			s.run(ctx, p)
 			return nil
 		}
-		if reason == ReasonStartFailed {
-			s.set(State{Reason: reason, Err: err})
-			s.report(err, "plugin not started; the others run")
-			<-ctx.Done()
-			return nil
-		}
 		next := delays.Next()
 		prev := s.State()
 		s.set(State{Reason: reason, Err: err, Next: next})
@@ -225,8 +219,8 @@ func (s *Supervisor) report(err error, msg string, kv ...any) {
 	}
 }
 
-// attempt fetches, loads and starts the plugin once. A module refused before under the same
-// settings is not compiled again.
+// attempt fetches and loads the plugin once. A module refused before under the same settings
+// is not compiled again.
 func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 	wasm, src, err := s.fetch(ctx, s.cfg.Module)
 	if err != nil {
