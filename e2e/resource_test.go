@@ -134,20 +134,7 @@ func TestPluginResource(t *testing.T) {
 	must(t, err)
 	t.Cleanup(func() { _ = dyn(t).Resource(pluginGVR).Delete(ctx, "swapper", metav1.DeleteOptions{}) })
 
-	condition := func(typ string) (string, string) {
-		u, err := dyn(t).Resource(pluginGVR).Get(ctx, "swapper", metav1.GetOptions{})
-		if err != nil {
-			return "", err.Error()
-		}
-		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-		for _, c := range conds {
-			m := c.(map[string]any)
-			if m["type"] == typ {
-				return fmt.Sprint(m["status"]), fmt.Sprint(m["message"])
-			}
-		}
-		return "", ""
-	}
+	condition := func(typ string) (string, string) { return objectCondition(t, pluginGVR, "", "swapper", typ) }
 	digest := func() string {
 		u, _ := dyn(t).Resource(pluginGVR).Get(ctx, "swapper", metav1.GetOptions{})
 		d, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")

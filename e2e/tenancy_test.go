@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -81,7 +82,14 @@ func serviceAccountBinding(t *testing.T, ns, name string) {
 // pluginCondition reads a Plugin's condition: status and message.
 func pluginCondition(t *testing.T, ns, name, typ string) (string, string) {
 	t.Helper()
-	u, err := dyn(t).Resource(objects.GVR).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	return objectCondition(t, objects.GVR, ns, name, typ)
+}
+
+// objectCondition reads a plugin object's condition: status and message (the error, if the
+// object cannot be read).
+func objectCondition(t *testing.T, gvr schema.GroupVersionResource, ns, name, typ string) (string, string) {
+	t.Helper()
+	u, err := dyn(t).Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		return "", err.Error()
 	}
