@@ -249,6 +249,11 @@ func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, &FetchError{Module: cfg.Module, Err: err})
 	}
+	return h.loadFrom(ctx, cfg, wasmBytes, src)
+}
+
+// loadFrom is Load of a module fetched from src, which becomes the plugin's source.
+func (h *Host) loadFrom(ctx context.Context, cfg Config, wasmBytes []byte, src *modsource.Source) (*Plugin, error) {
 	p, err := h.Load(ctx, cfg, wasmBytes)
 	if p != nil {
 		p.source.Store(src)

@@ -106,13 +106,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 		fetch: func(ctx context.Context, module string) ([]byte, *modsource.Source, error) {
 			return h.fetcher.Fetch(ctx, h.oci, module)
 		},
-		load: func(ctx context.Context, cfg Config, wasm []byte, src *modsource.Source) (*Plugin, error) {
-			p, err := h.Load(ctx, cfg, wasm)
-			if p != nil {
-				p.source.Store(src)
-			}
-			return p, err
-		},
+		load:   h.loadFrom,
 		start:  h.start,
 		stop:   h.stop,
 		remove: h.remove,
