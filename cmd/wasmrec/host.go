@@ -134,7 +134,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	if err != nil {
 		return err
 	}
-	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: o.cacheDir})
+	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: o.cacheDir, Logger: log.WithName("wasm")})
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,6 @@ type Host struct {
 	namesMu     sync.Mutex
 	names       map[string]string // plugin names claimed, and where their settings come from
 	loaded      map[*Plugin]bool  // plugins loaded, until closed with no reconcile in flight
-	releasing   atomic.Bool       // a release of stopped plugins' memory is due (releaseMemory)
 	log         logr.Logger
 }
 

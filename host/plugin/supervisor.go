@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -315,7 +314,6 @@ func (h *Host) stop(ctx context.Context, p *Plugin, runnables []manager.Runnable
 	if err := p.Close(ctx); err != nil {
 		h.log.Error(err, "closing a plugin's module", "plugin", p.cfg.Name)
 	}
-	h.releaseMemory()
 }
 
 // remove removes what start added, in reverse, waiting for a guest that loops at most the
@@ -327,18 +325,5 @@ func (h *Host) remove(ctx context.Context, p *Plugin, runnables []manager.Runnab
 		if err := h.mgr.Remove(ctx, runnables[i]); err != nil && !errors.Is(err, manager.ErrStopping) {
 			h.log.Error(err, "stopping a plugin", "plugin", p.cfg.Name)
 		}
-	}
-}
-
-// releaseMemory gives the memory of stopped plugins back to the OS soon: their instances' memory
-// (up to memoryLimit times workers each) is garbage, and the Go runtime would return it at its
-// own slow pace (a host kept 1 GiB 20 s after its plugin was deleted). It is a full collection,
-// so the stops of a moment (a host stopping, a CRD gone) share one.
-func (h *Host) releaseMemory() {
-	if h.releasing.CompareAndSwap(false, true) {
-		time.AfterFunc(100*time.Millisecond, func() {
-			h.releasing.Store(false)
-			debug.FreeOSMemory()
-		})
 	}
 }

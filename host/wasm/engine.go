@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -24,6 +25,8 @@ type EngineOptions struct {
 	// wasmrec/wazero; "-" turns the on-disk cache off (compiled modules are still shared in
 	// memory).
 	CacheDir string
+	// Logger receives what the engine does on its own: giving closed modules' memory back.
+	Logger logr.Logger
 }
 
 // Engine compiles plugin modules. One per host: its compilation cache is shared by every
@@ -36,6 +39,7 @@ type Engine struct {
 	compiling keymutex.KeyMutex
 	mu        sync.Mutex       // guards codes and their refs
 	codes     map[string]*code // by digest and settings
+	reclaim   *reclaimer       // gives closed instances' memory back to the OS
 
 	// instantiate is wazero.Runtime.InstantiateModule; tests replace it to inject faults.
 	instantiate func(context.Context, wazero.Runtime, wazero.CompiledModule, wazero.ModuleConfig) (api.Module, error)
@@ -58,7 +62,8 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		}
 		dir = filepath.Join(base, "wasmrec", "wazero")
 	}
-	e := &Engine{compiling: keymutex.NewHashed(compileLocks), codes: map[string]*code{}, instantiate: instantiate, nanotime: nanotime}
+	e := &Engine{compiling: keymutex.NewHashed(compileLocks), codes: map[string]*code{}, instantiate: instantiate, nanotime: nanotime,
+		reclaim: newReclaimer(opts.Logger)}
 	if dir == "-" {
 		e.cache = wazero.NewCompilationCache()
 		return e, nil

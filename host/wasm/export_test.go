@@ -21,3 +21,18 @@ var Instantiate = instantiate
 
 // SharesCode tells whether two modules run on the same compiled code and runtime.
 func SharesCode(a, b *Module) bool { return a.code == b.code }
+
+// IdleMemory is the memory of one of m's idle instances, nil if none is idle.
+func IdleMemory(m *Module) []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.idle) == 0 {
+		return nil
+	}
+	b, _ := m.idle[0].mem.Read(0, m.idle[0].mem.Size())
+	return b
+}
+
+// Reclaiming is how many closed instances' memory e waits to see collected, and how many forced
+// collections it has run.
+func Reclaiming(e *Engine) (pending, runs int) { return e.reclaim.state() }

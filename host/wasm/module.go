@@ -258,8 +258,7 @@ func (m *Module) Retire(ctx context.Context) error {
 	m.idle = nil
 	m.mu.Unlock()
 	for _, inst := range idle {
-		m.stats.Live.Add(-1)
-		_ = inst.mod.Close(context.WithoutCancel(ctx))
+		m.drop(context.WithoutCancel(ctx), inst, true)
 	}
 	for range taken {
 		m.tokens <- struct{}{}
@@ -330,14 +329,27 @@ func (m *Module) put(inst *instance, healthy bool) {
 		m.stats.Discarded.Add(1)
 	}
 	m.mu.Lock()
-	if healthy && !m.closed {
+	closed := m.closed
+	if healthy && !closed {
 		m.idle = append(m.idle, inst)
 		m.mu.Unlock()
 		return
 	}
 	m.mu.Unlock()
+	m.drop(context.Background(), inst, closed)
+}
+
+// drop closes inst. The memory of a closed module's instances is given back to the OS once it
+// is garbage (reclaimer); an instance replaced in a running module leaves its memory to the Go
+// runtime's own pace, so that a plugin that traps often does not force a collection each time.
+func (m *Module) drop(ctx context.Context, inst *instance, closed bool) {
 	m.stats.Live.Add(-1)
-	_ = inst.mod.Close(context.Background())
+	var mem []byte
+	if closed && inst.mem != nil {
+		mem, _ = inst.mem.Read(0, inst.mem.Size())
+	}
+	_ = inst.mod.Close(ctx)
+	m.engine.reclaim.add(mem)
 }
 
 // newInstance instantiates the module. A panic in wazero while it does is recovered and
