@@ -282,7 +282,8 @@ func TestDeletedPluginGivesItsMemoryBack(t *testing.T) {
 	var after int64
 	eventually(t, 20*time.Second, "RSS back within 20% of before", func() error {
 		if after = rss(); float64(after) > 1.2*float64(before) {
-			return fmt.Errorf("RSS %d MiB, %d MiB before the plugin, %d MiB at its peak", after>>20, before>>20, peak>>20)
+			return fmt.Errorf("RSS %d MiB, %d MiB before the plugin, %d MiB at its peak; the host's last lines:\n%s",
+				after>>20, before>>20, peak>>20, tail(h.out.String(), 30))
 		}
 		return nil
 	})
