@@ -149,6 +149,9 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		return out
 	})
 	hopts := plugin.HostOptions{Engine: engine, Metrics: m, Logger: log.WithName("plugin"), WarmStandby: o.warmStandby}
+	if hopts.Signatures, err = hc.Signatures.Compile(); err != nil {
+		return err
+	}
 	if hopts.OCI, err = o.ociClient(nil); err != nil {
 		return err
 	}

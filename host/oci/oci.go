@@ -18,6 +18,8 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/content/memory"
 	orasoci "oras.land/oras-go/v2/content/oci"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/credentials"
@@ -100,6 +102,10 @@ func (c *Client) target(ctx context.Context, ref string) (oras.GraphTarget, stri
 		return nil, "", fmt.Errorf("oci: %q is not a reference (registry/repository:tag or @digest, or oci:dir:tag): %w", ref, err)
 	}
 	repo.PlainHTTP = slices.Contains(c.opts.Insecure, repo.Reference.Registry)
+	// A registry without the referrers API keeps an index of them under a tag; attaching a
+	// signature replaces that index, and many registries refuse to delete the old one (deletes
+	// are off by default in distribution). It is left behind, untagged.
+	repo.SkipReferrersGC = true
 	repo.Client = &auth.Client{Client: retry.DefaultClient, Cache: auth.NewCache(), Credential: credentials.Credential(c.creds)}
 	reference := repo.Reference.Reference
 	if reference == "" {
@@ -258,7 +264,11 @@ func (c *Client) keep(d digest.Digest, b []byte) {
 // Push writes a module to ref in the CNCF layout: config application/vnd.wasm.config.v0+json
 // (holding the plugin's manifest under "wasmrec.dev/manifest"), one application/wasm layer.
 // It returns the manifest's digest.
-func (c *Client) Push(ctx context.Context, wasm, pluginManifest []byte, ref string) (string, error) {
+//
+// With sign, the manifest is pushed first by digest, then what sign returns for it (a
+// signature, attached as a referrer of artifact type signedAs), and only then is the tag moved:
+// a host following the tag never sees the new module before its signature.
+func (c *Client) Push(ctx context.Context, wasm, pluginManifest []byte, ref string, sign ...Signer) (string, error) {
 	t, reference, err := c.target(ctx, ref)
 	if err != nil {
 		return "", err
@@ -290,13 +300,118 @@ func (c *Client) Push(ctx context.Context, wasm, pluginManifest []byte, ref stri
 	if err != nil {
 		return "", fmt.Errorf("oci: packing: %w", err)
 	}
-	if err := store.Tag(ctx, desc, reference); err != nil {
-		return "", err
-	}
 	c.progress("%s: pushing %s (%d bytes)", ref, layer.Digest, len(wasm))
-	if _, err := oras.Copy(ctx, store, reference, t, reference, oras.DefaultCopyOptions); err != nil {
-		return "", fmt.Errorf("oci: pushing to %s: %w: check the registry's address and credentials, and --insecure for a plain-HTTP registry", ref, err)
+	failed := func(err error) error {
+		return fmt.Errorf("oci: pushing to %s: %w: check the registry's address and credentials, and --insecure for a plain-HTTP registry", ref, err)
+	}
+	if err := oras.CopyGraph(ctx, store, t, desc, oras.DefaultCopyGraphOptions); err != nil {
+		return "", failed(err)
+	}
+	for _, s := range sign {
+		blob, err := s.Sign(ctx, Repository(ref), desc.Digest.String())
+		if err != nil {
+			return "", fmt.Errorf("oci: %s: %w", ref, err)
+		}
+		d, err := c.attach(ctx, t, desc, s.ArtifactType, blob)
+		if err != nil {
+			return "", failed(err)
+		}
+		c.progress("%s: attached %s %s", ref, s.ArtifactType, d)
+	}
+	if err := t.Tag(ctx, desc, reference); err != nil {
+		return "", failed(err)
 	}
 	c.progress("%s: pushed, manifest %s", ref, desc.Digest)
 	return desc.Digest.String(), nil
+}
+
+// A Signer signs a module's manifest as it is pushed.
+type Signer struct {
+	ArtifactType string // of what Sign returns, attached as a referrer
+	// Sign signs the manifest of digest in repository name.
+	Sign func(ctx context.Context, name, digest string) ([]byte, error)
+}
+
+// Repository is ref less its tag or digest: what a signature names as its subject.
+func Repository(ref string) string {
+	if i := strings.LastIndex(ref, "@"); i > 0 {
+		return ref[:i]
+	}
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		return ref[:i]
+	}
+	return ref
+}
+
+// Attach attaches blob to the manifest subject ("sha256:...") in ref's repository, as an
+// artifact of artifactType that refers to it (an OCI 1.1 referrer; on a registry without the
+// referrers API, oras-go keeps the referrers tag index those registries use). It returns the
+// artifact's manifest digest.
+func (c *Client) Attach(ctx context.Context, ref, subject, artifactType string, blob []byte) (string, error) {
+	t, _, err := c.target(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	desc, err := t.Resolve(ctx, subject)
+	if err != nil {
+		return "", fmt.Errorf("oci: resolving %s in %s: %w", subject, ref, err)
+	}
+	return c.attach(ctx, t, desc, artifactType, blob)
+}
+
+func (c *Client) attach(ctx context.Context, t oras.GraphTarget, subject ocispec.Descriptor, artifactType string, blob []byte) (string, error) {
+	layer := content.NewDescriptorFromBytes(artifactType, blob)
+	if err := t.Push(ctx, layer, bytes.NewReader(blob)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
+		return "", err
+	}
+	desc, err := oras.PackManifest(ctx, t, oras.PackManifestVersion1_1, artifactType, oras.PackManifestOptions{
+		Layers: []ocispec.Descriptor{layer}, Subject: &subject,
+	})
+	if err != nil {
+		return "", err
+	}
+	return desc.Digest.String(), nil
+}
+
+// maxReferrer bounds what Referrers reads of one artifact, and maxReferrers how many it reads.
+const (
+	maxReferrer  = 1 << 20
+	maxReferrers = 16
+)
+
+// Referrers returns what the artifacts of artifactType that refer to the manifest subject in
+// ref's repository hold: the first layer of each, at most maxReferrers of them.
+func (c *Client) Referrers(ctx context.Context, ref, subject, artifactType string) ([][]byte, error) {
+	t, _, err := c.target(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := t.Resolve(ctx, subject)
+	if err != nil {
+		return nil, fmt.Errorf("oci: resolving %s in %s: %w", subject, ref, err)
+	}
+	found, err := registry.Referrers(ctx, t, desc, artifactType)
+	if err != nil {
+		return nil, fmt.Errorf("oci: listing the referrers of %s in %s: %w", subject, ref, err)
+	}
+	var out [][]byte
+	for _, d := range found[:min(len(found), maxReferrers)] {
+		if d.Size > maxReferrer {
+			continue
+		}
+		raw, err := content.FetchAll(ctx, t, d)
+		if err != nil {
+			return nil, fmt.Errorf("oci: fetching the %s %s of %s: %w", artifactType, d.Digest, ref, err)
+		}
+		var m ocispec.Manifest
+		if err := json.Unmarshal(raw, &m); err != nil || len(m.Layers) == 0 || m.Layers[0].Size > maxReferrer {
+			continue
+		}
+		b, err := content.FetchAll(ctx, t, m.Layers[0])
+		if err != nil {
+			return nil, fmt.Errorf("oci: fetching the %s %s of %s: %w", artifactType, d.Digest, ref, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }

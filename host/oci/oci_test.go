@@ -133,3 +133,42 @@ func TestOlderLayoutAndProgress(t *testing.T) {
 		t.Fatalf("no progress for a 5 MiB module:\n%s", progress.String())
 	}
 }
+
+// A module pushed with a signer has what it signed attached as a referrer before the tag moves;
+// Referrers reads it back, and Attach adds another.
+func TestPushSignedAndReferrers(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "layout")
+	ref := "oci:" + dir + ":v1"
+	c := client(t)
+	const artifactType = "application/vnd.example.signature"
+	var signed []string
+	signer := oci.Signer{ArtifactType: artifactType, Sign: func(ctx context.Context, name, digest string) ([]byte, error) {
+		// The tag does not point at the module yet.
+		if _, err := c.Resolve(ctx, ref); err == nil {
+			t.Error("the tag moved before the module was signed")
+		}
+		signed = append(signed, name+"@"+digest)
+		return []byte("signature of " + digest), nil
+	}}
+	digest, err := c.Push(ctx, module, []byte(`{"name":"x"}`), ref, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(signed) != 1 || signed[0] != "oci:"+dir+"@"+digest {
+		t.Fatalf("signed %v, want the manifest %s once", signed, digest)
+	}
+	got, err := c.Referrers(ctx, ref, digest, artifactType)
+	if err != nil || len(got) != 1 || string(got[0]) != "signature of "+digest {
+		t.Fatalf("referrers: %q, %v", got, err)
+	}
+	if _, err := c.Attach(ctx, ref, digest, artifactType, []byte("a second one")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Referrers(ctx, ref, digest, artifactType); err != nil || len(got) != 2 {
+		t.Fatalf("after attaching another: %q, %v", got, err)
+	}
+	if got, err := c.Referrers(ctx, ref, digest, "application/vnd.example.other"); err != nil || len(got) != 0 {
+		t.Fatalf("of another type: %q, %v", got, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
+	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -31,6 +32,9 @@ type HostConfig struct {
 	// PluginObjects is what the operator lets Plugin and ClusterPlugin objects do: where their
 	// modules may come from, and bounds on their settings.
 	PluginObjects ObjectPolicy `json:"pluginObjects,omitempty"`
+	// Signatures, if set, is who must have signed every module this host runs, and the trusted
+	// root keyless signatures are checked under.
+	Signatures HostSignatures `json:"signatures,omitempty"`
 }
 
 // Impersonation says where the plugins' ServiceAccounts are.
@@ -89,6 +93,10 @@ type Config struct {
 	// LogLimit bounds what the plugin's stdout, stderr and log calls put in the host log.
 	// Defaults to 1000 lines/s and 1 MiB/s (bursts of twice that), and 64 KiB per reconcile.
 	LogLimit wasm.LogLimit `json:"logLimit,omitempty"`
+	// Signatures, if set, is who must have signed the plugin's modules, besides whom the host
+	// config's signatures name: a module that is not is refused before it is compiled, at load
+	// and at every swap (a tag moved, a file changed), and the running one keeps serving.
+	Signatures *signature.Policy `json:"signatures,omitempty"`
 
 	// Origin says where the settings come from, for a clash of names: "Plugin object \"x\"",
 	// say. Empty: the host config.
@@ -153,7 +161,8 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 // objectNameRE is the name of a namespaced Plugin object's plugin: namespace.name.
 var objectNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 
-// LoadHostConfig reads a host config file; module paths are made relative to its directory.
+// LoadHostConfig reads a host config file; module, key and trusted root paths are made
+// relative to its directory.
 // Unknown fields are errors.
 func LoadHostConfig(path string) (*HostConfig, error) {
 	data, err := os.ReadFile(path)
@@ -164,10 +173,23 @@ func LoadHostConfig(path string) (*HostConfig, error) {
 	if err := yaml.UnmarshalStrict(data, &hc); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	for i := range hc.Plugins {
-		if m := hc.Plugins[i].Module; m != "" && !filepath.IsAbs(m) && !strings.HasPrefix(m, "oci:") {
-			hc.Plugins[i].Module = filepath.Join(filepath.Dir(path), m)
+	relative := func(p string) string {
+		if p == "" || filepath.IsAbs(p) || strings.HasPrefix(p, "oci:") || strings.Contains(p, "-----BEGIN") {
+			return p
 		}
+		return filepath.Join(filepath.Dir(path), p)
+	}
+	for i := range hc.Plugins {
+		hc.Plugins[i].Module = relative(hc.Plugins[i].Module)
+		if s := hc.Plugins[i].Signatures; s != nil {
+			for j := range s.Keys {
+				s.Keys[j] = relative(s.Keys[j])
+			}
+		}
+	}
+	hc.Signatures.TrustedRoot = relative(hc.Signatures.TrustedRoot)
+	for j := range hc.Signatures.Keys {
+		hc.Signatures.Keys[j] = relative(hc.Signatures.Keys[j])
 	}
 	if err := hc.Validate(); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)

@@ -47,6 +47,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/host/source"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/kinds"
@@ -69,6 +70,7 @@ type Host struct {
 	share       *ownership.Table
 	warmStandby bool
 	impersonate string
+	signatures  Signatures // who must sign the modules
 	namesMu     sync.Mutex
 	names       map[string]string // plugin names claimed, and where their settings come from
 	loaded      map[*Plugin]bool  // plugins loaded, until closed with no reconcile in flight
@@ -96,6 +98,9 @@ type HostOptions struct {
 	// ServiceAccounts: each such plugin's writes and events are made as its own (see
 	// HostConfig.Impersonate).
 	Impersonate string
+	// Signatures is who must have signed the modules (HostSignatures.Compile). Defaults to
+	// none: only plugins whose settings ask for signatures are checked.
+	Signatures *Signatures
 }
 
 // withDefaults fills in what o leaves out.
@@ -145,6 +150,9 @@ func NewHost(mgr *manager.Manager, opts HostOptions) (*Host, error) {
 	h := &Host{mgr: mgr, engine: opts.Engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: opts.Metrics, crds: crds,
 		mapper: mgr.GetCache().RESTMapper(), files: filewatch.New(log.WithName("files")), log: log,
 		oci: opts.OCI, share: opts.Share, warmStandby: opts.WarmStandby, impersonate: opts.Impersonate}
+	if opts.Signatures != nil {
+		h.signatures = *opts.Signatures
+	}
 	mgr.GetCache().OnHealthChange(h.healthChanged)
 	if cm, ok := h.mapper.(*cache.Mapper); ok {
 		h.knownKind = cm.Known
@@ -197,7 +205,8 @@ type Plugin struct {
 	forGVK   schema.GroupVersionKind
 	api      *guest.API // the guest's host calls
 	reader   *guest.Reader
-	identity *identity // who the guest's API calls are made as
+	identity *identity            // who the guest's API calls are made as
+	checkers []*signature.Checker // who must have signed its modules (none: anyone)
 	log      logr.Logger
 	ids      atomic.Uint64
 	watchMu  sync.Mutex         // guards keys
@@ -242,11 +251,15 @@ var (
 )
 
 // LoadFile loads cfg.Module, from a file or, for an oci:// reference, from a registry or an
-// image layout through the Host's OCI client.
+// image layout through the Host's OCI client, once its signatures are checked.
 func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
-	wasmBytes, src, err := h.fetcher.Fetch(ctx, h.oci, cfg.Module)
+	wasmBytes, src, err := h.fetchSigned(ctx, cfg, cfg.Module)
+	var fetch *FetchError
+	if errors.As(err, &fetch) {
+		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, &FetchError{Module: cfg.Module, Err: err})
+		return nil, err
 	}
 	return h.loadFrom(ctx, cfg, wasmBytes, src)
 }
@@ -261,7 +274,9 @@ func (h *Host) loadFrom(ctx context.Context, cfg Config, wasmBytes []byte, src *
 }
 
 // Load compiles and checks a module and builds its controller. The plugin runs once added to
-// the manager. Every error names the plugin and says what to do.
+// the manager. Every error names the plugin and says what to do. It checks no signature, as it
+// has the bytes and not where they came from: LoadFile and Supervise check what they fetch,
+// and the plugin's triggers what they swap to.
 func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -279,6 +294,11 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	log := h.log.WithValues("plugin", cfg.Name)
 	p := &Plugin{cfg: cfg, host: h, log: log}
 	p.source.Store(&modsource.Source{Ref: cfg.Module})
+	checkers, err := h.checkers(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.checkers = checkers
 	if h.metrics != nil {
 		h.metrics.Compiles.WithLabelValues(cfg.Name).Inc()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
+	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/internal/backoff"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -21,6 +22,7 @@ const (
 	ReasonInvalid     = "Invalid"      // the settings are wrong: nothing is tried until they change
 	ReasonFetchFailed = "FetchFailed"  // the module could not be had: tried again with backoff
 	ReasonRefused     = "Refused"      // the module was refused for what it is: tried again when it changes
+	ReasonNotSigned   = "NotSigned"    // the module is not signed as required: looked at again with backoff
 	ReasonLoadFailed  = "LoadFailed"   // loading failed otherwise (its identity, say): tried again with backoff
 	ReasonStartFailed = "StartFailed"  // the manager would not run it: not tried again
 	ReasonRevoked     = "ReadsRevoked" // its ServiceAccount may no longer read what it watches: stopped until it may
@@ -103,7 +105,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 		opts: opts,
 		log:  h.log.WithValues("plugin", cfg.Name),
 		fetch: func(ctx context.Context, module string) ([]byte, *modsource.Source, error) {
-			return h.fetcher.Fetch(ctx, h.oci, module)
+			return h.fetchSigned(ctx, cfg, module)
 		},
 		load:   h.loadFrom,
 		start:  h.start,
@@ -200,7 +202,11 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		default:
 			s.report(err, "plugin still not loaded; trying again", "in", next.Round(time.Millisecond))
 		}
-		if !s.wait(ctx, s.cfg.Module, next) { // a module file that appears is tried at once
+		watch := s.cfg.Module // a module file that appears is tried at once
+		if _, fromRegistry := s.cfg.OCIRef(); reason == ReasonNotSigned && !fromRegistry {
+			watch += signature.FileSuffix // and one not signed, once its signature is written
+		}
+		if !s.wait(ctx, watch, next) {
 			return nil
 		}
 	}
@@ -216,8 +222,14 @@ func (s *Supervisor) report(err error, msg string, kv ...any) {
 // is not compiled again.
 func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 	wasm, src, err := s.fetch(ctx, s.cfg.Module)
-	if err != nil {
-		return nil, ReasonFetchFailed, fmt.Errorf("plugin %q: %w", s.cfg.Name, &FetchError{Module: s.cfg.Module, Err: err})
+	var fetch *FetchError
+	switch {
+	case errors.As(err, new(*SignatureError)):
+		return nil, ReasonNotSigned, err
+	case errors.As(err, &fetch):
+		return nil, ReasonFetchFailed, fmt.Errorf("plugin %q: %w", s.cfg.Name, err)
+	case err != nil:
+		return nil, ReasonInvalid, err
 	}
 	digest := digestOf(wasm)
 	if err := s.refused.Check(digest); err != nil {

@@ -42,7 +42,10 @@ func (sc *script) supervise(h *Host, cfg Config) *Supervisor {
 		sc.calls++
 		sc.mu.Unlock()
 		b, err := f()
-		return b, &modsource.Source{Ref: cfg.Module}, err
+		if err != nil {
+			return nil, nil, &FetchError{Module: cfg.Module, Err: err}
+		}
+		return b, &modsource.Source{Ref: cfg.Module}, nil
 	}
 	s.wait = func(ctx context.Context, _ string, d time.Duration) bool {
 		sc.mu.Lock()

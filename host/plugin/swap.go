@@ -369,10 +369,19 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // SwapTo swaps to the module at module (a file or an OCI reference); on success the plugin's
 // triggers follow that source from then on. A module that cannot be fetched is a FetchError,
 // and not told to OnSwap: only modules are refused.
+//
+// A module not signed as the plugin requires is refused (a *SignatureError) before it is
+// compiled, and told to OnSwap.
 func (p *Plugin) SwapTo(ctx context.Context, module string) error {
 	wasmBytes, src, err := p.host.fetcher.Fetch(ctx, p.host.oci, module)
 	if err != nil {
 		return &FetchError{Module: module, Err: err} // the caller says it: it knows whether it is news
+	}
+	if err := p.host.verify(ctx, p.cfg.Name, p.checkers, wasmBytes, src); err != nil {
+		if errors.As(err, new(*SignatureError)) {
+			return p.swapRefused(p.Module().Digest(), err)
+		}
+		return err
 	}
 	return p.swap(ctx, wasmBytes, "", src)
 }
@@ -406,6 +415,12 @@ func (t trigger) Serving() string { return t.p.Module().Digest() }
 func (t trigger) SwapFrom(ctx context.Context, wasm []byte, from string) error {
 	return t.p.swap(ctx, wasm, from, nil)
 }
+
+func (t trigger) Verify(ctx context.Context, wasm []byte, src *modsource.Source) error {
+	return t.p.host.verify(ctx, t.p.cfg.Name, t.p.checkers, wasm, src)
+}
+
+func (t trigger) Refuse(err error) { _ = t.p.swapRefused(t.p.Module().Digest(), err) }
 
 func (t trigger) Tried(src *modsource.Source, manifestDigest string) {
 	t.p.source.CompareAndSwap(src, &modsource.Source{Ref: src.Ref, ManifestDigest: manifestDigest})

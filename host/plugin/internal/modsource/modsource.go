@@ -7,6 +7,8 @@ package modsource
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -21,6 +23,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/internal/filewatch"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
+	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
@@ -79,6 +82,31 @@ func (f *Fetcher) Fetch(ctx context.Context, c *oci.Client, module string) ([]by
 	return v.([]byte), src, nil
 }
 
+// Verify checks that wasm, fetched from src, is signed as each of checkers wants (none: nothing
+// to check). A module from a registry is signed by its manifest's digest, in Sigstore bundles
+// attached to the manifest as referrers; a module file by its bytes, in the bundle beside it
+// (FILE.sigstore.json). A module that is not is a *signature.Error, which names who signed it
+// and who was wanted; a registry that cannot be asked is another error.
+func Verify(ctx context.Context, c *oci.Client, checkers []*signature.Checker, wasm []byte, src *Source) error {
+	if len(checkers) == 0 {
+		return nil
+	}
+	ref, _ := OCIRef(src.Ref)
+	if ref == "" {
+		ref = src.Ref
+	}
+	bundles, sum, err := signature.Find(ctx, c, ref, src.ManifestDigest, wasm)
+	if err != nil {
+		return err
+	}
+	for _, c := range checkers {
+		if err := c.Check(bundles, sum); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Target is the plugin a trigger swaps.
 type Target interface {
 	// Source returns where the running module came from, and a channel closed when that changes.
@@ -90,6 +118,10 @@ type Target interface {
 	SwapFrom(ctx context.Context, wasm []byte, from string) error
 	// Tried records that src's tag was tried at manifestDigest, unless the source moved meanwhile.
 	Tried(src *Source, manifestDigest string)
+	// Verify checks that wasm, from src, is signed as the plugin requires (Verify, above).
+	Verify(ctx context.Context, wasm []byte, src *Source) error
+	// Refuse logs, counts and reports a module refused before its swap (by Verify).
+	Refuse(err error)
 }
 
 // FileWatcher swaps a plugin's module when its file changes. It follows the plugin's current
@@ -168,9 +200,16 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			settle = time.After(100 * time.Millisecond)
 		case <-settle:
 			settle = nil
-			b, _, err := w.Fetch.Fetch(ctx, nil, path)
+			b, src, err := w.Fetch.Fetch(ctx, nil, path)
 			if err != nil {
 				w.Log.Error(err, "reading the changed module file; the current module keeps serving", "path", path)
+				continue
+			}
+			if digestOf(b) == w.Target.Serving() {
+				continue
+			}
+			if err := w.Target.Verify(ctx, b, src); err != nil {
+				w.Target.Refuse(err) // its signature may come: the next change is looked at
 				continue
 			}
 			var before *versions.RefusedBeforeError
@@ -194,6 +233,8 @@ type TagPoller struct {
 	OCI      *oci.Client // nil: nothing to poll
 	Interval time.Duration
 	Log      logr.Logger
+
+	unsigned string // the manifest last refused for its signatures: looked at again each poll
 }
 
 // NeedLeaderElection is false: every replica follows the tag.
@@ -236,19 +277,42 @@ func (t *TagPoller) poll(ctx context.Context) (ref string, err error) {
 		return ref, nil // a file, or pinned by digest: nothing moves
 	}
 	digest, err := t.OCI.Resolve(ctx, ref)
-	if err != nil || digest == src.ManifestDigest {
+	if err != nil || (digest == src.ManifestDigest && digest != t.unsigned) {
 		return ref, err
 	}
 	m, err := t.OCI.Pull(ctx, ref)
 	if err != nil {
 		return ref, fmt.Errorf("pulling %s: %w", ref, err)
 	}
+	// A module refused for its signatures is looked at again at each poll, quietly, as a
+	// signature is often attached after the push; once signed, it swaps in.
+	again := m.ManifestDigest == t.unsigned
+	if err := t.Target.Verify(ctx, m.Wasm, &Source{Ref: src.Ref, ManifestDigest: m.ManifestDigest}); err != nil {
+		var refused *signature.Error
+		if !errors.As(err, &refused) {
+			return ref, fmt.Errorf("checking the signatures of %s: %w", ref, err)
+		}
+		if !again {
+			t.Log.Info("tag moved to a module that is not signed as required; the current module keeps serving, and the tag is looked at again at each poll", "ref", ref, "manifest", m.ManifestDigest)
+			t.Target.Refuse(err)
+		}
+		t.unsigned = m.ManifestDigest
+		t.Target.Tried(src, m.ManifestDigest)
+		return ref, nil
+	}
+	t.unsigned = ""
 	t.Log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
 	_ = t.Target.SwapFrom(ctx, m.Wasm, src.Ref) // logs and counts a refusal
 	// Refused or not, this manifest has been tried: wait for the tag to move again. If the
 	// plugin moved to another source meanwhile, that one stays.
 	t.Target.Tried(src, m.ManifestDigest)
 	return ref, nil
+}
+
+// digestOf is a module's digest, as the host names modules: "sha256:" and hex.
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // WaitFor waits until d has passed or, for a module file, until the file changes or appears

@@ -16,14 +16,18 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/internal/filewatch"
 	"github.com/wasmrec/wasmrec/host/oci"
+	"github.com/wasmrec/wasmrec/host/signature"
 )
 
 // target is a plugin as a trigger sees it, recording the swaps asked of it.
 type target struct {
-	mu    sync.Mutex
-	src   *Source
-	swaps [][]byte
-	moved chan struct{}
+	mu       sync.Mutex
+	src      *Source
+	swaps    [][]byte
+	moved    chan struct{}
+	oci      *oci.Client
+	checkers []*signature.Checker // who must sign what it swaps to
+	refused  []error
 }
 
 func (t *target) Source() (<-chan struct{}, *Source) {
@@ -47,6 +51,22 @@ func (t *target) SwapFrom(_ context.Context, wasm []byte, from string) error {
 }
 
 func (t *target) Tried(src *Source, manifestDigest string) {}
+
+func (t *target) Verify(ctx context.Context, wasm []byte, src *Source) error {
+	return Verify(ctx, t.oci, t.checkers, wasm, src)
+}
+
+func (t *target) Refuse(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.refused = append(t.refused, err)
+}
+
+func (t *target) refusals() []error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]error(nil), t.refused...)
+}
 
 func (t *target) swapped() [][]byte {
 	t.mu.Lock()
@@ -140,5 +160,74 @@ func TestTagPollerBacksOffAFailingRegistry(t *testing.T) {
 	}
 	if len(tg.swapped()) != 0 {
 		t.Error("a failing registry swapped something in")
+	}
+}
+
+// A tag moved to an unsigned module is refused once, however often it is polled, and swapped
+// in at the next poll once a good signature is attached to it.
+func TestTagPollerWaitsForASignature(t *testing.T) {
+	ctx := context.Background()
+	keyFile := filepath.Join(t.TempDir(), "key.pem")
+	// An Ed25519 key, PKCS #8.
+	pem := "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mGG9qwut9\n-----END PRIVATE KEY-----\n"
+	if err := os.WriteFile(keyFile, []byte(pem), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := signature.ReadKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := key.Public()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := signature.Policy{Keys: []string{pub}}.Compile(signature.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := oci.New(oci.Options{CacheDir: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "oci:" + filepath.Join(t.TempDir(), "layout") + ":v1"
+	signer := oci.Signer{ArtifactType: signature.ArtifactType, Sign: key.SignManifest}
+	first, err := client.Push(ctx, []byte("v1"), []byte(`{}`), ref, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{src: &Source{Ref: ref, ManifestDigest: first}, oci: client, checkers: []*signature.Checker{checker}}
+	p := &TagPoller{Plugin: "p", Target: tg, OCI: client, Interval: 10 * time.Millisecond, Log: logr.Discard()}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- p.Start(runCtx) }()
+	defer func() { cancel(); <-done }()
+
+	second, err := client.Push(ctx, []byte("v2"), []byte(`{}`), ref) // unsigned
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // about 30 polls
+	if got := tg.refusals(); len(got) != 1 || !strings.Contains(got[0].Error(), "is not signed") {
+		t.Fatalf("refusals of the unsigned module: %v, want one saying it is not signed", got)
+	}
+	if len(tg.swapped()) != 0 {
+		t.Fatal("an unsigned module was swapped in")
+	}
+	bundle, err := key.SignManifest(ctx, "layout", second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Attach(ctx, ref, second, signature.ArtifactType, bundle); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(tg.swapped()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no swap 5s after the module was signed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := string(tg.swapped()[0]); got != "v2" || len(tg.refusals()) != 1 {
+		t.Errorf("swapped to %q after %d refusals, want v2 after one", got, len(tg.refusals()))
 	}
 }
