@@ -163,7 +163,7 @@ func TestSignedModulesKeyless(t *testing.T) {
 		must(t, err)
 		b, err := sigstore.SignManifest(identity, issuer, reg.addr+"/plugins/keyless", digest)
 		must(t, err)
-		_, err = client.Attach(ctx, ref, digest, signature.ArtifactType, b)
+		_, err = client.Attach(ctx, ref, digest, signature.ArtifactType, b, signature.Annotations())
 		must(t, err)
 		return "oci://" + ref
 	}

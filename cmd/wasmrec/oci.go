@@ -46,7 +46,7 @@ func newPushCommand(stdout io.Writer) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--key: %w", err)
 				}
-				signers = append(signers, oci.Signer{ArtifactType: signature.ArtifactType, Sign: key.SignManifest})
+				signers = append(signers, oci.Signer{ArtifactType: signature.ArtifactType, Annotations: signature.Annotations(), Sign: key.SignManifest})
 				defer fmt.Fprintf(stdout, "signed with key %s\n", key.Fingerprint())
 			}
 			c, err := o.ociClient(stdout)

@@ -118,7 +118,7 @@ func newSignCommand(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			d, err := c.Attach(ctx, ref, digest, signature.ArtifactType, b)
+			d, err := c.Attach(ctx, ref, digest, signature.ArtifactType, b, signature.Annotations())
 			if err != nil {
 				return err
 			}

@@ -312,7 +312,7 @@ func (c *Client) Push(ctx context.Context, wasm, pluginManifest []byte, ref stri
 		if err != nil {
 			return "", fmt.Errorf("oci: %s: %w", ref, err)
 		}
-		d, err := c.attach(ctx, t, desc, s.ArtifactType, blob)
+		d, err := c.attach(ctx, t, desc, s.ArtifactType, blob, s.Annotations)
 		if err != nil {
 			return "", failed(err)
 		}
@@ -327,7 +327,8 @@ func (c *Client) Push(ctx context.Context, wasm, pluginManifest []byte, ref stri
 
 // A Signer signs a module's manifest as it is pushed.
 type Signer struct {
-	ArtifactType string // of what Sign returns, attached as a referrer
+	ArtifactType string            // of what Sign returns, attached as a referrer
+	Annotations  map[string]string // of the referrer's manifest
 	// Sign signs the manifest of digest in repository name.
 	Sign func(ctx context.Context, name, digest string) ([]byte, error)
 }
@@ -347,7 +348,7 @@ func Repository(ref string) string {
 // artifact of artifactType that refers to it (an OCI 1.1 referrer; on a registry without the
 // referrers API, oras-go keeps the referrers tag index those registries use). It returns the
 // artifact's manifest digest.
-func (c *Client) Attach(ctx context.Context, ref, subject, artifactType string, blob []byte) (string, error) {
+func (c *Client) Attach(ctx context.Context, ref, subject, artifactType string, blob []byte, annotations map[string]string) (string, error) {
 	t, _, err := c.target(ctx, ref)
 	if err != nil {
 		return "", err
@@ -356,16 +357,16 @@ func (c *Client) Attach(ctx context.Context, ref, subject, artifactType string, 
 	if err != nil {
 		return "", fmt.Errorf("oci: resolving %s in %s: %w", subject, ref, err)
 	}
-	return c.attach(ctx, t, desc, artifactType, blob)
+	return c.attach(ctx, t, desc, artifactType, blob, annotations)
 }
 
-func (c *Client) attach(ctx context.Context, t oras.GraphTarget, subject ocispec.Descriptor, artifactType string, blob []byte) (string, error) {
+func (c *Client) attach(ctx context.Context, t oras.GraphTarget, subject ocispec.Descriptor, artifactType string, blob []byte, annotations map[string]string) (string, error) {
 	layer := content.NewDescriptorFromBytes(artifactType, blob)
 	if err := t.Push(ctx, layer, bytes.NewReader(blob)); err != nil && !errors.Is(err, errdef.ErrAlreadyExists) {
 		return "", err
 	}
 	desc, err := oras.PackManifest(ctx, t, oras.PackManifestVersion1_1, artifactType, oras.PackManifestOptions{
-		Layers: []ocispec.Descriptor{layer}, Subject: &subject,
+		Layers: []ocispec.Descriptor{layer}, Subject: &subject, ManifestAnnotations: annotations,
 	})
 	if err != nil {
 		return "", err

@@ -162,7 +162,7 @@ func TestPushSignedAndReferrers(t *testing.T) {
 	if err != nil || len(got) != 1 || string(got[0]) != "signature of "+digest {
 		t.Fatalf("referrers: %q, %v", got, err)
 	}
-	if _, err := c.Attach(ctx, ref, digest, artifactType, []byte("a second one")); err != nil {
+	if _, err := c.Attach(ctx, ref, digest, artifactType, []byte("a second one"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := c.Referrers(ctx, ref, digest, artifactType); err != nil || len(got) != 2 {

@@ -15,12 +15,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
 	"github.com/sigstore/sigstore-go/pkg/sign"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"google.golang.org/protobuf/encoding/protojson"
 )
+
+// Annotations are those cosign gives the manifest of a bundle it attaches (and a registry's
+// referrers list repeats), for a signature made by SignManifest.
+func Annotations() map[string]string {
+	return map[string]string{
+		"dev.sigstore.bundle.content":       "dsse-envelope",
+		"dev.sigstore.bundle.predicateType": predicateType,
+		"org.opencontainers.image.created":  time.Now().UTC().Format(time.RFC3339),
+	}
+}
+
+const predicateType = "https://sigstore.dev/cosign/sign/v1"
 
 // Key is a private key that signs modules.
 type Key struct {
@@ -114,7 +127,7 @@ func Statement(name, hexDigest string) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"_type":         "https://in-toto.io/Statement/v1",
 		"subject":       []any{map[string]any{"name": name, "digest": map[string]string{"sha256": hexDigest}}},
-		"predicateType": "https://sigstore.dev/cosign/sign/v1",
+		"predicateType": predicateType,
 		"predicate":     map[string]any{},
 	})
 }

@@ -217,7 +217,7 @@ func TestTagPollerWaitsForASignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Attach(ctx, ref, second, signature.ArtifactType, bundle); err != nil {
+	if _, err := client.Attach(ctx, ref, second, signature.ArtifactType, bundle, signature.Annotations()); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
