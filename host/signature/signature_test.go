@@ -21,7 +21,7 @@ import (
 )
 
 // newKey writes a fresh private key (PKCS #8 PEM) and returns it read back.
-func newKey(t *testing.T, ed bool) *signature.Key {
+func newKey(t testing.TB, ed bool) *signature.Key {
 	t.Helper()
 	var k any
 	var err error
@@ -48,7 +48,7 @@ func newKey(t *testing.T, ed bool) *signature.Key {
 	return key
 }
 
-func public(t *testing.T, k *signature.Key) string {
+func public(t testing.TB, k *signature.Key) string {
 	t.Helper()
 	p, err := k.Public()
 	if err != nil {
@@ -193,5 +193,62 @@ func TestBadPolicies(t *testing.T) {
 	}
 	if _, err := (signature.Policy{Keys: []string{keyFile}}).Compile(signature.Options{KeyFiles: true}); err != nil {
 		t.Errorf("a key file in the host config: %v", err)
+	}
+}
+
+// What a check costs a load or a swap: one key-signed bundle, and one keyless bundle with its
+// certificate chain, log inclusion proof and timestamp.
+func BenchmarkCheck(b *testing.B) {
+	ctx := context.Background()
+	manifest, sum := digestOf([]byte(`{"a manifest"}`))
+	key := newKey(b, false)
+	pub, err := key.Public()
+	if err != nil {
+		b.Fatal(err)
+	}
+	byKey, err := key.SignManifest(ctx, "registry.example/app", manifest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyChecker, err := signature.Policy{Keys: []string{pub}}.Compile(signature.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sig, err := signaturetest.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rootJSON, err := sig.TrustedRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "trusted_root.json")
+	if err := os.WriteFile(path, rootJSON, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	trusted, err := signature.LoadTrustedRoot(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keyless, err := sig.SignManifest("https://ci.example/release", "https://issuer.example", "registry.example/app", manifest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	idChecker, err := signature.Policy{Identities: []signature.Identity{{Issuer: "https://issuer.example", Subject: "https://ci.example/release"}}}.Compile(signature.Options{TrustedRoot: trusted})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name    string
+		checker *signature.Checker
+		bundle  []byte
+	}{{"key", keyChecker, byKey}, {"keyless", idChecker, keyless}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.checker.Check([][]byte{bc.bundle}, sum); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
