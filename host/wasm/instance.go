@@ -49,8 +49,9 @@ type instance struct {
 	cur            *Call  // the reconcile in progress, nil between reconciles
 	stdout, stderr *lineWriter
 
-	logged  int           // bytes the reconcile in progress has logged
-	dropped droppedOutput // what it could not log, past the LogLimit
+	wake    <-chan struct{} // ends the guest's sleeps: the reconcile's deadline or cancellation
+	logged  int             // bytes the reconcile in progress has logged
+	dropped droppedOutput   // what it could not log, past the LogLimit
 }
 
 // droppedOutput counts guest output dropped past a LogLimit, and by which limit.
@@ -146,7 +147,11 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	inst.pending = inst.reqBuf
 	inst.stack[0] = uint64(len(inst.reqBuf))
 	stop := inst.armInterrupt(ctx)
+	if inst.interrupt != nil { // a guest that may not be interrupted sleeps as long as it asks
+		inst.wake = ctx.Done()
+	}
 	callErr := inst.reconcile.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), inst.stack)
+	inst.wake = nil
 	// An instance whose flag was (or is being) set is not used again, even if it returned.
 	interrupted := stop != nil && !stop()
 	inst.stdout.flush()
@@ -176,6 +181,21 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	}
 	m.put(inst, !interrupted)
 	return res, nil
+}
+
+// sleep is the guest's nanosleep (WASI's poll_oneoff on a clock, a Go guest's idle scheduler):
+// it sleeps ns, or until the reconcile in progress ends, at its deadline or when it is
+// cancelled. A guest asleep is in the host, where the loop checks that interrupt a guest cannot
+// reach it: time.Sleep would hold a 20 s sleep past a 3 s timeout. Woken, the guest goes on
+// and stops at its next loop. Only interruptible instances are woken: one that may not be
+// stopped half-way sleeps as long as it asked.
+func (inst *instance) sleep(ns int64) {
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-inst.wake: // nil between reconciles (at instantiation, say): the timer alone
+	}
 }
 
 // armInterrupt makes an instrumented instance stop at ctx's deadline (with the instance's own

@@ -326,3 +326,24 @@ func TestClosedModuleMemoryIsReclaimed(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A guest asleep in WASI (poll_oneoff on a clock) wakes at its reconcile's deadline: a 2 s sleep
+// under a 200 ms timeout holds its worker about 200 ms, not 2 s. Without a deadline it sleeps
+// all of it.
+func TestSleepEndsAtTheDeadline(t *testing.T) {
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave"})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _ = m.Reconcile(ctx, call("sleep")) // it may return before its next loop check, or be interrupted there
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("a 2 s sleep under a 200 ms timeout took %v", took)
+	}
+	start = time.Now()
+	if _, err := m.Reconcile(context.Background(), call("sleep")); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("a 2 s sleep with no deadline took %v", took)
+	}
+}

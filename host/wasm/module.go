@@ -371,7 +371,7 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 		WithStderr(inst.stderr).
 		WithSysWalltime().
 		WithNanotime(func() int64 { return hostNow() - origin }, 1).
-		WithSysNanosleep().
+		WithNanosleep(inst.sleep).
 		WithRandSource(rand.Reader).
 		WithStartFunctions(abi.ExportInitialize)
 	mod, err := m.engine.instantiate(ctx, m.code.runtime, m.code.compiled, cfg)
