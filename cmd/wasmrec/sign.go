@@ -20,14 +20,17 @@ import (
 
 // moduleArg is where a sign or verify command's module is: a file that exists, or else an OCI
 // reference (with or without "oci://").
-func moduleArg(arg string) (file, ref string) {
+func moduleArg(arg string) (file, ref string, err error) {
 	if r, ok := strings.CutPrefix(arg, "oci://"); ok {
-		return "", r
+		return "", r, nil
 	}
 	if _, err := os.Stat(arg); err == nil {
-		return arg, ""
+		return arg, "", nil
 	}
-	return "", arg
+	if strings.HasSuffix(arg, ".wasm") || strings.HasPrefix(arg, ".") || strings.HasPrefix(arg, "/") {
+		return "", "", fmt.Errorf("%s: no such module file (a module in a registry is registry/repository:tag, or oci://...)", arg)
+	}
+	return "", arg, nil
 }
 
 func newKeygenCommand(stdout io.Writer) *cobra.Command {
@@ -90,7 +93,10 @@ func newSignCommand(stdout io.Writer) *cobra.Command {
 				return fmt.Errorf("--key: %w", err)
 			}
 			ctx := cmd.Context()
-			file, ref := moduleArg(args[0])
+			file, ref, err := moduleArg(args[0])
+			if err != nil {
+				return err
+			}
 			if file != "" {
 				wasmBytes, err := os.ReadFile(file)
 				if err != nil {
@@ -100,10 +106,14 @@ func newSignCommand(stdout io.Writer) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				replaced := ""
+				if _, err := os.Stat(file + signature.FileSuffix); err == nil {
+					replaced = " (it replaces the signature there: a module file carries one)"
+				}
 				if err := os.WriteFile(file+signature.FileSuffix, b, 0o644); err != nil {
 					return err
 				}
-				fmt.Fprintf(stdout, "signed %s with key %s: %s\n", file, key.Fingerprint(), file+signature.FileSuffix)
+				fmt.Fprintf(stdout, "signed %s with key %s: %s%s\n", file, key.Fingerprint(), file+signature.FileSuffix, replaced)
 				return nil
 			}
 			c, err := o.ociClient(nil)
@@ -168,10 +178,13 @@ func newVerifyCommand(stdout io.Writer) *cobra.Command {
 			}
 			checker, err := policy.Compile(opts)
 			if err != nil {
-				return err
+				return fmt.Errorf("the signers given (--key, --identity): %w", err)
 			}
 			ctx := cmd.Context()
-			file, ref := moduleArg(args[0])
+			file, ref, err := moduleArg(args[0])
+			if err != nil {
+				return err
+			}
 			var c *oci.Client
 			var wasmBytes []byte
 			var digest string
@@ -192,10 +205,11 @@ func newVerifyCommand(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := checker.Check(bundles, sum); err != nil {
+			by, err := checker.Check(bundles, sum)
+			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			fmt.Fprintf(stdout, "%s: signed by %s\n", args[0], checker.Wanted())
+			fmt.Fprintf(stdout, "%s: signed by %s\n", args[0], by)
 			return nil
 		},
 	}

@@ -247,6 +247,11 @@ func (c *Config) Validate() error {
 	if err := grant.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("plugin %q: permissions: %w", c.Name, err))
 	}
+	if c.Signatures != nil {
+		if err := c.Signatures.Validate(c.Origin == ""); err != nil {
+			errs = append(errs, fmt.Errorf("plugin %q: signatures: %w", c.Name, err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -37,7 +37,9 @@ func (s HostSignatures) Compile() (*Signatures, error) {
 		out.options.TrustedRoot = tr
 	}
 	if !s.Policy.IsZero() {
-		c, err := s.Policy.Compile(out.options)
+		opts := out.options
+		opts.Label = "the host config's signatures"
+		c, err := s.Policy.Compile(opts)
 		if err != nil {
 			return nil, fmt.Errorf("signatures: %w", err)
 		}
@@ -56,6 +58,9 @@ func (h *Host) checkers(cfg Config) ([]*signature.Checker, error) {
 	if cfg.Signatures != nil && !cfg.Signatures.IsZero() {
 		opts := h.signatures.options
 		opts.KeyFiles = cfg.Origin == ""
+		if h.signatures.host != nil { // say which of the two refused it
+			opts.Label = "the plugin's own signatures"
+		}
 		c, err := cfg.Signatures.Compile(opts)
 		if err != nil {
 			return nil, fmt.Errorf("plugin %q: signatures: %w", cfg.Name, err)

@@ -197,6 +197,8 @@ func (s *Supervisor) Start(ctx context.Context) error {
 			if s.opts.Reporting() {
 				s.log.Info("plugin still refused: its module is looked at again when it changes", "refused", err.Error(), "in", next.Round(time.Millisecond))
 			}
+		case reason == ReasonNotSigned && prev.Reason == ReasonNotSigned && prev.Err.Error() == err.Error():
+			// Said once: it is looked at again, quietly, until its signature comes.
 		case prev.Attempts == 0:
 			s.report(err, "plugin not loaded; the others run, and it is tried again", "in", next.Round(time.Millisecond))
 		default:

@@ -77,7 +77,7 @@ func TestKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checker.Check([][]byte{byGood}, sum); err != nil {
+		if _, err := checker.Check([][]byte{byGood}, sum); err != nil {
 			t.Errorf("ed25519=%t: a manifest signed by the key: %v", ed, err)
 		}
 		wasm := []byte("\x00asm a module")
@@ -86,28 +86,31 @@ func TestKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checker.Check([][]byte{blob}, wasmSum); err != nil {
+		if _, err := checker.Check([][]byte{blob}, wasmSum); err != nil {
 			t.Errorf("ed25519=%t: a file signed by the key: %v", ed, err)
 		}
-		// The right signer, another artifact.
-		if err := checker.Check([][]byte{blob}, sum); err == nil {
-			t.Errorf("ed25519=%t: a signature of another artifact passed", ed)
+		if by, err := checker.Check([][]byte{blob}, wasmSum); err != nil || by != "key "+good.Fingerprint() {
+			t.Errorf("ed25519=%t: signed by %q, %v; want key %s", ed, by, err, good.Fingerprint())
+		}
+		// The right signer, other bytes: a module rebuilt and not signed again.
+		if _, err := checker.Check([][]byte{blob}, sum); err == nil || !strings.Contains(err.Error(), "the module changed after it was signed; sign it again") {
+			t.Errorf("ed25519=%t: a signature of other bytes: %v", ed, err)
 		}
 		byOther, err := other.SignManifest(ctx, "registry.example/team/app", manifest)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checker.Check([][]byte{byOther}, sum)
+		_, err = checker.Check([][]byte{byOther}, sum)
 		var refused *signature.Error
 		if !errors.As(err, &refused) || !strings.Contains(err.Error(), "signed by key "+other.Fingerprint()) ||
 			!strings.Contains(err.Error(), "not signed by key "+good.Fingerprint()) {
 			t.Errorf("ed25519=%t: signed by another key: %v", ed, err)
 		}
 		// Two signatures, one good: it passes.
-		if err := checker.Check([][]byte{byOther, byGood}, sum); err != nil {
+		if _, err := checker.Check([][]byte{byOther, byGood}, sum); err != nil {
 			t.Errorf("ed25519=%t: with a good signature among two: %v", ed, err)
 		}
-		if err := checker.Check(nil, sum); err == nil || !strings.Contains(err.Error(), "is not signed; it must be signed by key "+good.Fingerprint()) {
+		if _, err := checker.Check(nil, sum); err == nil || !strings.Contains(err.Error(), "is not signed; it must be signed by key "+good.Fingerprint()) {
 			t.Errorf("unsigned: %v", err)
 		}
 	}
@@ -143,14 +146,14 @@ func TestIdentities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checker.Check([][]byte{good}, sum); err != nil {
+	if _, err := checker.Check([][]byte{good}, sum); err != nil {
 		t.Fatalf("signed by the identity: %v", err)
 	}
 	bad, err := sig.SignManifest("https://ci.example/team-b/release", issuer, "registry.example/team-a/app", manifest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checker.Check([][]byte{bad}, sum); err == nil || !strings.Contains(err.Error(), "signed by https://ci.example/team-b/release (issuer "+issuer+")") {
+	if _, err := checker.Check([][]byte{bad}, sum); err == nil || !strings.Contains(err.Error(), "signed by https://ci.example/team-b/release (issuer "+issuer+")") {
 		t.Errorf("signed by another identity: %v", err)
 	}
 	elsewhere, err := signaturetest.New()
@@ -161,7 +164,7 @@ func TestIdentities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checker.Check([][]byte{forged}, sum); err == nil {
+	if _, err := checker.Check([][]byte{forged}, sum); err == nil {
 		t.Error("a signature under another trusted root passed")
 	}
 	if _, err := policy.Compile(signature.Options{}); err == nil || !strings.Contains(err.Error(), "trusted root") {
@@ -184,6 +187,7 @@ func TestBadPolicies(t *testing.T) {
 		{signature.Policy{Keys: []string{keyFile}}, false, "keys[0]: not a PEM public key"},
 		{signature.Policy{Keys: []string{"-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"}}, false, "keys[0]"},
 		{signature.Policy{Keys: []string{filepath.Join(dir, "missing.pub")}}, true, "keys[0]: reading the public key"},
+		{signature.Policy{Keys: []string{"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}}, false, "keys[0]: a private key, where its public half belongs"},
 		{signature.Policy{Identities: []signature.Identity{{Subject: "a"}}}, false, "identities[0]: give the issuer"},
 		{signature.Policy{Identities: []signature.Identity{{Issuer: "i", SubjectRegExp: "("}}}, false, "identities[0]: \"(\" is not a regular expression"},
 	} {
@@ -245,7 +249,7 @@ func BenchmarkCheck(b *testing.B) {
 	}{{"key", keyChecker, byKey}, {"keyless", idChecker, keyless}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				if err := bc.checker.Check([][]byte{bc.bundle}, sum); err != nil {
+				if _, err := bc.checker.Check([][]byte{bc.bundle}, sum); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -100,7 +100,7 @@ func Verify(ctx context.Context, c *oci.Client, checkers []*signature.Checker, w
 		return err
 	}
 	for _, c := range checkers {
-		if err := c.Check(bundles, sum); err != nil {
+		if _, err := c.Check(bundles, sum); err != nil {
 			return err
 		}
 	}
@@ -151,13 +151,22 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 	var (
 		path   string           // the file followed ("" for none)
 		sub    *filewatch.Sub   // its subscription (nil for none)
+		sig    *filewatch.Sub   // its signature's (FILE.sigstore.json): a module refused as unsigned comes in once signed
 		settle <-chan time.Time // changes come in bursts: act once they stop
 	)
-	changed := func() <-chan struct{} {
-		if sub == nil {
+	changed := func(s *filewatch.Sub) <-chan struct{} {
+		if s == nil {
 			return nil
 		}
-		return sub.C
+		return s.C
+	}
+	stop := func() {
+		for _, s := range []**filewatch.Sub{&sub, &sig} {
+			if *s != nil {
+				(*s).Stop()
+				*s = nil
+			}
+		}
 	}
 	follow := func() <-chan struct{} {
 		moved, src := w.Target.Source()
@@ -168,10 +177,7 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 		if next == path {
 			return moved
 		}
-		if sub != nil {
-			sub.Stop()
-			sub = nil
-		}
+		stop()
 		path, settle = next, nil
 		if next != "" {
 			var err error
@@ -181,22 +187,21 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 				// It changed between the module's read and now: read it again.
 				settle = time.After(100 * time.Millisecond)
 			}
+			sig, _ = w.Files.Watch(next + signature.FileSuffix) // its folder is watched already, or not at all
 		}
 		return moved
 	}
 	moved := follow()
-	defer func() {
-		if sub != nil {
-			sub.Stop()
-		}
-	}()
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-moved:
 			moved = follow()
-		case <-changed():
+		case <-changed(sub):
+			settle = time.After(100 * time.Millisecond)
+		case <-changed(sig):
 			settle = time.After(100 * time.Millisecond)
 		case <-settle:
 			settle = nil
@@ -301,7 +306,11 @@ func (t *TagPoller) poll(ctx context.Context) (ref string, err error) {
 		return ref, nil
 	}
 	t.unsigned = ""
-	t.Log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
+	if again {
+		t.Log.Info("the module the tag moved to is signed now: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
+	} else {
+		t.Log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
+	}
 	_ = t.Target.SwapFrom(ctx, m.Wasm, src.Ref) // logs and counts a refusal
 	// Refused or not, this manifest has been tried: wait for the tag to move again. If the
 	// plugin moved to another source meanwhile, that one stays.

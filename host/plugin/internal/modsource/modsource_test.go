@@ -231,3 +231,70 @@ func TestTagPollerWaitsForASignature(t *testing.T) {
 		t.Errorf("swapped to %q after %d refusals, want v2 after one", got, len(tg.refusals()))
 	}
 }
+
+// A module file refused as unsigned swaps in once its signature is written beside it, the
+// module file untouched.
+func TestFileWatcherSwapsOnceSigned(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key.pem")
+	pem := "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mGG9qwut9\n-----END PRIVATE KEY-----\n"
+	if err := os.WriteFile(keyFile, []byte(pem), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, err := signature.ReadKey(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := key.Public()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checker, err := signature.Policy{Keys: []string{pub}}.Compile(signature.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "plugin.wasm")
+	if err := os.WriteFile(path, []byte("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := filewatch.New(logr.Discard())
+	defer files.Close()
+	tg := &target{src: &Source{Ref: path, Fetched: time.Now().Add(time.Minute)}, checkers: []*signature.Checker{checker}}
+	w := &FileWatcher{Plugin: "p", Target: tg, Files: files, Fetch: &Fetcher{}, Log: logr.Discard()}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- w.Start(runCtx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // the watch is set up
+
+	if err := os.WriteFile(path, []byte("v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(tg.refusals()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the unsigned module file was not refused")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(tg.swapped()) != 0 {
+		t.Fatal("an unsigned module file was swapped in")
+	}
+	b, err := key.SignBlob(ctx, path, []byte("v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+signature.FileSuffix, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for len(tg.swapped()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no swap 5s after the module file was signed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := string(tg.swapped()[0]); got != "v2" {
+		t.Errorf("swapped to %q, want v2", got)
+	}
+}
