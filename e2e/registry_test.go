@@ -54,6 +54,17 @@ func startRegistry(t *testing.T) *registry {
 	return r
 }
 
+// createThing creates the Thing ns/name with spec.n, once its CRD is served.
+func createThing(t *testing.T, ns, name string, n int64) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "follow.wasmrec.dev/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": name}, "spec": map[string]any{"n": n}}}
+	eventually(t, 30*time.Second, "creating a thing", func() error {
+		_, err := dyn(t).Resource(thingGVR).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+		return err
+	})
+}
+
 func (r *registry) stop() {
 	select {
 	case <-r.done:
@@ -101,15 +112,7 @@ func TestPluginFromRegistry(t *testing.T) {
 	poll := metav1.Duration{Duration: 250 * time.Millisecond}
 	_, plugins := pluginHostFull(t, cfg, logs.logger(), m, client, plugin.Config{Name: "swap", Module: "oci://" + ref, PollInterval: &poll,
 		Namespaces: []string{ns}, Permissions: []abi.Permission{grant("follow.wasmrec.dev", []string{"things"}, "get", "list", "watch")}})
-	create := func(name string, n int64) {
-		t.Helper()
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "follow.wasmrec.dev/v1", "kind": "Thing",
-			"metadata": map[string]any{"name": name}, "spec": map[string]any{"n": n}}}
-		eventually(t, 30*time.Second, "creating a thing", func() error {
-			_, err := dyn(t).Resource(thingGVR).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
-			return err
-		})
-	}
+	create := func(name string, n int64) { t.Helper(); createThing(t, ns, name, n) }
 	create("x", 1)
 	logs.waitFor(t, 30*time.Second, "v1 reconciled x n=1")
 

@@ -81,15 +81,7 @@ func TestSignedModulesWithAKey(t *testing.T) {
     permissions: [{group: follow.wasmrec.dev, resources: [things], verbs: [get, list, watch]}, {group: "", resources: [configmaps], verbs: [get, list, watch]}]
     signatures: {keys: [%s]}
 `, ref, ns, teamPub, file, ns, teamPub), "--insecure", reg.addr)
-	thing := func(name string, n int64) {
-		t.Helper()
-		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "follow.wasmrec.dev/v1", "kind": "Thing",
-			"metadata": map[string]any{"name": name}, "spec": map[string]any{"n": n}}}
-		eventually(t, 30*time.Second, "creating a thing", func() error {
-			_, err := dyn(t).Resource(thingGVR).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
-			return err
-		})
-	}
+	thing := func(name string, n int64) { t.Helper(); createThing(t, ns, name, n) }
 	thing("a", 1)
 	h.waitOut(t, "v1 reconciled a n=1")
 	h.waitOut(t, `plugin not loaded; the others run`)

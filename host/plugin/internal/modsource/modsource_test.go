@@ -163,12 +163,10 @@ func TestTagPollerBacksOffAFailingRegistry(t *testing.T) {
 	}
 }
 
-// A tag moved to an unsigned module is refused once, however often it is polled, and swapped
-// in at the next poll once a good signature is attached to it.
-func TestTagPollerWaitsForASignature(t *testing.T) {
-	ctx := context.Background()
+// signer returns a key (Ed25519, PKCS #8) and a checker that wants its signatures.
+func signer(t *testing.T) (*signature.Key, *signature.Checker) {
+	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "key.pem")
-	// An Ed25519 key, PKCS #8.
 	pem := "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mGG9qwut9\n-----END PRIVATE KEY-----\n"
 	if err := os.WriteFile(keyFile, []byte(pem), 0o600); err != nil {
 		t.Fatal(err)
@@ -185,6 +183,14 @@ func TestTagPollerWaitsForASignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return key, checker
+}
+
+// A tag moved to an unsigned module is refused once, however often it is polled, and swapped
+// in at the next poll once a good signature is attached to it.
+func TestTagPollerWaitsForASignature(t *testing.T) {
+	ctx := context.Background()
+	key, checker := signer(t)
 	client, err := oci.New(oci.Options{CacheDir: "-"})
 	if err != nil {
 		t.Fatal(err)
@@ -237,23 +243,7 @@ func TestTagPollerWaitsForASignature(t *testing.T) {
 func TestFileWatcherSwapsOnceSigned(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "key.pem")
-	pem := "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIJ+DYvh6SEqVTm50DFtMDoQikTmiCqirVv9mGG9qwut9\n-----END PRIVATE KEY-----\n"
-	if err := os.WriteFile(keyFile, []byte(pem), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	key, err := signature.ReadKey(keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := key.Public()
-	if err != nil {
-		t.Fatal(err)
-	}
-	checker, err := signature.Policy{Keys: []string{pub}}.Compile(signature.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, checker := signer(t)
 	path := filepath.Join(dir, "plugin.wasm")
 	if err := os.WriteFile(path, []byte("v1"), 0o644); err != nil {
 		t.Fatal(err)
