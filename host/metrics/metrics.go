@@ -40,7 +40,18 @@ type Metrics struct {
 	// ShardOwned is 1 for each plugin and shard this replica holds, 0 for those it shares with
 	// other replicas and does not hold (shard "1/3", or "" for a plugin not split).
 	ShardOwned *prometheus.GaugeVec
-	plugins    *pluginCollector
+	// RolloutStep is 1 for the step a plugin's rollout is at ("shadow", "canary 25%"), while
+	// one runs.
+	RolloutStep *prometheus.GaugeVec
+	// RolloutReconciles counts the reconciles of a rollout's versions ("live", "candidate") by
+	// outcome (ok, error, panic, timeout); a shadowed reconcile counts for both.
+	RolloutReconciles *prometheus.CounterVec
+	// ShadowDifferences counts the shadow step's comparisons: "compared", and those whose
+	// "writes" or "result" differ.
+	ShadowDifferences *prometheus.CounterVec
+	// Rollouts counts the rollouts that ended, by outcome: promoted, rolled_back, aborted.
+	Rollouts *prometheus.CounterVec
+	plugins  *pluginCollector
 }
 
 // New returns metrics registered in a fresh registry, with the Go and process collectors.
@@ -98,12 +109,25 @@ func New() *Metrics {
 		Running: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmrec_plugin_running", Help: "1 while a plugin's controller runs; 0 while it waits for its CRDs or for leadership",
 		}, []string{"plugin"}),
+		RolloutStep: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "wasmrec_rollout_step", Help: "1 for the step a plugin's rollout of a new module version is at (shadow, canary N%), while one runs",
+		}, []string{"plugin", "step"}),
+		RolloutReconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_rollout_reconciles_total", Help: "Reconciles during rollouts, by plugin, version (live, candidate) and outcome (ok, error, panic, timeout)",
+		}, []string{"plugin", "version", "outcome"}),
+		ShadowDifferences: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_rollout_shadow_comparisons_total", Help: "Shadow reconciles compared with the live version's, by plugin and what was found: compared, writes (differ), result (differs)",
+		}, []string{"plugin", "found"}),
+		Rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_rollouts_total", Help: "Rollouts of new module versions that ended, by plugin and outcome: promoted, rolled_back, aborted",
+		}, []string{"plugin", "outcome"}),
 		queue:   newQueueMetrics(),
 		plugins: newPluginCollector(),
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.maxWorkers, m.activeWorkers,
-		m.HostCalls, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds, m.Compiles, m.Running, m.ShardOwned, m.plugins)
+		m.HostCalls, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds, m.Compiles, m.Running, m.ShardOwned,
+		m.RolloutStep, m.RolloutReconciles, m.ShadowDifferences, m.Rollouts, m.plugins)
 	m.queue.register(r)
 	return m
 }

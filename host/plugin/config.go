@@ -97,6 +97,12 @@ type Config struct {
 	// config's signatures name: a module that is not is refused before it is compiled, at load
 	// and at every swap (a tag moved, a file changed), and the running one keeps serving.
 	Signatures *signature.Policy `json:"signatures,omitempty"`
+	// Rollout, if set, is how a new module version comes in: first a shadow run beside the live
+	// version (its writes sent with dryRun=All), then a growing share of the keys, each step
+	// judged against the live version's figures; a version that does worse is rolled back at
+	// once and not tried again until its source changes. Without it a new version takes every
+	// key at once.
+	Rollout *RolloutConfig `json:"rollout,omitempty"`
 
 	// Origin says where the settings come from, for a clash of names: "Plugin object \"x\"",
 	// say. Empty: the host config.
@@ -246,6 +252,11 @@ func (c *Config) Validate() error {
 	grant := abi.Manifest{For: abi.Watch{APIVersion: "v1", Kind: "x"}, Permissions: c.Permissions}
 	if err := grant.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("plugin %q: permissions: %w", c.Name, err))
+	}
+	if c.Rollout != nil {
+		if err := c.Rollout.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("plugin %q: %w", c.Name, err))
+		}
 	}
 	if c.Signatures != nil {
 		if err := c.Signatures.Validate(c.Origin == ""); err != nil {

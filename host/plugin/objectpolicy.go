@@ -94,13 +94,18 @@ func (p ObjectPolicy) Validate() error {
 	return nil
 }
 
-// Memory is what a plugin's instances may take together: memoryLimit times workers.
+// Memory is what a plugin's instances may take together: memoryLimit times workers, twice
+// over with a rollout, whose new version runs its own instances beside the live one's.
 func (c *Config) Memory() int64 {
 	limit := int64(wasm.DefaultMemoryLimit)
 	if c.MemoryLimit != nil {
 		limit = c.MemoryLimit.Value()
 	}
-	return limit * int64(max(c.MaxConcurrentReconciles, 1))
+	n := int64(max(c.MaxConcurrentReconciles, 1))
+	if c.Rollout != nil {
+		n *= 2
+	}
+	return limit * n
 }
 
 // Admit refuses settings of a plugin object beyond the policy's bounds, naming the field, its

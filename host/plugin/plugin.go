@@ -222,6 +222,14 @@ type Plugin struct {
 	// OnSwap, if set, is told of every swap attempt.
 	OnSwap func(SwapEvent)
 
+	// ro is the rollout of a new version running now (nil: none); lastRollout the last that
+	// ended. See Config.Rollout.
+	ro          atomic.Pointer[rollingOut]
+	lastRollout atomic.Pointer[RolloutStatus]
+	// OnRollout, if set, is told when a rollout starts, moves on a step or ends. It is called
+	// with the plugin's swap lock held: it must not block or call the plugin's swap methods.
+	OnRollout func(RolloutEvent)
+
 	// shards are the shards this replica runs (nil: the plugin is not split); wantShards those
 	// it is to run from the controller's next start.
 	shards     atomic.Pointer[guest.Sharding]
@@ -521,6 +529,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	}
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
+	p.endRolloutLocked(p.ro.Load(), StageAborted, "the plugin stopped", false)
 	first, err := p.kept.Close(ctx)
 	if first { // the name is free once, for a plugin that may load under it next
 		defer p.host.release(p.cfg.Name)
@@ -559,10 +568,18 @@ func (p *Plugin) Kinds() []schema.GroupVersionKind {
 	return out
 }
 
+// currentKeys are the informers the plugin's sources use: the live version's, and those of a
+// rollout's candidate whose watches differ.
 func (p *Plugin) currentKeys() []cache.Key {
 	p.watchMu.Lock()
-	defer p.watchMu.Unlock()
-	return slices.Clone(p.keys)
+	keys := slices.Clone(p.keys)
+	p.watchMu.Unlock()
+	for _, k := range p.rolloutKeys() {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // warmer holds the informers a plugin's sources use on every replica, leader or not, so a
@@ -820,19 +837,11 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		})
 		defer stop()
 	}
-	for {
-		// A reconcile runs whole on one module version. One that picked a module just as a swap
-		// closed it runs on the new one instead.
-		v := p.current.Load()
-		mod := v.mod
-		res, err = mod.Reconcile(ctx, &wasm.Call{
-			Request: abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))},
-			Host:    &guest.Calls{API: p.api, Policy: v.policy, Req: req},
-			Logger:  log.WithValues("digest", mod.ShortDigest()),
-		})
-		if !errors.Is(err, wasm.ErrClosed) || p.Module() == mod {
-			break
-		}
+	call := abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))}
+	if ro := p.ro.Load(); ro != nil {
+		res, err = p.reconcileRolling(ctx, req, ro, call, log)
+	} else {
+		res, _, err = p.run(ctx, req, call, nil, true, log, nil)
 	}
 	switch {
 	case err != nil:
@@ -843,6 +852,32 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		return reconcile.Result{}, fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err)
 	}
 	return reconcile.Result{Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}, nil
+}
+
+// run runs one reconcile on version v (nil: the live one), its host calls set up by calls if
+// set. A reconcile runs whole on one version: one that picked a version just as a swap or a
+// rollback closed it runs on the live version instead if fallback is set (a shadow run does
+// not), and run returns the version it ran on.
+func (p *Plugin) run(ctx context.Context, req reconcile.Request, call abi.Request, v *version, fallback bool, log logr.Logger, calls func(*guest.Calls)) (abi.Result, *version, error) {
+	for {
+		cur := v
+		if cur == nil {
+			cur = p.current.Load()
+		}
+		c := &guest.Calls{API: p.api, Policy: cur.policy, Req: req}
+		if calls != nil {
+			calls(c)
+		}
+		res, err := cur.mod.Reconcile(ctx, &wasm.Call{Request: call, Host: c, Logger: log.WithValues("digest", cur.mod.ShortDigest())})
+		switch {
+		case !errors.Is(err, wasm.ErrClosed), !fallback:
+			return res, cur, err
+		case v != nil:
+			v = nil // the candidate was dropped: the live version
+		case p.Module() == cur.mod:
+			return res, cur, err
+		}
+	}
 }
 
 // watched is one source of the controller and the informer it uses.

@@ -48,6 +48,8 @@ type SuperviseOptions struct {
 	OnState func(State)
 	// OnSwap, if set, is told of every swap attempt of the loaded plugin.
 	OnSwap func(SwapEvent)
+	// OnRollout, if set, is told of the loaded plugin's rollouts (see Plugin.OnRollout).
+	OnRollout func(RolloutEvent)
 	// OnRunning, if set, is told when the plugin's controller starts (true) or stops.
 	OnRunning func(bool)
 	// OnUnavailable, if set, is told when what the plugin needs but the host cannot list or
@@ -245,7 +247,7 @@ func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 		}
 		return nil, ReasonLoadFailed, err
 	}
-	p.OnSwap, p.OnRunning, p.OnUnavailable = s.opts.OnSwap, s.opts.OnRunning, s.opts.OnUnavailable
+	p.OnSwap, p.OnRollout, p.OnRunning, p.OnUnavailable = s.opts.OnSwap, s.opts.OnRollout, s.opts.OnRunning, s.opts.OnUnavailable
 	return p, "", nil
 }
 

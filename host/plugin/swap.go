@@ -48,10 +48,13 @@ const swapSyncTimeout = 30 * time.Second
 // is held only to check, start the new watches and publish, never while waiting on a guest.
 func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to *modsource.Source) error {
 	digest := digestOf(wasmBytes)
-	if digest == p.Module().Digest() {
+	if ro := p.ro.Load(); digest == p.Module().Digest() || (ro != nil && ro.cand.mod.Digest() == digest) {
 		p.swapMu.Lock()
 		defer p.swapMu.Unlock()
 		if onlyFrom == "" || p.ModuleRef() == onlyFrom {
+			if digest == p.Module().Digest() { // back to the live version: a rollout running ends
+				p.endRolloutLocked(p.ro.Load(), StageAborted, "the plugin's module is the live version's again", false)
+			}
 			p.setSource(to)
 		}
 		return nil
@@ -92,6 +95,12 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 	old := p.current.Load()
 	if digest == old.mod.Digest() {
 		giveBack()
+		p.endRolloutLocked(p.ro.Load(), StageAborted, "the plugin's module is the live version's again", false)
+		p.setSource(to)
+		return nil
+	}
+	if ro := p.ro.Load(); ro != nil && ro.cand.mod.Digest() == digest {
+		giveBack()
 		p.setSource(to)
 		return nil
 	}
@@ -103,6 +112,8 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		}
 		return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.ShortDigest(), err))
 	}
+	// A newer version ends the rollout of the one before it, which is not judged.
+	p.endRolloutLocked(p.ro.Load(), StageAborted, fmt.Sprintf("%s came in before it was through", mod.ShortDigest()), false)
 	if srcs != nil {
 		if err := p.startWatches(ctx, srcs); err != nil {
 			giveBack() // not remembered: the API server may serve them later
@@ -112,26 +123,36 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 	if reused {
 		mod.Reactivate()
 	}
-	p.current.Store(next)
 	p.setSource(to)
+	if p.cfg.Rollout != nil && !reused {
+		p.beginRollout(ctx, old, next, srcs)
+		return nil
+	}
+	p.publish(ctx, old, next, srcs, reused, start)
+	return nil
+}
+
+// publish makes next serve every key in place of old, under swapMu: srcs are next's sources if
+// they differ from old's (added and synced already). The keys are all enqueued so the new logic
+// converges the world, and old is retired once its reconciles are back and kept compiled, so
+// that a swap back to it is immediate. Nothing waits for that.
+func (p *Plugin) publish(ctx context.Context, old, next *version, srcs map[string]watched, rollback bool, start time.Time) {
+	p.current.Store(next)
 	if srcs != nil {
 		p.finishWatches(srcs)
 	}
 	if p.OnSwap != nil {
-		p.OnSwap(SwapEvent{From: old.mod.Digest(), To: mod.Digest(), Rollback: reused})
+		p.OnSwap(SwapEvent{From: old.mod.Digest(), To: next.mod.Digest(), Rollback: rollback})
 	}
-	p.log.Info("swapped the module", "from", old.mod.ShortDigest(), "to", mod.ShortDigest(), "rollback", reused, "took", time.Since(start).Round(time.Millisecond))
+	p.log.Info("swapped the module", "from", old.mod.ShortDigest(), "to", next.mod.ShortDigest(), "rollback", rollback, "took", time.Since(start).Round(time.Millisecond))
 	if p.host.metrics != nil {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "swapped").Inc()
 	}
-	p.enqueueAll(ctx)
-	// In-flight reconciles hold the old module: it is retired once they are back, and kept
-	// compiled so that a swap back to it is immediate. Nothing waits for that.
+	p.enqueueAll(ctx, nil)
 	go func() {
 		_ = old.mod.Retire(context.Background())
 		p.kept.Keep(old.mod)
 	}()
-	return nil
 }
 
 // SwapEvent is one swap attempt.
@@ -278,9 +299,9 @@ func (p *Plugin) finishWatches(next map[string]watched) {
 	p.log.Info("applied the new module's watches", "kinds", kinds.GVKs(watched))
 }
 
-// enqueueAll enqueues every object of the For kind the plugin sees: in its namespaces, and
-// let through by the running module's For predicates.
-func (p *Plugin) enqueueAll(ctx context.Context) {
+// enqueueAll enqueues every object of the For kind the plugin sees: in its namespaces, let
+// through by the running module's For predicates, and by only if set.
+func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bool) {
 	preds, err := predicates(p.Module().Manifest().For.Predicates)
 	if err != nil {
 		p.log.Error(err, "reading the For predicates to reconcile after a swap")
@@ -319,7 +340,11 @@ func (p *Plugin) enqueueAll(ctx context.Context) {
 		if !passes(preds, o.(event.Object)) {
 			continue
 		}
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}})
+		req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()}}
+		if only != nil && !only(req) {
+			continue
+		}
+		reqs = append(reqs, req)
 	}
 	p.ctrl.Enqueue(reqs...)
 }
@@ -410,7 +435,13 @@ func (t trigger) Source() (<-chan struct{}, *modsource.Source) {
 	return p.moved, p.source.Load()
 }
 
-func (t trigger) Serving() string { return t.p.Module().Digest() }
+// Serving is the digest the plugin is on: the running rollout's candidate, else the live one.
+func (t trigger) Serving() string {
+	if ro := t.p.ro.Load(); ro != nil {
+		return ro.cand.mod.Digest()
+	}
+	return t.p.Module().Digest()
+}
 
 func (t trigger) SwapFrom(ctx context.Context, wasm []byte, from string) error {
 	return t.p.swap(ctx, wasm, from, nil)

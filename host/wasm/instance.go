@@ -163,10 +163,10 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 		m.put(inst, false)
 		if interrupted || errors.Is(ctx.Err(), context.DeadlineExceeded) { // our timer may fire before ctx's own
 			m.stats.Timeouts.Add(1)
-			return abi.Result{}, fmt.Errorf("plugin %q: reconcile interrupted at its deadline: %w", m.opts.Name, explain(callErr, m.opts))
+			return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTimedOut, explain(callErr, m.opts))
 		}
 		m.stats.Traps.Add(1)
-		return abi.Result{}, fmt.Errorf("plugin %q: reconcile trapped: %w", m.opts.Name, explain(callErr, m.opts))
+		return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
 	}
 	ret := inst.stack[0]
 	if ret == 0 {

@@ -142,6 +142,14 @@ type Module struct {
 // ErrClosed is returned by Reconcile on a module that has been closed (swapped out, say).
 var ErrClosed = errors.New("module closed")
 
+// Errors a reconcile's error wraps when its guest did not return.
+var (
+	// ErrTrapped: the guest trapped (a panic, an unreachable, a memory fault).
+	ErrTrapped = errors.New("reconcile trapped")
+	// ErrTimedOut: the guest was interrupted at the reconcile's deadline.
+	ErrTimedOut = errors.New("reconcile interrupted at its deadline")
+)
+
 // Stats counts what happened to a module's instances.
 type Stats struct {
 	Live                              atomic.Int64 // instances alive now, idle or busy

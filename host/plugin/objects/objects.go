@@ -169,8 +169,9 @@ func New(h *plugin.Host, opts Options) (manager.Runnable, error) {
 		return nil, err
 	}
 	// Status writes do not change the generation; spec changes and deletions pass.
+	// The rollout annotation is an operator's word on a rollout: it passes too.
 	for _, gvk := range []schema.GroupVersionKind{GVK, ClusterGVK} {
-		if err := ctrl.Watch(source.Kind(mgr.GetCache(), cache.Key{GroupVersionKind: gvk}, handler.EnqueueRequestForObject(), predicate.GenerationChanged())); err != nil {
+		if err := ctrl.Watch(source.Kind(mgr.GetCache(), cache.Key{GroupVersionKind: gvk}, handler.EnqueueRequestForObject(), predicate.Or(predicate.GenerationChanged(), predicate.AnnotationChanged()))); err != nil {
 			return nil, err
 		}
 	}
@@ -361,6 +362,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		l.sup = r.host.Supervise(cfg, plugin.SuperviseOptions{
 			OnState:   func(plugin.State) { r.ctrl.Enqueue(again) },
 			OnSwap:    r.onSwap(u, l),
+			OnRollout: r.onRollout(u, l),
 			OnRunning: func(bool) { r.ctrl.Enqueue(again) },
 			// A kind it needs that the host cannot list makes it Degraded, naming what is missing.
 			OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
@@ -386,6 +388,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if announce {
 		r.event(u, corev1.EventTypeNormal, "Loaded", "running %s (%s) as %s", p.ModuleRef(), p.Module().Digest(), cfg.ServiceAccount.User())
 	}
+	r.rolloutAction(u, p)
 	switch module := cfg.Module; {
 	case p.ModuleRef() != module:
 		r.mu.Lock()
@@ -427,8 +430,14 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		}
 		r.mu.Unlock()
 	}
+	if ro := p.Rollout(); ro != nil && ro.Active() { // its figures, fresh in status
+		return reconcile.Result{RequeueAfter: rolloutStatusEvery}, r.status(ctx, u, l, nil)
+	}
 	return reconcile.Result{}, r.status(ctx, u, l, nil)
 }
+
+// rolloutStatusEvery is how often the status of a plugin rolling out a new version is written.
+const rolloutStatusEvery = 2 * time.Second
 
 // reserve takes l's memory out of the operator's budgets for plugin objects (all of them, and a
 // namespace's Plugins) and records l as name's, in one step (the controller's workers reconcile
@@ -449,10 +458,10 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded
 	var err error
 	switch {
 	case ns != "" && usedHere+l.memory > r.policy.NamespaceMemoryBudget.Value():
-		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, stop another Plugin of %s, or ask the operator",
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, stop another Plugin of %s, or ask the operator",
 			describe(u), quantity(l.memory), ns, quantity(usedHere), r.policy.NamespaceMemoryBudget, ns)
 	case used+l.memory > r.policy.MemoryBudget.Value():
-		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator; it is tried again when a plugin object stops",
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator; it is tried again when a plugin object stops",
 			describe(u), quantity(l.memory), quantity(used), r.policy.MemoryBudget)
 	}
 	if err != nil {
@@ -530,6 +539,55 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(plugin.
 	}
 }
 
+// RolloutAnnotation on a plugin object is an operator's word on the rollout of a new module
+// version: "promote DIGEST" (the candidate serves every key now) or "abort DIGEST" (it is
+// dropped, and not tried again until the plugin's source changes). It acts only while the
+// rollout of that digest runs, on every replica, and may stay on the object.
+const RolloutAnnotation = "wasmrec.dev/rollout"
+
+// rolloutAction acts on u's rollout annotation, if it names p's candidate.
+func (r *resources) rolloutAction(u *unstructured.Unstructured, p *plugin.Plugin) {
+	word, digest, _ := strings.Cut(u.GetAnnotations()[RolloutAnnotation], " ")
+	st := p.Rollout()
+	if digest == "" || st == nil || !st.Active() || st.Candidate != strings.TrimSpace(digest) {
+		return
+	}
+	switch word {
+	case "promote":
+		p.Promote()
+	case "abort":
+		p.Abort(fmt.Sprintf("aborted by an operator (annotation %s) at the %s step", RolloutAnnotation, st.Step))
+	default:
+		r.event(u, corev1.EventTypeWarning, "BadRolloutAnnotation", "annotation %s: %q: write \"promote %s\" or \"abort %s\"", RolloutAnnotation, word, st.Candidate, st.Candidate)
+	}
+}
+
+// onRollout records a rollout's news on the object as Events, and has its status written.
+// A rollback makes the object Degraded, as a refused swap does, until a version is taken.
+func (r *resources) onRollout(u *unstructured.Unstructured, l *loaded) func(plugin.RolloutEvent) {
+	again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
+	return func(e plugin.RolloutEvent) {
+		st := e.Status
+		typ, msg := corev1.EventTypeNormal, ""
+		switch e.Reason {
+		case "RolloutStarted":
+			msg = fmt.Sprintf("%s comes in beside %s: %s step", st.Candidate, st.Live, st.Step)
+		case "RolloutStep":
+			msg = fmt.Sprintf("%s: %s; now the %s step", st.Candidate, st.Message, st.Step)
+		case "RolloutRolledBack":
+			typ = corev1.EventTypeWarning
+			msg = fmt.Sprintf("%s rolled back at the %s step, %s serving on: %s", st.Candidate, st.Step, st.Live, st.Message)
+			r.mu.Lock()
+			l.lastErr, l.lastWhy = msg, "RolledBack"
+			r.mu.Unlock()
+		default: // promoted, aborted
+			msg = fmt.Sprintf("%s: %s", st.Candidate, st.Message)
+		}
+		r.event(u, typ, e.Reason, "%s", msg)
+		r.ctrl.Enqueue(again)
+	}
+}
+
 func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) error {
 	if r.leading() { // once, by the replica that reports
 		r.log.Error(err, "plugin object refused", "object", describe(u), "reason", reason)
@@ -578,6 +636,7 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy}
 		r.mu.Unlock()
 		s.digest, s.running, s.kinds, s.plugin, s.unavailable = p.Module().Digest(), p.Running(), p.Kinds(), p, p.Unavailable()
+		s.rollout = p.Rollout()
 	}
 	st := map[string]any{}
 	if r.leading() {
@@ -611,6 +670,7 @@ type serving struct {
 	kinds           []schema.GroupVersionKind
 	plugin          *plugin.Plugin
 	unavailable     []string // what it needs that the host cannot list or watch
+	rollout         *plugin.RolloutStatus
 }
 
 // statusOf is the status (a merge patch) of Plugin u, whose plugin s serves (nil: not loaded,
@@ -640,6 +700,7 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool)
 	if s != nil {
 		lastErr, why = s.lastErr, cmp.Or(s.lastWhy, "SwapRefused")
 		st["swaps"], st["refusals"], st["activeDigest"] = s.swaps, s.refusals, s.digest
+		st["rollout"] = rolloutOf(s.rollout)
 	}
 	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
 	switch {
@@ -673,6 +734,22 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool)
 		st["lastError"] = lastErr
 	}
 	return st
+}
+
+// rolloutOf is the merge patch of status.rollout: ro whole, the fields it leaves out null.
+func rolloutOf(ro *plugin.RolloutStatus) any {
+	if ro == nil {
+		return nil
+	}
+	b, _ := json.Marshal(ro)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	for _, k := range []string{"ended", "differences"} {
+		if _, ok := m[k]; !ok {
+			m[k] = nil
+		}
+	}
+	return m
 }
 
 // replicasOf is the merge patch of status.replicas from replica me: its own entry (what it

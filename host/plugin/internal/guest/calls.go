@@ -71,6 +71,12 @@ type Calls struct {
 	API    *API
 	Policy *policy.Policy // the policy of the module version the reconcile runs on
 	Req    reconcile.Request
+	// DryRun sends every write with dryRun=All, so that the API server checks it and stores
+	// nothing, and records no event: a version in its shadow run. Its calls are not counted.
+	DryRun bool
+	// Record, if set, is told of every write call (create, update, patch, delete, event), with
+	// the request and how it ended.
+	Record func(call string, body []byte, status abi.Status)
 }
 
 // callError is a host call's failure: a status and a message for the guest.
@@ -123,8 +129,11 @@ func (c *Calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, [
 		}
 		resp = []byte(err.Error())
 	}
-	if c.API.Count != nil {
+	if c.API.Count != nil && !c.DryRun {
 		c.API.Count(fn, status)
+	}
+	if c.Record != nil && fn != abi.ImportGet && fn != abi.ImportList {
+		c.Record(fn, body, status)
 	}
 	return status, resp
 }
@@ -428,11 +437,11 @@ func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	var out *object.Object
 	switch fn {
 	case abi.ImportCreate:
-		out, err = r.Create(ctx, body, metav1.CreateOptions{FieldManager: c.API.Name})
+		out, err = r.Create(ctx, body, metav1.CreateOptions{FieldManager: c.API.Name, DryRun: c.dryRun()})
 	case abi.ImportUpdate:
-		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.API.Name})
+		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.API.Name, DryRun: c.dryRun()})
 	default:
-		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.API.Name}, "status")
+		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.API.Name, DryRun: c.dryRun()}, "status")
 	}
 	if err != nil {
 		return nil, err
@@ -469,7 +478,7 @@ func (c *Calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if err := c.mayWrite(ctx); err != nil {
 		return nil, err
 	}
-	opts := metav1.PatchOptions{FieldManager: c.API.Name}
+	opts := metav1.PatchOptions{FieldManager: c.API.Name, DryRun: c.dryRun()}
 	if pt == types.ApplyPatchType {
 		opts.Force = &req.Force
 	}
@@ -499,7 +508,7 @@ func (c *Calls) delete(ctx context.Context, body []byte) error {
 	if err := c.mayWrite(ctx); err != nil {
 		return err
 	}
-	opts := metav1.DeleteOptions{}
+	opts := metav1.DeleteOptions{DryRun: c.dryRun()}
 	if req.PropagationPolicy != "" {
 		pp := metav1.DeletionPropagation(req.PropagationPolicy)
 		opts.PropagationPolicy = &pp
@@ -550,6 +559,16 @@ func (c *Calls) event(ctx context.Context, body []byte) error {
 	if err := c.mayWrite(ctx); err != nil {
 		return err
 	}
-	c.API.Recorder.Event(regarding, req.Type, req.Reason, req.Message)
+	if !c.DryRun {
+		c.API.Recorder.Event(regarding, req.Type, req.Reason, req.Message)
+	}
+	return nil
+}
+
+// dryRun is the writes' dryRun option: All for a shadow run.
+func (c *Calls) dryRun() []string {
+	if c.DryRun {
+		return []string{metav1.DryRunAll}
+	}
 	return nil
 }

@@ -1,0 +1,186 @@
+// Package rollout decides how a new module version comes in: the steps of its rollout (a
+// shadow run, growing canary shares of keys, then all), the figures each version makes over a
+// step, whether a step passes, and how a shadow reconcile's writes and result compare with the
+// live version's. It runs no module and makes no call: package plugin runs both versions and
+// feeds it what happened.
+package rollout
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmrec/wasmrec/host/shard"
+)
+
+// Defaults.
+const (
+	DefaultShadowDuration = time.Minute
+	DefaultStepDuration   = time.Minute
+	DefaultMinReconciles  = 20
+	DefaultErrors         = 0.01
+	DefaultPanics         = 0.0
+	DefaultTimeouts       = 0.01
+	DefaultRefusedWrites  = 0.01
+)
+
+// Config is how a plugin's new module versions come in. Without one (nil), a new version takes
+// every key at once.
+type Config struct {
+	// Shadow, if set, first runs the new version beside the live one: it reconciles the keys the
+	// live version reconciles, from the same cache, and its writes are sent with dryRun=All, so
+	// the API server validates them and stores nothing.
+	Shadow *Shadow `json:"shadow,omitempty"`
+	// Canary, if set, then gives the new version a growing share of the keys, the live version
+	// the rest.
+	Canary *Canary `json:"canary,omitempty"`
+	// Analysis bounds how much worse than the live version the new one may do at each step.
+	Analysis Analysis `json:"analysis,omitempty"`
+}
+
+// Shadow is the shadow step.
+type Shadow struct {
+	// Duration is how long it lasts at least. Defaults to 1m.
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// Reconciles is how many reconciles it compares at least. Defaults to
+	// analysis.minReconciles.
+	Reconciles int `json:"reconciles,omitempty"`
+}
+
+// Canary is the canary steps.
+type Canary struct {
+	// Steps are the shares of keys (in percent, 1 to 99, increasing) the new version takes, one
+	// step after the other. Keys are assigned by the shard hash of "namespace/name".
+	Steps []int `json:"steps"`
+	// StepDuration is how long each step lasts at least. Defaults to 1m.
+	StepDuration *metav1.Duration `json:"stepDuration,omitempty"`
+}
+
+// Analysis is what each step needs to pass.
+type Analysis struct {
+	// MinReconciles is how many reconciles the new version makes in a step before the step is
+	// judged; a step does not end before. Defaults to 20.
+	MinReconciles int `json:"minReconciles,omitempty"`
+	// Tolerance is how far each of the new version's rates may exceed the live version's.
+	Tolerance Tolerance `json:"tolerance,omitempty"`
+}
+
+// Tolerance bounds the new version's rates over the live version's: rates per reconcile
+// (refused writes: per write), each a fraction from 0 to 1 added to the live version's rate.
+type Tolerance struct {
+	// Errors: reconciles that return an error. Defaults to 0.01.
+	Errors *float64 `json:"errors,omitempty"`
+	// Panics: reconciles whose guest trapped (a panic, say). Defaults to 0.
+	Panics *float64 `json:"panics,omitempty"`
+	// Timeouts: reconciles stopped at their timeout. Defaults to 0.01.
+	Timeouts *float64 `json:"timeouts,omitempty"`
+	// RefusedWrites: writes the host or the API server refused (forbidden, invalid, malformed).
+	// Defaults to 0.01.
+	RefusedWrites *float64 `json:"refusedWrites,omitempty"`
+	// DifferingWrites: in the shadow step, reconciles whose writes differ from the live
+	// version's. Defaults to none: differences are counted and shown, not judged.
+	DifferingWrites *float64 `json:"differingWrites,omitempty"`
+}
+
+// Validate checks c; errors name the field under "rollout".
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("rollout."+format, args...)) }
+	if c.Shadow == nil && c.Canary == nil {
+		bad("shadow or rollout.canary is required: a rollout without steps is a plain swap; leave rollout out for that")
+	}
+	if s := c.Shadow; s != nil {
+		if s.Duration != nil && s.Duration.Duration <= 0 {
+			bad("shadow.duration %s: give a positive duration, like 2m", s.Duration.Duration)
+		}
+		if s.Reconciles < 0 {
+			bad("shadow.reconciles %d: must not be negative", s.Reconciles)
+		}
+	}
+	if k := c.Canary; k != nil {
+		if len(k.Steps) == 0 {
+			bad("canary.steps is empty: give the shares of keys in percent, like [10, 50]")
+		}
+		for i, w := range k.Steps {
+			if w < 1 || w > 99 || (i > 0 && w <= k.Steps[i-1]) {
+				bad("canary.steps[%d] %d: shares are percents from 1 to 99, each above the one before", i, w)
+			}
+		}
+		if k.StepDuration != nil && k.StepDuration.Duration <= 0 {
+			bad("canary.stepDuration %s: give a positive duration, like 1m", k.StepDuration.Duration)
+		}
+	}
+	if c.Analysis.MinReconciles < 0 {
+		bad("analysis.minReconciles %d: must not be negative", c.Analysis.MinReconciles)
+	}
+	t := c.Analysis.Tolerance
+	for name, v := range map[string]*float64{"errors": t.Errors, "panics": t.Panics, "timeouts": t.Timeouts, "refusedWrites": t.RefusedWrites, "differingWrites": t.DifferingWrites} {
+		if v != nil && (*v < 0 || *v > 1) {
+			bad("analysis.tolerance.%s %v: give a fraction from 0 to 1 (0.01 is one point in a hundred)", name, *v)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Step is one step of a rollout.
+type Step struct {
+	// Share is the percent of keys the new version reconciles for real; 0 in the shadow step,
+	// where the live version reconciles every key and the new one shadows it.
+	Share int
+	// Duration is the step's least length; MinReconciles the new version's least reconciles.
+	Duration      time.Duration
+	MinReconciles int
+}
+
+// Shadow reports whether s is the shadow step.
+func (s Step) Shadow() bool { return s.Share == 0 }
+
+// Name is "shadow" or "canary 25%".
+func (s Step) Name() string {
+	if s.Shadow() {
+		return "shadow"
+	}
+	return fmt.Sprintf("canary %d%%", s.Share)
+}
+
+// Steps are c's steps, in order, defaults filled in. After the last the new version takes all.
+func (c *Config) Steps() []Step {
+	min := c.minReconciles()
+	var out []Step
+	if s := c.Shadow; s != nil {
+		st := Step{Duration: DefaultShadowDuration, MinReconciles: min}
+		if s.Duration != nil {
+			st.Duration = s.Duration.Duration
+		}
+		if s.Reconciles > 0 {
+			st.MinReconciles = s.Reconciles
+		}
+		out = append(out, st)
+	}
+	if k := c.Canary; k != nil {
+		d := DefaultStepDuration
+		if k.StepDuration != nil {
+			d = k.StepDuration.Duration
+		}
+		for _, w := range k.Steps {
+			out = append(out, Step{Share: w, Duration: d, MinReconciles: min})
+		}
+	}
+	return out
+}
+
+func (c *Config) minReconciles() int {
+	if c.Analysis.MinReconciles > 0 {
+		return c.Analysis.MinReconciles
+	}
+	return DefaultMinReconciles
+}
+
+// Candidate reports whether the new version reconciles the key namespace/name at share percent:
+// whether the key's shard hash falls in the first share of 100 ranges. A key in the share at
+// one step stays in it at every larger one.
+func Candidate(namespace, name string, share int) bool {
+	return shard.IndexOf(namespace+"/"+name, 100) < share
+}

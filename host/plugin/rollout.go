@@ -1,0 +1,432 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/rollout"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+// RolloutConfig is how a plugin's new module versions come in: a shadow run, canary shares of
+// keys, and the bounds each step is judged by. See Config.Rollout.
+type RolloutConfig = rollout.Config
+
+// A rollout's stages, as RolloutStatus.Stage says them.
+const (
+	StageShadow     = "Shadow"     // the new version shadows the live one, its writes dry-run
+	StageCanary     = "Canary"     // the new version reconciles a share of the keys
+	StagePromoted   = "Promoted"   // the new version serves every key
+	StageRolledBack = "RolledBack" // the new version did worse than the live one, and was dropped
+	StageAborted    = "Aborted"    // an operator, a newer version or the plugin's stop ended it
+)
+
+// RolloutStatus is a rollout of a new module version, running or ended, as a plugin object's
+// status shows it.
+type RolloutStatus struct {
+	Stage       string       `json:"stage"`
+	Step        string       `json:"step"` // the step it is at, or ended at: "shadow", "canary 25%"
+	Candidate   string       `json:"candidate"`
+	Live        string       `json:"live"` // the version it started from
+	Started     metav1.Time  `json:"started"`
+	StepStarted metav1.Time  `json:"stepStarted"`
+	Ended       *metav1.Time `json:"ended,omitempty"`
+	// The versions' figures over the step it is at (or ended at): in the shadow step, over the
+	// keys both reconciled; in a canary step, over the keys each reconciled.
+	CandidateFigures rollout.Figures `json:"candidateFigures"`
+	LiveFigures      rollout.Figures `json:"liveFigures"`
+	// Differences are the shadow step's, kept after it.
+	Differences *rollout.Differences `json:"differences,omitempty"`
+	// Message says what it waits for, or why it moved on, was promoted, rolled back or aborted.
+	Message string `json:"message"`
+}
+
+// Active reports whether the rollout still runs.
+func (s *RolloutStatus) Active() bool { return s.Ended == nil }
+
+// RolloutEvent is a rollout's news: it started, moved on a step, or ended.
+type RolloutEvent struct {
+	Reason string // RolloutStarted, RolloutStep, RolloutPromoted, RolloutRolledBack, RolloutAborted
+	Status RolloutStatus
+}
+
+// rolloutTick is how often a running rollout is judged.
+const rolloutTick = 250 * time.Millisecond
+
+// rollingOut is a rollout in progress: the candidate version and where it stands. Its steps
+// and windows change under the plugin's swapMu.
+type rollingOut struct {
+	cand    *version
+	srcs    map[string]watched // the controller's sources with the candidate's; nil if they are the live version's
+	live    string             // the live version's digest when it started
+	steps   []rollout.Step
+	started time.Time
+	stop    chan struct{}        // closed when it ends
+	shadows chan struct{}        // a token per shadow reconcile running
+	sample  rate.Sometimes       // differing writes logged
+	at      atomic.Int32         // the step
+	window  atomic.Pointer[window]
+	shadow  atomic.Pointer[rollout.Differences] // the shadow step's, once it ended
+	message atomic.Pointer[string]              // why it moved on to the step it is at
+}
+
+// window is one step's figures.
+type window struct {
+	step       rollout.Step
+	started    time.Time
+	live, cand rollout.Counter
+	diffs      rollout.DiffCounter
+}
+
+// beginRollout makes next the candidate of a rollout from old, under swapMu: from now on it
+// shadows old or takes a share of the keys, as the plugin's rollout says, until it is promoted
+// or rolled back. srcs are the sources with its watches, already added and synced (nil: old's).
+func (p *Plugin) beginRollout(ctx context.Context, old, next *version, srcs map[string]watched) {
+	ro := &rollingOut{cand: next, srcs: srcs, live: old.mod.Digest(), steps: p.cfg.Rollout.Steps(), started: time.Now(),
+		stop: make(chan struct{}), shadows: make(chan struct{}, max(p.cfg.MaxConcurrentReconciles, 1)),
+		sample: rate.Sometimes{Interval: 10 * time.Second}}
+	msg := fmt.Sprintf("a new version came in; %d steps before it serves every key", len(ro.steps))
+	ro.message.Store(&msg)
+	ro.window.Store(&window{step: ro.steps[0], started: ro.started})
+	p.ro.Store(ro)
+	p.log.Info("rolling out a new module version", "from", old.mod.ShortDigest(), "to", next.mod.ShortDigest(), "step", ro.steps[0].Name(), "steps", len(ro.steps))
+	p.rolloutNews(ro, "RolloutStarted", nil, "")
+	p.enqueueAll(ctx, nil) // every key, so that the first step has figures
+	go p.drive(ro)
+}
+
+// drive judges ro every rolloutTick until it ends.
+func (p *Plugin) drive(ro *rollingOut) {
+	t := time.NewTicker(rolloutTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ro.stop:
+			return
+		case <-t.C:
+		}
+		w := ro.window.Load()
+		v, why := p.cfg.Rollout.Analysis.Judge(w.step, w.live.Figures(), w.cand.Figures(), w.diffs.Differences())
+		switch {
+		case v == rollout.Beyond:
+			p.endRollout(ro, StageRolledBack, "the new version did worse than the live one: "+why, true)
+		case v == rollout.Within && time.Since(w.started) >= w.step.Duration:
+			p.nextStep(ro, w)
+		}
+	}
+}
+
+// nextStep moves ro on from the step of w, which passed, or promotes its candidate after the
+// last step.
+func (p *Plugin) nextStep(ro *rollingOut, w *window) {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	if p.ro.Load() != ro || ro.window.Load() != w {
+		return
+	}
+	passed := fmt.Sprintf("the %s step passed: the new version's %s, the live version's %s", w.step.Name(), w.cand.Figures(), w.live.Figures())
+	if w.step.Shadow() {
+		d := w.diffs.Differences()
+		ro.shadow.Store(&d)
+		passed += fmt.Sprintf("; %d of %d compared reconciles wrote differently", d.Writes, d.Compared)
+	}
+	at := int(ro.at.Load()) + 1
+	if at == len(ro.steps) {
+		p.promoteLocked(ro, passed)
+		return
+	}
+	next := ro.steps[at]
+	ro.at.Store(int32(at))
+	ro.message.Store(&passed)
+	ro.window.Store(&window{step: next, started: time.Now()})
+	p.log.Info("rollout: "+passed, "candidate", ro.cand.mod.ShortDigest(), "step", next.Name())
+	p.rolloutNews(ro, "RolloutStep", w, "")
+	// The keys the new version takes now are reconciled by it, as a swap would.
+	from := w.step.Share
+	p.enqueueAll(context.Background(), func(req reconcile.Request) bool {
+		return rollout.Candidate(req.Namespace, req.Name, next.Share) && !rollout.Candidate(req.Namespace, req.Name, from)
+	})
+}
+
+// promoteLocked makes ro's candidate the live version for every key, under swapMu.
+func (p *Plugin) promoteLocked(ro *rollingOut, why string) {
+	w := ro.window.Load()
+	p.ro.Store(nil)
+	close(ro.stop)
+	p.publish(context.Background(), p.current.Load(), ro.cand, ro.srcs, false, ro.started)
+	p.lastRollout.Store(p.rolloutStatus(ro, w, StagePromoted, why, true))
+	if m := p.host.metrics; m != nil {
+		m.Rollouts.WithLabelValues(p.cfg.Name, "promoted").Inc()
+	}
+	p.log.Info("rollout: the new version serves every key: "+why, "digest", ro.cand.mod.ShortDigest(), "took", time.Since(ro.started).Round(time.Millisecond))
+	p.rolloutNews(ro, "RolloutPromoted", w, StagePromoted)
+}
+
+// endRollout drops ro's candidate, the live version serving on: a rollback (the candidate is
+// then refused until its source changes) or an abort. A rollout ended already is left alone.
+func (p *Plugin) endRollout(ro *rollingOut, stage, why string, refuse bool) bool {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	return p.endRolloutLocked(ro, stage, why, refuse)
+}
+
+func (p *Plugin) endRolloutLocked(ro *rollingOut, stage, why string, refuse bool) bool {
+	if ro == nil || !p.ro.CompareAndSwap(ro, nil) {
+		return false
+	}
+	close(ro.stop)
+	w := ro.window.Load()
+	if ro.srcs != nil { // the candidate's own sources go
+		for id, s := range ro.srcs {
+			if _, ok := p.srcs[id]; !ok {
+				_ = p.ctrl.Unwatch(s.src)
+			}
+		}
+		if err := p.warm.update(p.currentKeys()); err != nil {
+			p.log.Error(err, "releasing the informers of a dropped version's watches")
+		}
+	}
+	digest := ro.cand.mod.Digest()
+	if refuse {
+		p.kept.Refuse(digest, &RolledBackError{Digest: digest, Why: why})
+	}
+	go func() { _ = ro.cand.mod.Close(context.Background()) }() // once its reconciles are back
+	p.lastRollout.Store(p.rolloutStatus(ro, w, stage, why, true))
+	outcome, reason := "aborted", "RolloutAborted"
+	if stage == StageRolledBack {
+		outcome, reason = "rolled_back", "RolloutRolledBack"
+	}
+	if m := p.host.metrics; m != nil {
+		m.Rollouts.WithLabelValues(p.cfg.Name, outcome).Inc()
+	}
+	if stage == StageRolledBack {
+		p.log.Error(errors.New(why), "rollout: rolled back; the live version serves every key, and the new one is not tried again until its source changes",
+			"live", wasm.ShortDigest(p.Module().Digest()), "candidate", ro.cand.mod.ShortDigest(), "step", w.step.Name())
+	} else {
+		p.log.Info("rollout aborted: "+why, "live", wasm.ShortDigest(p.Module().Digest()), "candidate", ro.cand.mod.ShortDigest())
+	}
+	p.rolloutNews(ro, reason, w, stage)
+	p.enqueueAll(context.Background(), func(req reconcile.Request) bool { // the keys it wrote for
+		return !w.step.Shadow() && rollout.Candidate(req.Namespace, req.Name, w.step.Share)
+	})
+	return true
+}
+
+// RolledBackError is a module version rolled back for doing worse than the live one.
+type RolledBackError struct {
+	Digest, Why string
+}
+
+func (e *RolledBackError) Error() string {
+	return fmt.Sprintf("%s was rolled back: %s", wasm.ShortDigest(e.Digest), e.Why)
+}
+
+// Promote ends the plugin's rollout now, the new version serving every key, whatever its
+// figures; false if no rollout runs.
+func (p *Plugin) Promote() bool {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	ro := p.ro.Load()
+	if ro == nil {
+		return false
+	}
+	p.promoteLocked(ro, "promoted by an operator at the "+ro.window.Load().step.Name()+" step")
+	return true
+}
+
+// Abort ends the plugin's rollout now, the live version serving on; its candidate is not tried
+// again until its source changes. False if no rollout runs.
+func (p *Plugin) Abort(why string) bool {
+	return p.endRollout(p.ro.Load(), StageAborted, why, true)
+}
+
+// Rollout is the plugin's rollout: the one running, else the last one that ended (nil: none
+// since it loaded).
+func (p *Plugin) Rollout() *RolloutStatus {
+	if ro := p.ro.Load(); ro != nil {
+		return p.rolloutStatus(ro, ro.window.Load(), "", "", false)
+	}
+	return p.lastRollout.Load()
+}
+
+// rolloutStatus says ro at window w; stage and why are its end, if ended.
+func (p *Plugin) rolloutStatus(ro *rollingOut, w *window, stage, why string, ended bool) *RolloutStatus {
+	st := &RolloutStatus{Stage: stage, Step: w.step.Name(), Candidate: ro.cand.mod.Digest(), Live: ro.live,
+		Started: metav1.NewTime(ro.started), StepStarted: metav1.NewTime(w.started),
+		CandidateFigures: w.cand.Figures(), LiveFigures: w.live.Figures(), Differences: ro.shadow.Load(), Message: why}
+	if w.step.Shadow() {
+		d := w.diffs.Differences()
+		st.Differences = &d
+	}
+	if ended {
+		now := metav1.Now()
+		st.Ended = &now
+		return st
+	}
+	st.Stage = StageCanary
+	if w.step.Shadow() {
+		st.Stage = StageShadow
+	}
+	st.Message = *ro.message.Load()
+	if left := w.step.MinReconciles - int(st.CandidateFigures.Reconciles); left > 0 {
+		st.Message += fmt.Sprintf("; the %s step waits for %d more reconciles of the new version", w.step.Name(), left)
+	} else if left := w.step.Duration - time.Since(w.started); left > 0 {
+		st.Message += fmt.Sprintf("; the %s step ends in %s if its figures hold", w.step.Name(), left.Round(time.Second))
+	}
+	return st
+}
+
+// rolloutNews tells OnRollout and the metrics of ro's news. prev is the window of the step
+// it left (nil: none); stage is its end, if it ended.
+func (p *Plugin) rolloutNews(ro *rollingOut, reason string, prev *window, stage string) {
+	if m := p.host.metrics; m != nil {
+		if prev != nil {
+			m.RolloutStep.DeleteLabelValues(p.cfg.Name, prev.step.Name())
+		}
+		if stage == "" {
+			m.RolloutStep.WithLabelValues(p.cfg.Name, ro.window.Load().step.Name()).Set(1)
+		}
+	}
+	if p.OnRollout == nil {
+		return
+	}
+	st := p.lastRollout.Load()
+	if stage == "" {
+		st = p.rolloutStatus(ro, ro.window.Load(), "", "", false)
+	}
+	p.OnRollout(RolloutEvent{Reason: reason, Status: *st})
+}
+
+// reconcileRolling runs one reconcile while ro runs: on the candidate if its step gives it the
+// key, else on the live version, with the candidate shadowing it in the shadow step.
+func (p *Plugin) reconcileRolling(ctx context.Context, req reconcile.Request, ro *rollingOut, call abi.Request, log logr.Logger) (abi.Result, error) {
+	w := ro.window.Load()
+	if w.step.Shadow() {
+		return p.shadowed(ctx, req, ro, w, call, log)
+	}
+	var rec rollout.Record
+	record := func(c *guest.Calls) { c.Record = rec.Add }
+	counter, which := &w.live, "live"
+	var v *version
+	if rollout.Candidate(req.Namespace, req.Name, w.step.Share) {
+		counter, which, v = &w.cand, "candidate", ro.cand
+	}
+	res, ran, err := p.run(ctx, req, call, v, true, log, record)
+	if v != nil && ran != v {
+		return res, err // rolled back under it: it ran on the live version
+	}
+	o := outcomeOf(res, err, &rec)
+	counter.Add(o)
+	p.countRollout(which, o)
+	return res, err
+}
+
+// shadowed runs a reconcile on the live version while the candidate runs it too, its writes
+// sent with dryRun=All, and compares the two. The live version's result is the reconcile's;
+// the worker does not wait for the shadow. A key whose shadow cannot start at once (every shadow
+// instance busy) is reconciled by the live version alone, and counted as skipped.
+func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollingOut, w *window, call abi.Request, log logr.Logger) (abi.Result, error) {
+	select {
+	case ro.shadows <- struct{}{}:
+	default:
+		w.diffs.Skip()
+		res, _, err := p.run(ctx, req, call, nil, true, log, nil)
+		return res, err
+	}
+	type ended struct {
+		res abi.Result
+		err error
+		rec rollout.Record
+	}
+	liveDone := make(chan ended, 1)
+	// The shadow reads what the live version reads, at the same time: both start now.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ReconcileTimeout())
+	go func() {
+		defer func() { <-ro.shadows }()
+		defer cancel()
+		var s ended
+		s.res, _, s.err = p.run(sctx, req, call, ro.cand, false, log.WithValues("shadow", true),
+			func(c *guest.Calls) { c.DryRun, c.Record = true, s.rec.Add })
+		l := <-liveDone
+		if errors.Is(s.err, wasm.ErrClosed) || p.ro.Load() != ro {
+			return // rolled back, promoted or aborted under it
+		}
+		lo, so := outcomeOf(l.res, l.err, &l.rec), outcomeOf(s.res, s.err, &s.rec)
+		writes, result, diff := rollout.Compare(&l.rec, &s.rec, resultOf(l.res, l.err), resultOf(s.res, s.err))
+		w.live.Add(lo)
+		w.cand.Add(so)
+		w.diffs.Add(writes, result)
+		p.countRollout("live", lo)
+		p.countRollout("candidate", so)
+		if m := p.host.metrics; m != nil {
+			m.ShadowDifferences.WithLabelValues(p.cfg.Name, "compared").Inc()
+			if writes {
+				m.ShadowDifferences.WithLabelValues(p.cfg.Name, "writes").Inc()
+			}
+			if result {
+				m.ShadowDifferences.WithLabelValues(p.cfg.Name, "result").Inc()
+			}
+		}
+		if writes {
+			ro.sample.Do(func() {
+				p.log.Info("rollout: the new version's shadow wrote differently from the live version (a sample: at most one such line every 10s)",
+					"request", req.String(), "candidate", ro.cand.mod.ShortDigest(), "diff", diff)
+			})
+		}
+	}()
+	var l ended
+	l.res, _, l.err = p.run(ctx, req, call, nil, true, log, func(c *guest.Calls) { c.Record = l.rec.Add })
+	liveDone <- l
+	return l.res, l.err
+}
+
+func (p *Plugin) countRollout(version string, o rollout.Outcome) {
+	m := p.host.metrics
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	switch {
+	case o.Panicked:
+		outcome = "panic"
+	case o.TimedOut:
+		outcome = "timeout"
+	case o.Failed:
+		outcome = "error"
+	}
+	m.RolloutReconciles.WithLabelValues(p.cfg.Name, version, outcome).Inc()
+}
+
+func outcomeOf(res abi.Result, err error, rec *rollout.Record) rollout.Outcome {
+	return rollout.Outcome{
+		Failed:   err != nil || res.Failed,
+		Panicked: errors.Is(err, wasm.ErrTrapped),
+		TimedOut: errors.Is(err, wasm.ErrTimedOut),
+		Writes:   len(rec.Writes),
+		Refused:  rec.Refused,
+	}
+}
+
+func resultOf(res abi.Result, err error) rollout.Result {
+	return rollout.Result{Failed: err != nil || res.Failed, Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}
+}
+
+// rolloutKeys are the informers the running rollout's candidate watches through, if its
+// watches differ from the live version's.
+func (p *Plugin) rolloutKeys() []cache.Key {
+	if ro := p.ro.Load(); ro != nil && ro.srcs != nil {
+		return keysOf(ro.srcs)
+	}
+	return nil
+}

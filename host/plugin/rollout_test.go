@@ -1,0 +1,128 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/rollout"
+)
+
+// These tests run a rollout's steps offline (see swap_test.go); what the versions reconcile, and
+// how they are judged on it, the e2e tests and package rollout's show.
+
+func withRollout(cfg Config) Config {
+	cfg.Rollout = &RolloutConfig{Shadow: &rollout.Shadow{Duration: &metav1.Duration{Duration: time.Hour}}, Canary: &rollout.Canary{Steps: []int{25}}}
+	return cfg
+}
+
+func TestANewVersionShadowsUntilPromoted(t *testing.T) {
+	h, _ := offlineHost(t)
+	v1, v2 := swapGuest(t, "1"), swapGuest(t, "2")
+	p := load(t, h, withRollout(thingsGrant()), v1)
+	var news []string
+	p.OnRollout = func(e RolloutEvent) { news = append(news, e.Reason+" "+e.Status.Stage) }
+	ctx := context.Background()
+	if err := p.Swap(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Rollout()
+	if p.Module().Digest() != digestOf(v1) || st == nil || st.Stage != StageShadow || st.Candidate != digestOf(v2) || !st.Active() {
+		t.Fatalf("after the swap: serving %s, rollout %+v; want v1 serving and v2 in shadow", p.Module().ShortDigest(), st)
+	}
+	if !strings.Contains(st.Message, "the shadow step waits for 20 more reconciles") {
+		t.Errorf("message %q: want what the step waits for", st.Message)
+	}
+	if got := (trigger{p}).Serving(); got != digestOf(v2) {
+		t.Errorf("the triggers see %s; want the candidate, so that they do not swap to it again", got)
+	}
+	if err := p.Swap(ctx, v2); err != nil || p.Rollout().Candidate != digestOf(v2) || !p.Rollout().Active() {
+		t.Errorf("a swap to the candidate again: %v, %+v; want nothing done", err, p.Rollout())
+	}
+	if !p.Promote() {
+		t.Fatal("Promote found no rollout")
+	}
+	if p.Module().Digest() != digestOf(v2) || p.Rollout().Stage != StagePromoted || p.Rollout().Active() {
+		t.Errorf("after Promote: serving %s, rollout %+v; want v2 serving, promoted", p.Module().ShortDigest(), p.Rollout())
+	}
+	if want := "RolloutStarted Shadow,RolloutPromoted Promoted"; strings.Join(news, ",") != want {
+		t.Errorf("news %q, want %q", news, want)
+	}
+	if p.Promote() || p.Abort("x") {
+		t.Error("Promote or Abort acted with no rollout running")
+	}
+}
+
+func TestAnAbortedVersionIsNotTriedAgain(t *testing.T) {
+	h, m := offlineHost(t)
+	v1, v2 := swapGuest(t, "1"), swapGuest(t, "2")
+	p := load(t, h, withRollout(thingsGrant()), v1)
+	ctx := context.Background()
+	if err := p.Swap(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Abort("aborted by an operator") {
+		t.Fatal("Abort found no rollout")
+	}
+	if st := p.Rollout(); st.Stage != StageAborted || st.Message != "aborted by an operator" || st.Active() {
+		t.Errorf("rollout %+v; want aborted, saying why", st)
+	}
+	n := compiles(m, "swap")
+	var before *RefusedBeforeError
+	if err := p.Swap(ctx, v2); !errors.As(err, &before) || !strings.Contains(err.Error(), "aborted by an operator") {
+		t.Errorf("a swap to the aborted version: %v; want it refused, saying why", err)
+	}
+	if compiles(m, "swap") != n || p.Module().Digest() != digestOf(v1) || p.Rollout().Active() {
+		t.Error("the aborted version was compiled or serves again")
+	}
+}
+
+func TestANewerVersionOrTheLiveOneEndsARollout(t *testing.T) {
+	h, _ := offlineHost(t)
+	v1, v2, v3, v4 := swapGuest(t, "1"), swapGuest(t, "2"), swapGuest(t, "3"), swapGuest(t, "4")
+	cm := abi.Permission{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}
+	p := load(t, h, withRollout(thingsGrant(cm)), v1)
+	ctx := context.Background()
+	if err := p.Swap(ctx, v2); err != nil {
+		t.Fatal(err)
+	}
+	// v4 watches Secrets, which the grant does not let it: refused, and v2's rollout goes on.
+	if err := p.Swap(ctx, v4); err == nil {
+		t.Fatal("v4 was taken")
+	}
+	if st := p.Rollout(); st.Stage != StageShadow || st.Candidate != digestOf(v2) {
+		t.Errorf("rollout of v2 after v4 was refused: %+v; want it going on", st)
+	}
+	if err := p.Swap(ctx, v3); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Rollout(); st.Stage != StageShadow || st.Candidate != digestOf(v3) {
+		t.Errorf("rollout after v3 came in: %+v; want v3's", st)
+	}
+	if kinds := p.Kinds(); len(kinds) != 2 {
+		t.Errorf("kinds while v3 rolls out: %v; want v1's and v3's (ConfigMaps)", kinds)
+	}
+	if err := p.Swap(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Rollout(); st.Stage != StageAborted || p.Module().Digest() != digestOf(v1) {
+		t.Errorf("back to v1: rollout %+v, serving %s; want the rollout aborted, v1 serving", st, p.Module().ShortDigest())
+	}
+	if kinds := p.Kinds(); len(kinds) != 1 {
+		t.Errorf("kinds after v3's rollout was aborted: %v; want v1's alone", kinds)
+	}
+	if err := p.Swap(ctx, v2); err != nil || p.Rollout().Stage != StageShadow {
+		t.Fatalf("v2 once more: %v, %+v", err, p.Rollout())
+	}
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Rollout(); st.Stage != StageAborted || st.Message != "the plugin stopped" {
+		t.Errorf("after Close: %+v; want the rollout aborted", st)
+	}
+}
