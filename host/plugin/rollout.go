@@ -72,10 +72,10 @@ type rollingOut struct {
 	live    string             // the live version's digest when it started
 	steps   []rollout.Step
 	started time.Time
-	stop    chan struct{}        // closed when it ends
-	shadows chan struct{}        // a token per shadow reconcile running
-	sample  rate.Sometimes       // differing writes logged
-	at      atomic.Int32         // the step
+	stop    chan struct{}  // closed when it ends
+	shadows chan struct{}  // a token per shadow reconcile running
+	sample  rate.Sometimes // differing writes logged
+	at      atomic.Int32   // the step
 	window  atomic.Pointer[window]
 	shadow  atomic.Pointer[rollout.Differences] // the shadow step's, once it ended
 	message atomic.Pointer[string]              // why it moved on to the step it is at
