@@ -60,7 +60,7 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 
 GO_PLUGINS := app failing rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave tenant abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go overlap swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
+TESTGUESTS := misbehave tenant abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -90,6 +90,11 @@ $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
 $(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm $(BIN)/testguests/overlap.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+
+# The rollout e2e's new versions of the overlap guest.
+$(BIN)/testguests/overlap-%.wasm: host/wasm/testdata/overlap.c $(SDK_C) | c-toolchain
+	@mkdir -p $(@D)
+	$(CLANG) $(WASI_CFLAGS) -D$(shell echo $* | tr a-z- A-Z_) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
 $(BIN)/testguests/swap-v%.wasm: host/wasm/testdata/swap.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)

@@ -239,8 +239,9 @@ func (s *replicaSet) overlaps() (reconciles int, found []string) {
 				Time            time.Time
 				Msg             string
 				Plugin, Request string
+				Shadow          bool // a new version's shadow run: it writes nothing
 			}
-			if json.Unmarshal([]byte(line), &l) != nil {
+			if json.Unmarshal([]byte(line), &l) != nil || l.Shadow {
 				continue
 			}
 			key := l.Plugin + " " + l.Request

@@ -332,10 +332,12 @@ func (p *Plugin) reconcileRolling(ctx context.Context, req reconcile.Request, ro
 	return res, err
 }
 
-// shadowed runs a reconcile on the live version while the candidate runs it too, its writes
-// sent with dryRun=All, and compares the two. The live version's result is the reconcile's;
-// the worker does not wait for the shadow. A key whose shadow cannot start at once (every shadow
-// instance busy) is reconciled by the live version alone, and counted as skipped.
+// shadowed runs a reconcile on the live version while the candidate runs it too, from the same
+// cache at the same time, its writes sent with dryRun=All, and compares the two. The live
+// version's result is the reconcile's. The worker waits for the shadow as long as the live
+// reconcile took again (100ms at least), so that a slow candidate does not hold the live
+// version back for long; a shadow still running then holds its token, and a key that finds no
+// token free is reconciled by the live version alone and counted as skipped.
 func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollingOut, w *window, call abi.Request, log logr.Logger) (abi.Result, error) {
 	select {
 	case ro.shadows <- struct{}{}:
@@ -349,10 +351,10 @@ func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollin
 		err error
 		rec rollout.Record
 	}
-	liveDone := make(chan ended, 1)
-	// The shadow reads what the live version reads, at the same time: both start now.
+	liveDone, compared := make(chan ended, 1), make(chan struct{})
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ReconcileTimeout())
 	go func() {
+		defer close(compared)
 		defer func() { <-ro.shadows }()
 		defer cancel()
 		var s ended
@@ -362,33 +364,45 @@ func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollin
 		if errors.Is(s.err, wasm.ErrClosed) || p.ro.Load() != ro {
 			return // rolled back, promoted or aborted under it
 		}
-		lo, so := outcomeOf(l.res, l.err, &l.rec), outcomeOf(s.res, s.err, &s.rec)
-		writes, result, diff := rollout.Compare(&l.rec, &s.rec, resultOf(l.res, l.err), resultOf(s.res, s.err))
-		w.live.Add(lo)
-		w.cand.Add(so)
-		w.diffs.Add(writes, result)
-		p.countRollout("live", lo)
-		p.countRollout("candidate", so)
-		if m := p.host.metrics; m != nil {
-			m.ShadowDifferences.WithLabelValues(p.cfg.Name, "compared").Inc()
-			if writes {
-				m.ShadowDifferences.WithLabelValues(p.cfg.Name, "writes").Inc()
-			}
-			if result {
-				m.ShadowDifferences.WithLabelValues(p.cfg.Name, "result").Inc()
-			}
-		}
-		if writes {
-			ro.sample.Do(func() {
-				p.log.Info("rollout: the new version's shadow wrote differently from the live version (a sample: at most one such line every 10s)",
-					"request", req.String(), "candidate", ro.cand.mod.ShortDigest(), "diff", diff)
-			})
-		}
+		p.compare(req, ro, w, l.res, l.err, &l.rec, s.res, s.err, &s.rec)
 	}()
+	start := time.Now()
 	var l ended
 	l.res, _, l.err = p.run(ctx, req, call, nil, true, log, func(c *guest.Calls) { c.Record = l.rec.Add })
 	liveDone <- l
+	t := time.NewTimer(max(time.Since(start), 100*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-compared:
+	case <-t.C:
+	}
 	return l.res, l.err
+}
+
+// compare counts a shadowed reconcile: both versions' outcomes, and whether they differ.
+func (p *Plugin) compare(req reconcile.Request, ro *rollingOut, w *window, lres abi.Result, lerr error, lrec *rollout.Record, sres abi.Result, serr error, srec *rollout.Record) {
+	lo, so := outcomeOf(lres, lerr, lrec), outcomeOf(sres, serr, srec)
+	writes, result, diff := rollout.Compare(lrec, srec, resultOf(lres, lerr), resultOf(sres, serr))
+	w.live.Add(lo)
+	w.cand.Add(so)
+	w.diffs.Add(writes, result)
+	p.countRollout("live", lo)
+	p.countRollout("candidate", so)
+	if m := p.host.metrics; m != nil {
+		m.ShadowDifferences.WithLabelValues(p.cfg.Name, "compared").Inc()
+		if writes {
+			m.ShadowDifferences.WithLabelValues(p.cfg.Name, "writes").Inc()
+		}
+		if result {
+			m.ShadowDifferences.WithLabelValues(p.cfg.Name, "result").Inc()
+		}
+	}
+	if writes {
+		ro.sample.Do(func() {
+			p.log.Info("rollout: the new version's shadow wrote differently from the live version (a sample: at most one such line every 10s)",
+				"request", req.String(), "candidate", ro.cand.mod.ShortDigest(), "diff", diff)
+		})
+	}
 }
 
 func (p *Plugin) countRollout(version string, o rollout.Outcome) {

@@ -98,11 +98,19 @@ func IndexOf(value string, count int) int {
 	if count <= 1 {
 		return 0
 	}
-	var h uint64 = 14695981039346656037 // FNV-1a, 64 bits, as sharding.HashField
+	hi, _ := bits.Mul64(Hash(value), uint64(count)) // floor(h * count / 2^64)
+	return int(hi)
+}
+
+// Hash is the 64-bit FNV-1a hash of value, as sharding.HashField computes it. Its top bits,
+// which pick the range, move little between values that differ only in their last bytes
+// ("cm-0001", "cm-0002"): the API server's sharding spreads names made by generateName, not
+// sequential ones.
+func Hash(value string) uint64 {
+	var h uint64 = 14695981039346656037
 	for i := 0; i < len(value); i++ {
 		h ^= uint64(value[i])
 		h *= 1099511628211
 	}
-	hi, _ := bits.Mul64(h, uint64(count)) // floor(h * count / 2^64)
-	return int(hi)
+	return h
 }

@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The rollout of a new module version, on the overlap guest (see scaleout_test.go) and its
+// variants: overlap-v2 (the same logic, other bytes), overlap-fail-tenth (fails on a tenth of
+// the keys, and always writes the annotation overlap/candidate), overlap-write-other (writes
+// overlap/seen as data.gen followed by "x").
+
+// rolloutPlugin is a host config entry running module as name over ns, with rollout (YAML at
+// the indentation of a plugin's fields).
+func rolloutPlugin(name, module, ns, rollout string) string {
+	return fmt.Sprintf(`  - name: %s
+    module: %s
+    namespaces: [%s]
+    rollout:
+%s
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch, patch]}
+`, name, module, ns, rollout)
+}
+
+// configMapVersions are the ConfigMaps of ns that have data.gen, by name: their
+// resourceVersions and annotations.
+func configMapVersions(t *testing.T, ns string) (rvs map[string]string, annotations map[string]map[string]string) {
+	t.Helper()
+	list, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
+	must(t, err)
+	rvs, annotations = map[string]string{}, map[string]map[string]string{}
+	for _, cm := range list.Items {
+		if cm.Data["gen"] != "" {
+			rvs[cm.Name], annotations[cm.Name] = cm.ResourceVersion, cm.Annotations
+		}
+	}
+	return rvs, annotations
+}
+
+// A new version that fails on a tenth of the keys is rolled back during its shadow run, with
+// the settings a user gets (one worker, the default tolerance), and not one of its writes
+// reaches etcd though it writes on every key it does not fail: every ConfigMap keeps its
+// resourceVersion. The live version serves on, and the failing version is not tried again.
+func TestRolloutRollsBackAVersionFailingATenthOfKeysInShadow(t *testing.T) {
+	ns := namespace(t)
+	makeConfigMaps(t, []string{ns}, 200)
+	module := filepath.Join(t.TempDir(), "overlap.wasm")
+	writeModule(t, module, module2(t, "overlap"))
+	h := startHost(t, "plugins:\n"+rolloutPlugin("ro-fail", module, ns, "      shadow: {duration: 1m}"))
+	h.waitOut(t, `msg="starting workers" plugin=ro-fail`)
+	waitSeen(t, []string{ns}, 60*time.Second)
+	before, _ := configMapVersions(t, ns)
+
+	start := time.Now()
+	writeModule(t, module, module2(t, "overlap-fail-tenth"))
+	h.waitOut(t, "rollout: rolled back")
+	took := time.Since(start)
+	log := h.out.String()
+	_, rolledBack, _ := strings.Cut(log, "rollout: rolled back")
+	rolledBack, _, _ = strings.Cut(rolledBack, "\n")
+	if !strings.Contains(rolledBack, "its error rate over the shadow step is") {
+		t.Errorf("the rollback does not say which rate: %s", rolledBack)
+	}
+	time.Sleep(time.Second) // shadows still running when it rolled back end
+	after, annotations := configMapVersions(t, ns)
+	if len(after) != len(before) || !maps.Equal(before, after) {
+		changed := 0
+		for name, rv := range after {
+			if before[name] != rv {
+				changed++
+			}
+		}
+		t.Errorf("%d ConfigMaps before the shadow run, %d after; %d resourceVersions changed: a shadow write reached etcd", len(before), len(after), changed)
+	}
+	for name, a := range annotations {
+		if _, ok := a["overlap/candidate"]; ok {
+			t.Fatalf("ConfigMap %s has the failing version's annotation: a shadow write was stored", name)
+		}
+	}
+	report(t, "rollout: a version failing on a tenth of 200 keys was rolled back in its shadow run %s after it was written (1 worker, default tolerance); %d ConfigMaps, 0 resourceVersions changed",
+		took.Round(time.Millisecond), len(after))
+
+	// The live version serves on, and the failing module is not compiled again when its file is
+	// written again.
+	_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps(ns).Patch(context.Background(), "cm-0001", types.MergePatchType, []byte(`{"data":{"gen":"2"}}`), metav1.PatchOptions{})
+	must(t, err)
+	waitSeen(t, []string{ns}, 30*time.Second)
+	writeModule(t, module, module2(t, "overlap-fail-tenth"))
+	time.Sleep(2 * time.Second)
+	if n := strings.Count(h.out.String(), "rolling out a new module version"); n != 1 {
+		t.Errorf("%d rollouts began; want 1: a version rolled back is not tried again until its source changes", n)
+	}
+}
+
+// A new version that writes differently shows the differing writes in its Plugin object's
+// status while it shadows the live one; `wasmrec rollout status` prints them and `wasmrec
+// rollout abort` drops it, the live version serving on.
+func TestRolloutShowsDifferingWritesAndAborts(t *testing.T) {
+	installPluginCRD(t)
+	ns := namespace(t)
+	makeConfigMaps(t, []string{ns}, 100)
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm")
+	writeModule(t, v1, module2(t, "overlap"))
+	writeModule(t, v2, module2(t, "overlap-write-other"))
+	h := startHost(t, fmt.Sprintf("plugins: []\npluginObjects: {sources: [%s]}\n", dir))
+	h.waitOut(t, `msg="starting workers" controller=plugins`)
+	ctx := context.Background()
+	obj := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "ro-diff"},
+		"spec": map[string]any{"module": v1, "namespaces": []any{ns},
+			"permissions": []any{map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch", "patch"}}},
+			"rollout":     map[string]any{"shadow": map[string]any{"duration": "10m"}}}}}
+	plugins := dyn(t).Resource(pluginGVR)
+	_, err := plugins.Create(ctx, clusterPlugin(t, obj), metav1.CreateOptions{})
+	must(t, err)
+	waitSeen(t, []string{ns}, 60*time.Second)
+	before, _ := configMapVersions(t, ns)
+	_, err = plugins.Patch(ctx, "ro-diff", types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"module":%q}}`, v2)), metav1.PatchOptions{})
+	must(t, err)
+
+	var ro struct {
+		Stage, Candidate, Live, Message string
+		Differences                    struct{ Compared, Writes, Results int }
+	}
+	eventually(t, 60*time.Second, "status.rollout with differing writes", func() error {
+		u, err := plugins.Get(ctx, "ro-diff", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		raw, _, _ := unstructured.NestedMap(u.Object, "status", "rollout")
+		b, _ := json.Marshal(raw)
+		must(t, json.Unmarshal(b, &ro))
+		if ro.Stage != "Shadow" || ro.Differences.Compared < 100 || ro.Differences.Writes != ro.Differences.Compared {
+			return fmt.Errorf("rollout %+v; want Shadow with every one of the 100 keys compared and differing", ro)
+		}
+		return nil
+	})
+	if !strings.Contains(h.out.String(), "the new version made patch v1 ConfigMap "+ns+"/") {
+		t.Errorf("no sample of a differing write in the log")
+	}
+
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	must(t, os.WriteFile(kubeconfig, cp.Kubeconfig, 0o600))
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("../bin/wasmrec", append(args, "--kubeconfig", kubeconfig)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("wasmrec %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	status := cli("rollout", "status", "clusterplugin/ro-diff")
+	if !strings.Contains(status, "ClusterPlugin ro-diff: Shadow, shadow step") || !strings.Contains(status, "wrote differently") {
+		t.Errorf("rollout status:\n%s", status)
+	}
+	t.Logf("wasmrec rollout status:\n%s", status)
+	aborted := cli("rollout", "abort", "clusterplugin/ro-diff")
+	if !strings.Contains(aborted, "Aborted at the shadow step") || !strings.Contains(aborted, "aborted by an operator") {
+		t.Errorf("rollout abort:\n%s", aborted)
+	}
+	u, err := plugins.Get(ctx, "ro-diff", metav1.GetOptions{})
+	must(t, err)
+	if d, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest"); d != ro.Live {
+		t.Errorf("serving %s after the abort; want the live version %s", d, ro.Live)
+	}
+	after, annotations := configMapVersions(t, ns)
+	if !maps.Equal(before, after) {
+		t.Error("a resourceVersion changed while the new version shadowed the live one")
+	}
+	for name, a := range annotations {
+		if strings.HasSuffix(a["overlap/seen"], "x") {
+			t.Fatalf("ConfigMap %s has the aborted version's write", name)
+		}
+	}
+	if out, err := exec.Command("../bin/wasmrec", "rollout", "promote", "clusterplugin/ro-diff", "--kubeconfig", kubeconfig).CombinedOutput(); err == nil || !strings.Contains(string(out), "has no rollout running") {
+		t.Errorf("promote with no rollout running: %v\n%s", err, out)
+	}
+}
+
+// A good new version goes through shadow, two canary steps and takes every key, under a writer,
+// with the settings a user gets besides the step lengths: no change is lost, and no key is
+// ever reconciled by both versions at once (shadow runs, which write nothing, aside).
+func TestRolloutPromotesAGoodVersionWithoutALostOrDoubledReconcile(t *testing.T) {
+	ns := namespace(t)
+	cms := makeConfigMaps(t, []string{ns}, 300)
+	module := filepath.Join(t.TempDir(), "overlap.wasm")
+	writeModule(t, module, module2(t, "overlap"))
+	config := "plugins:\n" + rolloutPlugin("ro-good", module, ns, "      shadow: {duration: 3s}\n      canary: {steps: [25, 50], stepDuration: 3s}")
+	set := newReplicaSet(t, config, namespace(t))
+	r := set.start("a")
+	r.h.waitOut(t, `"msg":"starting workers"`)
+	waitSeen(t, []string{ns}, 60*time.Second)
+
+	w := startWriter(t, cms, 20*time.Millisecond)
+	time.Sleep(time.Second)
+	start := time.Now()
+	writeModule(t, module, module2(t, "overlap-v2"))
+	r.h.waitOut(t, "rollout: the new version serves every key")
+	took := time.Since(start)
+	time.Sleep(time.Second)
+	w.halt()
+	checked := waitSeen(t, []string{ns}, 60*time.Second)
+	reconciles, overlaps := set.overlaps()
+	for _, o := range overlaps {
+		t.Error("overlap: " + o)
+	}
+	log := r.h.out.String()
+	for _, step := range []string{`"step":"canary 25%"`, `"step":"canary 50%"`, "the canary 50% step passed"} {
+		if !strings.Contains(log, step) {
+			t.Errorf("the log does not show %s", step)
+		}
+	}
+	shadows := strings.Count(log, `"shadow":true`) / 2 // a begin and an end line each
+	report(t, "rollout: a good version went shadow (3s), canary 25%% and 50%% (3s each) and took every key in %s under a writer: %d changes written, %d ConfigMaps reconciled to their last change (0 lost), %d reconciles and %d shadow runs, %d overlaps",
+		took.Round(time.Millisecond), w.count, checked, reconciles, shadows, len(overlaps))
+}
