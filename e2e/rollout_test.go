@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,4 +228,85 @@ func TestRolloutPromotesAGoodVersionWithoutALostOrDoubledReconcile(t *testing.T)
 	shadows := strings.Count(log, `"shadow":true`) / 2 // a begin and an end line each
 	report(t, "rollout: a good version went shadow (3s), canary 25%% and 50%% (3s each) and took every key in %s under a writer: %d changes written, %d ConfigMaps reconciled to their last change (0 lost), %d reconciles and %d shadow runs, %d overlaps",
 		took.Round(time.Millisecond), w.count, checked, reconciles, shadows, len(overlaps))
+}
+
+// BenchmarkShadowCost measures what a shadow run costs the live version: the mean time of its
+// reconciles (controller_runtime_reconcile_time_seconds) while 1000 ConfigMaps change, first
+// with no rollout, then with a new version shadowing it (each reconcile run by both, the
+// shadow's writes sent with dryRun=All and compared), in the same host process against the same
+// API server. The overlap guest works about 5 ms per reconcile; 2 workers; this machine's 2
+// cores run the host, the API server and etcd.
+func BenchmarkShadowCost(b *testing.B) {
+	const n = 1000
+	ns := namespace(b)
+	cms := makeConfigMaps(b, []string{ns}, n)
+	module := filepath.Join(b.TempDir(), "overlap.wasm")
+	must(b, os.WriteFile(module, module2(b, "overlap"), 0o644))
+	config := "plugins:\n" + strings.Replace(rolloutPlugin("ro-bench", module, ns, "      shadow: {duration: 1h}"),
+		"    rollout:", "    maxConcurrentReconciles: 2\n    rollout:", 1)
+	h := startHost(b, config, "--metrics-bind-address", "127.0.0.1:0", "--log-format", "json")
+	h.waitOut(b, metricsJSONPrefix)
+	_, rest, _ := strings.Cut(h.out.String(), metricsJSONPrefix)
+	addr, _, _ := strings.Cut(rest, `"`)
+	url := addr + "/metrics"
+	waitSeen(b, []string{ns}, 2*time.Minute)
+	cs := benchClient(b)
+	gen := 1
+	// round changes every ConfigMap and returns the mean reconcile time of the plugin until
+	// every change is reconciled, and how many reconciles that took.
+	round := func() (mean time.Duration, reconciles float64) {
+		sum0, count0 := reconcileTime(b, url, "ro-bench")
+		gen++
+		patch := []byte(fmt.Sprintf(`{"data":{"gen":"%d"}}`, gen))
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				for j := i; j < len(cms); j += 8 {
+					_, err := cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), cms[j].Name, types.MergePatchType, patch, metav1.PatchOptions{})
+					must(b, err)
+				}
+			})
+		}
+		wg.Wait()
+		waitSeen(b, []string{ns}, 5*time.Minute)
+		sum1, count1 := reconcileTime(b, url, "ro-bench")
+		return time.Duration((sum1 - sum0) / (count1 - count0) * float64(time.Second)), count1 - count0
+	}
+	var alone, shadowed time.Duration
+	var nAlone, nShadowed float64
+	for b.Loop() {
+		alone, nAlone = round()
+		must(b, os.WriteFile(module+".tmp", module2(b, "overlap-v2"), 0o644))
+		must(b, os.Rename(module+".tmp", module))
+		h.waitOut(b, "rolling out a new module version")
+		time.Sleep(10 * time.Second) // the rollout's first reconcile of every key
+		shadowed, nShadowed = round()
+	}
+	compared := 0.0
+	for _, s := range samples(b, url, "wasmrec_rollout_shadow_comparisons_total") {
+		if s.labels["found"] == "compared" {
+			compared = s.value
+		}
+	}
+	x := shadowed.Seconds() / alone.Seconds()
+	fmt.Fprintf(os.Stderr, "\nshadow cost, %d ConfigMaps changed, 2 workers: live reconcile %s alone (%.0f reconciles), %s shadowed (%.0f reconciles; %.0f shadow runs compared in all): x %.2f\n",
+		n, alone.Round(time.Microsecond), nAlone, shadowed.Round(time.Microsecond), nShadowed, compared, x)
+	b.ReportMetric(x, "reconcile-x-alone")
+	b.ReportMetric(alone.Seconds()*1000, "alone-ms")
+	b.ReportMetric(shadowed.Seconds()*1000, "shadowed-ms")
+}
+
+// reconcileTime reads controller_runtime_reconcile_time_seconds' sum and count for controller.
+func reconcileTime(b testing.TB, url, controller string) (sum, count float64) {
+	for _, s := range samples(b, url, "controller_runtime_reconcile_time_seconds_sum") {
+		if s.labels["controller"] == controller {
+			sum = s.value
+		}
+	}
+	for _, s := range samples(b, url, "controller_runtime_reconcile_time_seconds_count") {
+		if s.labels["controller"] == controller {
+			count = s.value
+		}
+	}
+	return sum, count
 }

@@ -143,7 +143,7 @@ type sample struct {
 }
 
 // samples reads the samples of one metric from a host's /metrics.
-func samples(t *testing.T, url, name string) []sample {
+func samples(t testing.TB, url, name string) []sample {
 	t.Helper()
 	resp, err := http.Get(url)
 	must(t, err)
@@ -320,7 +320,7 @@ func (w *writer) halt() {
 }
 
 // makeConfigMaps creates n ConfigMaps with data.gen 1 in each namespace.
-func makeConfigMaps(t *testing.T, namespaces []string, n int) []types.NamespacedName {
+func makeConfigMaps(t testing.TB, namespaces []string, n int) []types.NamespacedName {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	var out []types.NamespacedName
@@ -352,13 +352,13 @@ func makeConfigMaps(t *testing.T, namespaces []string, n int) []types.Namespaced
 
 // waitSeen waits until every ConfigMap's overlap/seen annotation is its data.gen: every change
 // reconciled. It returns how many it checked.
-func waitSeen(t *testing.T, namespaces []string, timeout time.Duration) int {
+func waitSeen(t testing.TB, namespaces []string, timeout time.Duration) int {
 	t.Helper()
 	return waitSeenOn(t, kubernetes.NewForConfigOrDie(cfg), namespaces, timeout)
 }
 
 // waitSeenOn is waitSeen on the cluster cs reaches.
-func waitSeenOn(t *testing.T, cs kubernetes.Interface, namespaces []string, timeout time.Duration) int {
+func waitSeenOn(t testing.TB, cs kubernetes.Interface, namespaces []string, timeout time.Duration) int {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {

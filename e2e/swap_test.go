@@ -278,9 +278,9 @@ func TestSwapRefusals(t *testing.T) {
 	logs.waitFor(t, 30*time.Second, "v1 reconciled still n=7")
 }
 
-func module2(t *testing.T, name string) []byte { return mustRead(t, wasmFile(t, "testguests", name)) }
+func module2(t testing.TB, name string) []byte { return mustRead(t, wasmFile(t, "testguests", name)) }
 
-func mustRead(t *testing.T, path string) []byte {
+func mustRead(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	must(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -96,7 +97,11 @@ func (p *Plugin) beginRollout(ctx context.Context, old, next *version, srcs map[
 	ro := &rollingOut{cand: next, srcs: srcs, live: old.mod.Digest(), steps: p.cfg.Rollout.Steps(), started: time.Now(),
 		stop: make(chan struct{}), shadows: make(chan struct{}, max(p.cfg.MaxConcurrentReconciles, 1)),
 		sample: rate.Sometimes{Interval: 10 * time.Second}}
-	msg := fmt.Sprintf("a new version came in; %d steps before it serves every key", len(ro.steps))
+	names := make([]string, len(ro.steps))
+	for i, st := range ro.steps {
+		names[i] = st.Name()
+	}
+	msg := fmt.Sprintf("a new version came in: %s, then every key", strings.Join(names, ", "))
 	ro.message.Store(&msg)
 	ro.window.Store(&window{step: ro.steps[0], started: ro.started})
 	p.ro.Store(ro)
