@@ -88,6 +88,30 @@ type window struct {
 	started    time.Time
 	live, cand rollout.Counter
 	diffs      rollout.DiffCounter
+	need       atomic.Int64 // the new version's reconciles the step needs
+}
+
+func newWindow(step rollout.Step, started time.Time) *window {
+	w := &window{step: step, started: started}
+	w.need.Store(int64(step.MinReconciles))
+	return w
+}
+
+// judged is the step as it is judged: needing the reconciles it needs now.
+func (w *window) judged() rollout.Step {
+	st := w.step
+	st.MinReconciles = int(w.need.Load())
+	return st
+}
+
+// expect lowers the reconciles the step needs to the n keys it enqueued at its start, if that
+// is fewer: a plugin with 5 objects and no events does not wait for 20 reconciles for ever.
+// Where the keys could not be listed (a follower, whose controller does not run) it needs them
+// all: it waits until it runs them.
+func (w *window) expect(n int, ok bool) {
+	if ok && int64(n) < w.need.Load() {
+		w.need.Store(int64(n))
+	}
 }
 
 // beginRollout makes next the candidate of a rollout from old, under swapMu: from now on it
@@ -103,11 +127,12 @@ func (p *Plugin) beginRollout(ctx context.Context, old, next *version, srcs map[
 	}
 	msg := fmt.Sprintf("a new version came in: %s, then every key", strings.Join(names, ", "))
 	ro.message.Store(&msg)
-	ro.window.Store(&window{step: ro.steps[0], started: ro.started})
+	w := newWindow(ro.steps[0], ro.started)
+	ro.window.Store(w)
 	p.ro.Store(ro)
 	p.log.Info("rolling out a new module version", "from", old.mod.ShortDigest(), "to", next.mod.ShortDigest(), "step", ro.steps[0].Name(), "steps", len(ro.steps))
+	w.expect(p.enqueueAll(ctx, nil)) // every key, so that the first step has figures
 	p.rolloutNews(ro, "RolloutStarted", nil, "")
-	p.enqueueAll(ctx, nil) // every key, so that the first step has figures
 	go p.drive(ro)
 }
 
@@ -122,7 +147,7 @@ func (p *Plugin) drive(ro *rollingOut) {
 		case <-t.C:
 		}
 		w := ro.window.Load()
-		v, why := p.cfg.Rollout.Analysis.Judge(w.step, w.live.Figures(), w.cand.Figures(), w.diffs.Differences())
+		v, why := p.cfg.Rollout.Analysis.Judge(w.judged(), w.live.Figures(), w.cand.Figures(), w.diffs.Differences())
 		switch {
 		case v == rollout.Beyond:
 			p.endRollout(ro, StageRolledBack, "the new version did worse than the live one: "+why, true)
@@ -154,14 +179,15 @@ func (p *Plugin) nextStep(ro *rollingOut, w *window) {
 	next := ro.steps[at]
 	ro.at.Store(int32(at))
 	ro.message.Store(&passed)
-	ro.window.Store(&window{step: next, started: time.Now()})
+	nw := newWindow(next, time.Now())
+	ro.window.Store(nw)
 	p.log.Info("rollout: "+passed, "candidate", ro.cand.mod.ShortDigest(), "step", next.Name())
-	p.rolloutNews(ro, "RolloutStep", w, "")
 	// The keys the new version takes now are reconciled by it, as a swap would.
 	from := w.step.Share
-	p.enqueueAll(context.Background(), func(req reconcile.Request) bool {
+	nw.expect(p.enqueueAll(context.Background(), func(req reconcile.Request) bool {
 		return rollout.Candidate(req.Namespace, req.Name, next.Share) && !rollout.Candidate(req.Namespace, req.Name, from)
-	})
+	}))
+	p.rolloutNews(ro, "RolloutStep", w, "")
 }
 
 // promoteLocked makes ro's candidate the live version for every key, under swapMu.
@@ -284,7 +310,7 @@ func (p *Plugin) rolloutStatus(ro *rollingOut, w *window, stage, why string, end
 		st.Stage = StageShadow
 	}
 	st.Message = *ro.message.Load()
-	if left := w.step.MinReconciles - int(st.CandidateFigures.Reconciles); left > 0 {
+	if left := w.judged().MinReconciles - int(st.CandidateFigures.Reconciles); left > 0 {
 		st.Message += fmt.Sprintf("; the %s step waits for %d more reconciles of the new version", w.step.Name(), left)
 	} else if left := w.step.Duration - time.Since(w.started); left > 0 {
 		st.Message += fmt.Sprintf("; the %s step ends in %s if its figures hold", w.step.Name(), left.Round(time.Second))

@@ -300,15 +300,16 @@ func (p *Plugin) finishWatches(next map[string]watched) {
 }
 
 // enqueueAll enqueues every object of the For kind the plugin sees: in its namespaces, let
-// through by the running module's For predicates, and by only if set.
-func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bool) {
+// through by the running module's For predicates, and by only if set. It returns how many it
+// enqueued; ok is false if it could not (the controller does not run here, or a list failed).
+func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bool) (n int, ok bool) {
 	preds, err := predicates(p.Module().Manifest().For.Predicates)
 	if err != nil {
 		p.log.Error(err, "reading the For predicates to reconcile after a swap")
-		return
+		return 0, false
 	}
 	if !p.Running() {
-		return // a follower's controller has no queue; when it starts, it lists every object
+		return 0, false // a follower's controller has no queue; when it starts, it lists every object
 	}
 	// References of its own, given back at once: the reader's are released when the controller
 	// stops, which this may race with.
@@ -317,12 +318,12 @@ func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bo
 		inf, err := p.host.mgr.GetCache().Acquire(key)
 		if err != nil {
 			p.log.Error(err, "listing objects to reconcile after a swap")
-			return
+			return 0, false
 		}
 		if err := inf.WaitForSync(ctx); err != nil {
 			inf.Release()
 			p.log.Error(err, "listing objects to reconcile after a swap")
-			return
+			return 0, false
 		}
 		some, _ := inf.List("", nil)
 		objs = append(objs, some...)
@@ -347,6 +348,7 @@ func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bo
 		reqs = append(reqs, req)
 	}
 	p.ctrl.Enqueue(reqs...)
+	return len(reqs), true
 }
 
 // passes tells whether obj passes every predicate, as an object that exists (a generic event).

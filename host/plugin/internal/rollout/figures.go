@@ -106,8 +106,11 @@ const (
 // step, over the same keys; in a canary step, over the keys each reconciled). why says which
 // rate is beyond tolerance, with both versions' figures.
 func (a Analysis) Judge(step Step, live, cand Figures, diffs Differences) (v Verdict, why string) {
-	if cand.Reconciles < int64(step.MinReconciles) || cand.Reconciles == 0 {
+	switch {
+	case cand.Reconciles < int64(step.MinReconciles):
 		return Pending, ""
+	case cand.Reconciles == 0:
+		return Within, "" // a step that needs none, with none: nothing to hold against it
 	}
 	t := a.Tolerance
 	rates := []struct {
