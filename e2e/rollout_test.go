@@ -135,7 +135,7 @@ func TestRolloutShowsDifferingWritesAndAborts(t *testing.T) {
 
 	var ro struct {
 		Stage, Candidate, Live, Message string
-		Differences                    struct{ Compared, Writes, Results int }
+		Differences                     struct{ Compared, Writes, Results int }
 	}
 	eventually(t, 60*time.Second, "status.rollout with differing writes", func() error {
 		u, err := plugins.Get(ctx, "ro-diff", metav1.GetOptions{})
