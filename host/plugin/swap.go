@@ -33,6 +33,10 @@ import (
 // error says why. A swap to the digest already running does nothing; one to a module refused
 // before for what it is (its ABI, manifest or permissions) is refused again without being
 // compiled, reported or counted again.
+//
+// With a rollout (Config.Rollout), a new version does not take every key at once: it begins its
+// rollout, and the live version serves on beside it until it is promoted or rolled back. A
+// version that served before (kept compiled) is swapped back at once, rollout or not.
 func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 	return p.swap(ctx, wasmBytes, "", nil)
 }
@@ -123,12 +127,12 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 	if reused {
 		mod.Reactivate()
 	}
-	p.setSource(to)
 	if p.cfg.Rollout != nil && !reused {
 		p.beginRollout(ctx, old, next, srcs)
-		return nil
+	} else {
+		p.publish(ctx, old, next, srcs, reused, start)
 	}
-	p.publish(ctx, old, next, srcs, reused, start)
+	p.setSource(to)
 	return nil
 }
 
