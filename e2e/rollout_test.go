@@ -126,6 +126,15 @@ func TestRolloutShowsDifferingWritesAndAborts(t *testing.T) {
 			"permissions": []any{map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch", "patch"}}},
 			"rollout":     map[string]any{"shadow": map[string]any{"duration": "10m"}}}}}
 	plugins := dyn(t).Resource(pluginGVR)
+	bad := obj.DeepCopy()
+	bad.SetName("ro-bad")
+	must(t, unstructured.SetNestedField(bad.Object, map[string]any{"canary": map[string]any{"steps": []any{int64(50), int64(10)}, "stepDuration": "-1m"}}, "spec", "rollout"))
+	bad.SetAPIVersion(pluginGVR.GroupVersion().String())
+	must(t, unstructured.SetNestedStringMap(bad.Object, map[string]string{"namespace": ns, "name": "ro-bad"}, "spec", "serviceAccount"))
+	bad.SetKind("ClusterPlugin")
+	if _, err := plugins.Create(ctx, bad, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "shares go up") || !strings.Contains(err.Error(), "give a positive duration") {
+		t.Errorf("a ClusterPlugin with steps [50, 10] and stepDuration -1m: %v; want both refused by the API server", err)
+	}
 	_, err := plugins.Create(ctx, clusterPlugin(t, obj), metav1.CreateOptions{})
 	must(t, err)
 	waitSeen(t, []string{ns}, 60*time.Second)
@@ -153,6 +162,30 @@ func TestRolloutShowsDifferingWritesAndAborts(t *testing.T) {
 	if !strings.Contains(h.out.String(), "the new version made patch v1 ConfigMap "+ns+"/") {
 		t.Errorf("no sample of a differing write in the log")
 	}
+
+	// A restart in the middle of the rollout loads the version that served and starts the
+	// rollout again, rather than giving every key to the new version.
+	h.terminate(t)
+	restarted := time.Now().Truncate(time.Second)
+	h = startHost(t, fmt.Sprintf("plugins: []\npluginObjects: {sources: [%s]}\n", dir))
+	h.waitOut(t, "rolling out a new module version")
+	eventually(t, 30*time.Second, "the rollout started again", func() error {
+		u, err := plugins.Get(ctx, "ro-diff", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		active, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
+		stage, _, _ := unstructured.NestedString(u.Object, "status", "rollout", "stage")
+		compared, _, _ := unstructured.NestedInt64(u.Object, "status", "rollout", "differences", "compared")
+		started, _, _ := unstructured.NestedString(u.Object, "status", "rollout", "started")
+		if at, err := time.Parse(time.RFC3339, started); err != nil || at.Before(restarted) {
+			return fmt.Errorf("the rollout in status started at %s, before the restart", started)
+		}
+		if active != ro.Live || stage != "Shadow" || compared < 100 {
+			return fmt.Errorf("serving %s, stage %s, %d compared; want %s serving, in shadow again over the 100 keys", active, stage, compared, ro.Live)
+		}
+		return nil
+	})
 
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	must(t, os.WriteFile(kubeconfig, cp.Kubeconfig, 0o600))

@@ -64,6 +64,11 @@ the rollout ended. Who may update the object may do either.`,
 			objs := d.Resource(gvr).Namespace(namespace)
 			ctx := cmd.Context()
 			u, err := objs.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && gvr == objects.GVR {
+				if _, cerr := d.Resource(objects.ClusterGVR).Get(ctx, name, metav1.GetOptions{}); cerr == nil {
+					return fmt.Errorf("no Plugin %s/%s, but a ClusterPlugin %s: say clusterplugin/%s", namespace, name, name, name)
+				}
+			}
 			if err != nil {
 				return err
 			}
@@ -147,8 +152,12 @@ func printRollout(w io.Writer, what string, ro *plugin.RolloutStatus) {
 		stage += fmt.Sprintf(" at the %s step, %s ago", ro.Step, time.Since(ro.Ended.Time).Round(time.Second))
 	}
 	fmt.Fprintf(w, "%s: %s\n", what, stage)
-	fmt.Fprintf(w, "  live       %s: %s\n", ro.Live, ro.LiveFigures)
-	fmt.Fprintf(w, "  candidate  %s: %s\n", ro.Candidate, ro.CandidateFigures)
+	live, cand := "live     ", "candidate"
+	if !ro.Active() { // the figures are those of the step it ended at
+		live, cand = "old      ", "new      "
+	}
+	fmt.Fprintf(w, "  %s  %s: %s\n", live, ro.Live, ro.LiveFigures)
+	fmt.Fprintf(w, "  %s  %s: %s\n", cand, ro.Candidate, ro.CandidateFigures)
 	if d := ro.Differences; d != nil {
 		fmt.Fprintf(w, "  shadow     %d reconciles compared: %d wrote differently, %d returned differently, %d not shadowed (every shadow instance busy)\n",
 			d.Compared, d.Writes, d.Results, d.Skipped)

@@ -241,11 +241,23 @@ func (c *Client) cached(d digest.Digest) ([]byte, bool) {
 	return b, true
 }
 
+// CachedModule returns the module whose digest is d ("sha256:..."), if the cache has it: every
+// module pulled, and every module kept with Keep.
+func (c *Client) CachedModule(d string) ([]byte, bool) { return c.cached(digest.Digest(d)) }
+
+// Keep puts a module in the cache under its digest, if it is not there already: a host keeps the
+// module files that serve plugins with a rollout, so that after a restart it can load the
+// version that served and roll the new one out from it.
+func (c *Client) Keep(wasm []byte) { c.keep(digest.FromBytes(wasm), wasm) }
+
 func (c *Client) keep(d digest.Digest, b []byte) {
 	if c.opts.CacheDir == "-" {
 		return
 	}
 	path := c.cachePath(d)
+	if _, err := os.Stat(path); err == nil {
+		return // kept already; cached checks its digest when it reads it
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return
 	}

@@ -307,6 +307,9 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		return nil, err
 	}
 	p.checkers = checkers
+	if cfg.Rollout != nil {
+		h.oci.Keep(wasmBytes) // for a restart in the middle of a rollout (SuperviseOptions.Live)
+	}
 	if h.metrics != nil {
 		h.metrics.Compiles.WithLabelValues(cfg.Name).Inc()
 	}

@@ -60,6 +60,9 @@ func (s *RolloutStatus) Active() bool { return s.Ended == nil }
 type RolloutEvent struct {
 	Reason string // RolloutStarted, RolloutStep, RolloutPromoted, RolloutRolledBack, RolloutAborted
 	Status RolloutStatus
+	// Dropped is true when the new version ended refused: rolled back, or aborted by an
+	// operator. It is not tried again until the plugin's source changes.
+	Dropped bool
 }
 
 // rolloutTick is how often a running rollout is judged.
@@ -132,7 +135,7 @@ func (p *Plugin) beginRollout(ctx context.Context, old, next *version, srcs map[
 	p.ro.Store(ro)
 	p.log.Info("rolling out a new module version", "from", old.mod.ShortDigest(), "to", next.mod.ShortDigest(), "step", ro.steps[0].Name(), "steps", len(ro.steps))
 	w.expect(p.enqueueAll(ctx, nil)) // every key, so that the first step has figures
-	p.rolloutNews(ro, "RolloutStarted", nil, "")
+	p.rolloutNews(ro, "RolloutStarted", nil, "", false)
 	go p.drive(ro)
 }
 
@@ -187,7 +190,7 @@ func (p *Plugin) nextStep(ro *rollingOut, w *window) {
 	nw.expect(p.enqueueAll(context.Background(), func(req reconcile.Request) bool {
 		return rollout.Candidate(req.Namespace, req.Name, next.Share) && !rollout.Candidate(req.Namespace, req.Name, from)
 	}))
-	p.rolloutNews(ro, "RolloutStep", w, "")
+	p.rolloutNews(ro, "RolloutStep", w, "", false)
 }
 
 // promoteLocked makes ro's candidate the live version for every key, under swapMu.
@@ -201,7 +204,7 @@ func (p *Plugin) promoteLocked(ro *rollingOut, why string) {
 		m.Rollouts.WithLabelValues(p.cfg.Name, "promoted").Inc()
 	}
 	p.log.Info("rollout: the new version serves every key: "+why, "digest", ro.cand.mod.ShortDigest(), "took", time.Since(ro.started).Round(time.Millisecond))
-	p.rolloutNews(ro, "RolloutPromoted", w, StagePromoted)
+	p.rolloutNews(ro, "RolloutPromoted", w, StagePromoted, false)
 }
 
 // endRollout drops ro's candidate, the live version serving on: a rollback (the candidate is
@@ -247,7 +250,7 @@ func (p *Plugin) endRolloutLocked(ro *rollingOut, stage, why string, refuse bool
 	} else {
 		p.log.Info("rollout aborted: "+why, "live", wasm.ShortDigest(p.Module().Digest()), "candidate", ro.cand.mod.ShortDigest())
 	}
-	p.rolloutNews(ro, reason, w, stage)
+	p.rolloutNews(ro, reason, w, stage, refuse)
 	p.enqueueAll(context.Background(), func(req reconcile.Request) bool { // the keys it wrote for
 		return !w.step.Shadow() && rollout.Candidate(req.Namespace, req.Name, w.step.Share)
 	})
@@ -320,7 +323,7 @@ func (p *Plugin) rolloutStatus(ro *rollingOut, w *window, stage, why string, end
 
 // rolloutNews tells OnRollout and the metrics of ro's news. prev is the window of the step
 // it left (nil: none); stage is its end, if it ended.
-func (p *Plugin) rolloutNews(ro *rollingOut, reason string, prev *window, stage string) {
+func (p *Plugin) rolloutNews(ro *rollingOut, reason string, prev *window, stage string, dropped bool) {
 	if m := p.host.metrics; m != nil {
 		if prev != nil {
 			m.RolloutStep.DeleteLabelValues(p.cfg.Name, prev.step.Name())
@@ -336,7 +339,7 @@ func (p *Plugin) rolloutNews(ro *rollingOut, reason string, prev *window, stage 
 	if stage == "" {
 		st = p.rolloutStatus(ro, ro.window.Load(), "", "", false)
 	}
-	p.OnRollout(RolloutEvent{Reason: reason, Status: *st})
+	p.OnRollout(RolloutEvent{Reason: reason, Status: *st, Dropped: dropped})
 }
 
 // reconcileRolling runs one reconcile while ro runs: on the candidate if its step gives it the

@@ -12,6 +12,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
+	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/internal/backoff"
 	"github.com/wasmrec/wasmrec/internal/kinds"
@@ -58,6 +59,11 @@ type SuperviseOptions struct {
 	// Reporting says whether this replica logs the plugin's failures (replicas that load the
 	// same plugins let one of them speak). Defaults to always.
 	Reporting func() bool
+	// Live is the digest of the module that served the plugin last, as its object's status
+	// says (empty: unknown). For a plugin with a rollout, a load that finds another module
+	// loads that one first, from the host's module cache, and rolls the new one out from it:
+	// a restart in the middle of a rollout starts it again instead of skipping it.
+	Live string
 }
 
 // Supervisor runs one plugin from its settings, whatever the source of those settings (the host
@@ -77,6 +83,7 @@ type Supervisor struct {
 	// What it does, the Host's by default; tests replace them.
 	fetch  func(ctx context.Context, module string) ([]byte, *modsource.Source, error)
 	load   func(ctx context.Context, cfg Config, wasm []byte, src *modsource.Source) (*Plugin, error)
+	cached func(digest string) ([]byte, bool) // the host's module cache
 	start  func(p *Plugin) ([]manager.Runnable, error)
 	stop   func(ctx context.Context, p *Plugin, runnables []manager.Runnable)
 	remove func(ctx context.Context, p *Plugin, runnables []manager.Runnable)
@@ -110,6 +117,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 			return h.fetchSigned(ctx, cfg, module)
 		},
 		load:   h.loadFrom,
+		cached: h.oci.CachedModule,
 		start:  h.start,
 		stop:   h.stop,
 		remove: h.remove,
@@ -239,17 +247,46 @@ func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 	if err := s.refused.Check(digest); err != nil {
 		return nil, ReasonRefused, err
 	}
-	p, err := s.load(ctx, s.cfg, wasm, src)
-	if err != nil {
-		if errors.As(err, new(*RefusedError)) && ctx.Err() == nil {
-			s.refused.Refuse(digest, err)
-			return nil, ReasonRefused, err
+	var p *Plugin
+	live := s.liveModule(digest)
+	if live != nil {
+		if p, err = s.load(ctx, s.cfg, live, src); err != nil {
+			s.log.Info("the version that served last cannot be loaded again: the new version takes every key without a rollout", "live", wasmShort(s.opts.Live), "error", err.Error())
+			p = nil
 		}
-		return nil, ReasonLoadFailed, err
+	}
+	if p == nil {
+		if p, err = s.load(ctx, s.cfg, wasm, src); err != nil {
+			if errors.As(err, new(*RefusedError)) && ctx.Err() == nil {
+				s.refused.Refuse(digest, err)
+				return nil, ReasonRefused, err
+			}
+			return nil, ReasonLoadFailed, err
+		}
 	}
 	p.OnSwap, p.OnRollout, p.OnRunning, p.OnUnavailable = s.opts.OnSwap, s.opts.OnRollout, s.opts.OnRunning, s.opts.OnUnavailable
+	if p.Module().Digest() != digest { // the version that served: the new one rolls out from it
+		s.log.Info("the plugin's module changed while the host was away: loaded the version that served, rolling out the new one from it", "live", p.Module().ShortDigest(), "new", wasmShort(digest))
+		_ = p.swap(ctx, wasm, "", nil) // a refusal is told to OnSwap, and the live version serves on
+	}
 	return p, "", nil
 }
+
+// liveModule is the module that served the plugin last, if it has a rollout, that is not the
+// module now at its source (digest), and the host's module cache has it; else nil.
+func (s *Supervisor) liveModule(digest string) []byte {
+	if s.cfg.Rollout == nil || s.opts.Live == "" || s.opts.Live == digest || s.cached == nil {
+		return nil
+	}
+	b, ok := s.cached(s.opts.Live)
+	if !ok {
+		s.log.Info("the version that served last is not in the host's module cache (--oci-cache): the new version takes every key without a rollout", "live", wasmShort(s.opts.Live), "new", wasmShort(digest))
+		return nil
+	}
+	return b
+}
+
+func wasmShort(digest string) string { return wasm.ShortDigest(digest) }
 
 // run starts p and keeps it until ctx is done. A plugin acting as a ServiceAccount of its own
 // has its reads reviewed again every reviewTTL: one whose RBAC no longer lets it read what it

@@ -311,3 +311,38 @@ func TestSupervisorStopsAPluginWhoseReadsAreRevoked(t *testing.T) {
 		t.Errorf("%g compiles, want 1", got)
 	}
 }
+
+// A plugin with a rollout whose module changed while the host was away (its object's status
+// names another digest) loads the version that served, from the module cache, and rolls the
+// new one out from it; without that version in the cache, the new one loads as it is.
+func TestSupervisorResumesARolloutFromTheVersionThatServed(t *testing.T) {
+	h, _ := offlineHost(t)
+	v1, v2 := swapGuest(t, "1"), swapGuest(t, "2")
+	cache := map[string][]byte{digestOf(v1): v1}
+	for _, tc := range []struct {
+		live        string
+		serving     string
+		rollingOut  bool
+		description string
+	}{
+		{digestOf(v1), digestOf(v1), true, "v1 in the cache"},
+		{"sha256:" + strings.Repeat("0", 64), digestOf(v2), false, "the live version not in the cache"},
+	} {
+		sc := &script{fetches: []func() ([]byte, error){bytesOf(v2)}}
+		cfg := withRollout(thingsGrant())
+		s := sc.supervise(h, cfg)
+		s.opts.Live = tc.live
+		s.cached = func(d string) ([]byte, bool) { b, ok := cache[d]; return b, ok }
+		stop := run(t, s)
+		<-s.Tried()
+		p := s.State().Plugin
+		if p == nil {
+			t.Fatalf("%s: not loaded: %+v", tc.description, s.State())
+		}
+		ro := p.Rollout()
+		if p.Module().Digest() != tc.serving || (ro != nil && ro.Active()) != tc.rollingOut || (tc.rollingOut && ro.Candidate != digestOf(v2)) {
+			t.Errorf("%s: serving %s, rollout %+v; want %s serving, rolling out v2: %v", tc.description, p.Module().ShortDigest(), ro, tc.serving, tc.rollingOut)
+		}
+		stop()
+	}
+}

@@ -69,6 +69,9 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 	}
 	start := time.Now()
 	reused := mod != nil
+	if p.cfg.Rollout != nil {
+		p.host.oci.Keep(wasmBytes) // for a restart in the middle of its rollout
+	}
 	if !reused {
 		var err error
 		if p.host.metrics != nil {

@@ -357,6 +357,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		// The counts are the object's: a reload, a restart or a new leader carries them on.
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
 		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
+		live, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
 		l = &loaded{settings: settings, module: cfg.Module, memory: cfg.Memory(), swaps: swaps, refusals: refusals}
 		again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 		l.sup = r.host.Supervise(cfg, plugin.SuperviseOptions{
@@ -367,6 +368,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			// A kind it needs that the host cannot list makes it Degraded, naming what is missing.
 			OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
 			Reporting:     r.leading,
+			Live:          live, // a rollout the host was in the middle of starts again
 		})
 		if err := r.reserve(u, name, l); err != nil {
 			return reconcile.Result{}, r.refuse(ctx, u, "OverBudget", err)
@@ -563,7 +565,8 @@ func (r *resources) rolloutAction(u *unstructured.Unstructured, p *plugin.Plugin
 }
 
 // onRollout records a rollout's news on the object as Events, and has its status written.
-// A rollback makes the object Degraded, as a refused swap does, until a version is taken.
+// A version rolled back or aborted makes the object Degraded, as a refused swap does, until a
+// version is taken.
 func (r *resources) onRollout(u *unstructured.Unstructured, l *loaded) func(plugin.RolloutEvent) {
 	again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 	return func(e plugin.RolloutEvent) {
@@ -577,11 +580,13 @@ func (r *resources) onRollout(u *unstructured.Unstructured, l *loaded) func(plug
 		case "RolloutRolledBack":
 			typ = corev1.EventTypeWarning
 			msg = fmt.Sprintf("%s rolled back at the %s step, %s serving on: %s", st.Candidate, st.Step, st.Live, st.Message)
-			r.mu.Lock()
-			l.lastErr, l.lastWhy = msg, "RolledBack"
-			r.mu.Unlock()
 		default: // promoted, aborted
 			msg = fmt.Sprintf("%s: %s", st.Candidate, st.Message)
+		}
+		if e.Dropped { // spec.module's version does not serve: Degraded until one is taken
+			r.mu.Lock()
+			l.lastErr, l.lastWhy = fmt.Sprintf("%s (%s) does not serve: %s; %s serves", st.Candidate, strings.ToLower(st.Stage), st.Message, st.Live), st.Stage
+			r.mu.Unlock()
 		}
 		r.event(u, typ, e.Reason, "%s", msg)
 		r.ctrl.Enqueue(again)
