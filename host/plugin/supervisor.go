@@ -12,8 +12,8 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
-	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/host/signature"
+	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/backoff"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
