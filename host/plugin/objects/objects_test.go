@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/wasmrec/wasmrec/host/plugin"
 )
 
 func pluginObject(t *testing.T, spec string) *unstructured.Unstructured {
@@ -194,4 +196,21 @@ func mustJSON(t *testing.T, v map[string]any) map[string]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// status.rollout is written whole as a merge patch: fields a running rollout does not have yet
+// (ended, differences) are null, so that a previous rollout's are removed.
+func TestRolloutStatusRemovesWhatAPreviousRolloutLeft(t *testing.T) {
+	if got := rolloutOf(nil); got != nil {
+		t.Errorf("no rollout: %v; want null", got)
+	}
+	m := rolloutOf(&plugin.RolloutStatus{Stage: plugin.StageCanary, Step: "canary 25%", Candidate: "sha256:b"}).(map[string]any)
+	for _, k := range []string{"ended", "differences"} {
+		if v, ok := m[k]; !ok || v != nil {
+			t.Errorf("%s: %v (present %v); want null", k, v, ok)
+		}
+	}
+	if m["stage"] != plugin.StageCanary || m["candidate"] != "sha256:b" {
+		t.Errorf("rollout patch %v", m)
+	}
 }
