@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/configcheck"
 )
 
 // HostConfig is the file `wasmrec run --config` reads.
@@ -177,6 +179,11 @@ func LoadHostConfig(path string) (*HostConfig, error) {
 	}
 	var hc HostConfig
 	if err := yaml.UnmarshalStrict(data, &hc); err != nil {
+		// The decoder stops at the first mistake and names Go types: say each with its line,
+		// its field and the form it takes.
+		if explained := configcheck.File("config "+path, data, reflect.TypeFor[HostConfig]()); explained != nil {
+			return nil, explained
+		}
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	relative := func(p string) string {

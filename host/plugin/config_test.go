@@ -1,0 +1,56 @@
+package plugin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A host config's mistakes are said with the file, the line, the plugin (by name, or by index
+// when it has none), the field, the value and the form the field takes.
+func TestBadHostConfigsSayWhereWhatAndHow(t *testing.T) {
+	const head = "plugins:\n  - name: app\n    module: app.wasm\n"
+	for _, tc := range []struct {
+		name, config string
+		want         []string // every one in the message
+	}{
+		{"a duration", head + "    timeout: banana\n", []string{"line 4", "plugins[0] (app).timeout", `"banana" is not a duration`, "like 30s"}},
+		{"a number of shards in quotes", head + "    shards: \"3\"\n", []string{"line 4", "plugins[0] (app).shards", `"3" is not a whole number`, "unquoted, like 3"}},
+		{"workers in words", head + "    maxConcurrentReconciles: two\n", []string{"plugins[0] (app).maxConcurrentReconciles", `"two" is not a whole number`}},
+		{"a misspelt field", head + "    maxConcurentReconciles: 2\n", []string{"line 4", "plugins[0] (app)", `unknown field "maxConcurentReconciles"`, `did you mean "maxConcurrentReconciles"?`}},
+		{"a field of nothing like", head + "    colour: blue\n", []string{`unknown field "colour"`, "the fields here are", "maxConcurrentReconciles"}},
+		{"a misspelt top-level field", "plugin:\n  - name: app\n", []string{"line 1", "the top level", `did you mean "plugins"?`}},
+		{"a plugin without a name", "plugins:\n  - module: app.wasm\n    timout: 3s\n", []string{"line 3", "plugins[0]", `did you mean "timeout"?`}},
+		{"the second plugin", head + "  - name: other\n    module: o.wasm\n    memoryLimit: lots\n", []string{"line 6", "plugins[1] (other).memoryLimit", `"lots" is not a quantity`, "like 128Mi"}},
+		{"interruptible as a word", head + "    interruptible: maybe\n", []string{"plugins[0] (app).interruptible", "is not true or false"}},
+		{"a permission's verbs", head + "    permissions:\n      - {resources: [configmaps], verbs: get}\n", []string{"line 5", "plugins[0] (app).permissions[0].verbs", "is not a list"}},
+		{"a misspelt permission field", head + "    permissions:\n      - {resource: [configmaps], verbs: [get]}\n", []string{"plugins[0] (app).permissions[0]", `did you mean "resources"?`}},
+		{"rates", head + "    writes: {qps: fast}\n", []string{"plugins[0] (app).writes.qps", `"fast" is not a number`}},
+		{"a rollout duration", head + "    rollout: {shadow: {duration: soon}}\n", []string{"plugins[0] (app).rollout.shadow.duration", `"soon" is not a duration`}},
+		{"a rollout typo", head + "    rollout: {shadow: {duraton: 1m}}\n", []string{"plugins[0] (app).rollout.shadow", `did you mean "duration"?`}},
+		{"a tolerance in percent", head + "    rollout: {shadow: {}, analysis: {tolerance: {errors: 5%}}}\n", []string{"plugins[0] (app).rollout.analysis.tolerance.errors", `"5%" is not a number`, "a fraction"}},
+		{"canary steps as a word", head + "    rollout: {canary: {steps: half}}\n", []string{"plugins[0] (app).rollout.canary.steps", "is not a list"}},
+		{"a duration without a unit", head + "    timeout: 30\n", []string{"plugins[0] (app).timeout", "30 is not a duration", "like 30s"}},
+		{"plugins as a mapping", "plugins:\n  app: {module: a.wasm}\n", []string{"line 2", "plugins", "is not a list"}},
+		{"the object policy", head + "pluginObjects: {memoryBudget: huge}\n", []string{"pluginObjects.memoryBudget", `"huge" is not a quantity`}},
+		{"signatures", head + "signatures: {key: [a.pub]}\n", []string{"signatures", `did you mean "keys"?`}},
+		{"a YAML syntax error", head + "    timeout: 3s: 4\n", []string{"line 4", "mapping values are not allowed", "the YAML does not parse", "indentation"}},
+	} {
+		path := filepath.Join(t.TempDir(), "host.yaml")
+		if err := os.WriteFile(path, []byte(tc.config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadHostConfig(path)
+		if err == nil {
+			t.Errorf("%s: loaded", tc.name)
+			continue
+		}
+		msg := err.Error()
+		for _, w := range append([]string{path}, tc.want...) {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%s: %q\n  does not say %q", tc.name, msg, w)
+			}
+		}
+	}
+}
