@@ -152,6 +152,11 @@ func (p *Plugin) publish(ctx context.Context, old, next *version, srcs map[strin
 		p.OnSwap(SwapEvent{From: old.mod.Digest(), To: next.mod.Digest(), Rollback: rollback})
 	}
 	p.log.Info("swapped the module", "from", old.mod.ShortDigest(), "to", next.mod.ShortDigest(), "rollback", rollback, "took", time.Since(start).Round(time.Millisecond))
+	if running := p.ctrl.InFlight(); len(running) > 0 && !p.interruptible() {
+		// They cannot be stopped: the new version gets their workers only when they return.
+		p.log.Info("the old version still runs reconciles it may not be interrupted in: the new version gets their workers when they return",
+			"running", len(running), "longest", time.Since(running[0].Since).Round(time.Millisecond))
+	}
 	if p.host.metrics != nil {
 		p.host.metrics.Swaps.WithLabelValues(p.cfg.Name, "swapped").Inc()
 	}

@@ -449,28 +449,32 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 			continue
 		}
 		if len(w.buf) == 0 {
-			w.emit(p[:min(i, maxLogLine)]) // no copy for the usual whole line
+			w.emit(p[:min(i, maxLogLine)], 1) // no copy for the usual whole line
 		} else {
 			w.buf = append(w.buf, p[:min(i, maxLogLine-len(w.buf))]...)
-			w.flush()
+			w.emit(w.buf, 1)
+			w.buf = w.buf[:0]
 		}
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
+// flush emits what is buffered, a line the guest has not ended (yet).
 func (w *lineWriter) flush() {
 	if len(w.buf) > 0 {
-		w.emit(w.buf)
+		w.emit(w.buf, 0)
 		w.buf = w.buf[:0]
 	}
 }
 
-func (w *lineWriter) emit(line []byte) {
+// emit logs one line of output, if the log limit admits it: the line and the end bytes (the
+// newline) the guest wrote after it, which count against the limit and, dropped, as dropped.
+func (w *lineWriter) emit(line []byte, end int) {
 	if w.panicked == "" && bytes.HasPrefix(line, []byte("panic: ")) {
 		w.panicked = string(bytes.TrimPrefix(bytes.TrimRight(line, "\r"), []byte("panic: ")))
 	}
-	if w.inst.admit(len(line)) {
+	if w.inst.admit(len(line) + end) {
 		w.inst.logger().Info(string(bytes.TrimRight(line, "\r")), "stream", w.stream)
 	}
 }

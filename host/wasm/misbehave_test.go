@@ -241,7 +241,7 @@ func TestGuestOutputIsBounded(t *testing.T) {
 	if got, want := s.LogDroppedLines.Load(), int64(3*100_000-logged); got != want {
 		t.Fatalf("dropped %d lines, want %d", got, want)
 	}
-	if got, want := s.LogDroppedBytes.Load(), int64((3*100_000-logged)*127); got != want {
+	if got, want := s.LogDroppedBytes.Load(), int64((3*100_000-logged)*128); got != want { // each line and its newline
 		t.Fatalf("dropped %d bytes, want %d", got, want)
 	}
 	if n := strings.Count(out, "dropped the plugin's output past its log limit"); n != 1 {
@@ -256,7 +256,7 @@ func TestGuestOutputIsBounded(t *testing.T) {
 func TestGuestOutputPerReconcileCap(t *testing.T) {
 	log, logs := logSink(t)
 	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", Logger: log,
-		LogLimit: wasm.LogLimit{LinesPerSecond: 1e7, BytesPerSecond: 1e10, PerReconcile: 127 * 50}})
+		LogLimit: wasm.LogLimit{LinesPerSecond: 1e7, BytesPerSecond: 1e10, PerReconcile: 128 * 50}}) // 50 lines and their newlines
 	for range 2 {
 		if _, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "chatty"}, Logger: log}); err != nil {
 			t.Fatal(err)
