@@ -13,10 +13,15 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/plugin/objects"
 )
 
 // The rollout of a new module version, on the overlap guest (see scaleout_test.go) and its
@@ -342,4 +347,82 @@ func reconcileTime(b testing.TB, url, controller string) (sum, count float64) {
 		}
 	}
 	return sum, count
+}
+
+// A tenant rolls out a new version of her Plugin with her own token, on the control plane's
+// RBAC: the shadow's dry-run writes are made as the Plugin's ServiceAccount (which may patch
+// ConfigMaps in her namespace) and stored nowhere, and she aborts the rollout with the
+// annotation, which she may write on her own Plugin only.
+func TestATenantRollsOutAndAbortsWithHerOwnToken(t *testing.T) {
+	ctx := context.Background()
+	installPluginCRD(t)
+	teamA, teamB := namespace(t), namespace(t)
+	alice := newTenant(t, "alice-"+teamA, teamA)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	// She may patch ConfigMaps herself, so the admission policy lets her grant it.
+	_, err := cs.RbacV1().Roles(teamA).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "alice-patch"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"patch"}}}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().RoleBindings(teamA).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-patch"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: alice.name}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "alice-patch"}}, metav1.CreateOptions{})
+	must(t, err)
+	serviceAccount(t, teamA, "writer", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "patch"}})
+	makeConfigMaps(t, []string{teamA}, 50)
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "v1.wasm"), filepath.Join(dir, "v2.wasm")
+	writeModule(t, v1, module2(t, "overlap"))
+	writeModule(t, v2, module2(t, "overlap-write-other"))
+	logs := &logLines{}
+	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
+	must(t, err)
+	t.Cleanup(host.Close)
+	res, err := objects.New(host, objects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}}})
+	must(t, err)
+	must(t, mgr.Add(res))
+
+	must(t, alice.plugin("ro", map[string]any{"module": v1, "serviceAccountName": "writer",
+		"permissions": []any{map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch", "patch"}}},
+		"rollout":     map[string]any{"shadow": map[string]any{"duration": "10m"}}}))
+	waitSeen(t, []string{teamA}, 60*time.Second)
+	before, _ := configMapVersions(t, teamA)
+	mine := alice.dyn.Resource(objects.GVR).Namespace(teamA)
+	_, err = mine.Patch(ctx, "ro", types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"module":%q}}`, v2)), metav1.PatchOptions{})
+	must(t, err)
+	var candidate string
+	eventually(t, 60*time.Second, "the shadow's dry-run writes compared", func() error {
+		u, err := mine.Get(ctx, "ro", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		stage, _, _ := unstructured.NestedString(u.Object, "status", "rollout", "stage")
+		differ, _, _ := unstructured.NestedInt64(u.Object, "status", "rollout", "differences", "writes")
+		refused, _, _ := unstructured.NestedInt64(u.Object, "status", "rollout", "candidateFigures", "refusedWrites")
+		candidate, _, _ = unstructured.NestedString(u.Object, "status", "rollout", "candidate")
+		if stage != "Shadow" || differ < 50 || refused != 0 {
+			return fmt.Errorf("stage %q, %d differing writes, %d refused; want Shadow, 50 differing (the ServiceAccount's dry-run patches), none refused", stage, differ, refused)
+		}
+		return nil
+	})
+	// Not on another team's Plugin: her token may not write it.
+	if _, err := alice.dyn.Resource(objects.GVR).Namespace(teamB).Patch(ctx, "ro", types.MergePatchType, []byte(`{"metadata":{"annotations":{"wasmrec.dev/rollout":"abort x"}}}`), metav1.PatchOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+		t.Errorf("alice annotating a Plugin of %s: %v; want forbidden", teamB, err)
+	}
+	_, err = mine.Patch(ctx, "ro", types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{"wasmrec.dev/rollout":"abort %s"}}}`, candidate)), metav1.PatchOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "the rollout aborted", func() error {
+		if s, m := pluginCondition(t, teamA, "ro", "Degraded"); s != "True" || !strings.Contains(m, "aborted by an operator") {
+			return fmt.Errorf("Degraded=%s: %s", s, m)
+		}
+		return nil
+	})
+	after, annotations := configMapVersions(t, teamA)
+	if !maps.Equal(before, after) {
+		t.Error("a resourceVersion changed while the tenant's new version shadowed the live one")
+	}
+	for name, a := range annotations {
+		if strings.HasSuffix(a["overlap/seen"], "x") {
+			t.Fatalf("ConfigMap %s has the aborted version's write", name)
+		}
+	}
 }
