@@ -138,7 +138,37 @@ func TestSIGTERMLetsAReconcileFinish(t *testing.T) {
 	if i, j := strings.Index(log, "stopping the manager"), strings.Index(log, "msg=slept"); i < 0 || j < i {
 		t.Fatalf("the reconcile did not run on after the stop began:\n%s", log)
 	}
-	t.Logf("exited 0 %s after SIGTERM, once the 2s reconcile had finished", took.Round(time.Millisecond))
+	t.Logf("exited 0 %s after SIGTERM, once the reconcile, its sleep cut short, had finished", took.Round(time.Millisecond))
+}
+
+// A guest asleep in WASI for 20 s under a 3 s timeout is cut at its timeout (it holds its
+// worker about 3 s, and the error names the timeout), and SIGTERM during its sleep (its retry)
+// ends the sleep at once: the host exits 0 within a second, not after the sleep or the
+// graceful-shutdown timeout.
+func TestSleepingGuestIsCutAtItsTimeoutAndAtSIGTERM(t *testing.T) {
+	ns := namespace(t)
+	h := startHost(t, misbehaveConfig(t, ns, 1)+"    timeout: 3s\n")
+	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
+	misbehaving(t, ns, "sleep-20")
+	h.waitOut(t, `msg=sleeping`)
+	slept := time.Now()
+	h.waitOut(t, `reconcile timed out after 3s`)
+	if took := time.Since(slept); took < 2500*time.Millisecond || took > 4*time.Second {
+		t.Fatalf("a 20 s sleep under a 3 s timeout ended after %s:\n%s", took.Round(time.Millisecond), tail(h.out.String(), 10))
+	}
+	cut := time.Since(slept)
+	// The retry sleeps again; SIGTERM 1 s into it.
+	for strings.Count(h.out.String(), "msg=sleeping") < 2 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	signalled := time.Now()
+	h.terminate(t)
+	took := time.Since(signalled)
+	if took > time.Second {
+		t.Fatalf("exited %s after SIGTERM during a 20 s sleep, want within a second:\n%s", took.Round(time.Millisecond), tail(h.out.String(), 10))
+	}
+	t.Logf("the 20 s sleep was cut %s in (timeout 3s); SIGTERM 1 s into the retry's sleep exited 0 in %s", cut.Round(time.Millisecond), took.Round(time.Millisecond))
 }
 
 // A plugin whose module is not there when the host starts is reported, the others run, and it

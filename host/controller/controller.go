@@ -344,9 +344,10 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 
 // reconcile calls the reconciler with the per-reconcile timeout, turning a panic or an overrun
 // into an error. An in-flight reconcile is not cancelled when the controller stops: it
-// finishes, within the manager's graceful-shutdown timeout.
+// finishes, within the manager's graceful-shutdown timeout, and reconcile.Stopping tells it
+// the host waits for it.
 func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (res reconcile.Result, panicked bool, err error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx = reconcile.WithStopping(context.WithoutCancel(ctx), ctx.Done())
 	if c.opts.ReconcileTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.opts.ReconcileTimeout)

@@ -67,3 +67,20 @@ type terminalError struct{ err error }
 
 func (e *terminalError) Error() string { return "terminal error: " + e.err.Error() }
 func (e *terminalError) Unwrap() error { return e.err }
+
+type stoppingKey struct{}
+
+// WithStopping returns ctx carrying stop, a channel closed when the host begins to stop. The
+// controller runs each reconcile on a context that is not cancelled at shutdown (an in-flight
+// reconcile finishes, within the graceful-shutdown timeout); Stopping tells it the host waits.
+func WithStopping(ctx context.Context, stop <-chan struct{}) context.Context {
+	return context.WithValue(ctx, stoppingKey{}, stop)
+}
+
+// Stopping returns the channel WithStopping put in ctx: closed once the host is stopping. It
+// is nil (never ready) for a context without one. A reconciler waiting on a timer of its own
+// should end its wait there: a plugin's sleep does.
+func Stopping(ctx context.Context) <-chan struct{} {
+	stop, _ := ctx.Value(stoppingKey{}).(<-chan struct{})
+	return stop
+}

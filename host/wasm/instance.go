@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/reconcile"
 )
 
 // Host serves the calls a guest makes during one reconcile. req is only valid during the call.
@@ -50,6 +51,7 @@ type instance struct {
 	stdout, stderr *lineWriter
 
 	wake    <-chan struct{} // ends the guest's sleeps: the reconcile's deadline or cancellation
+	stop    <-chan struct{} // ends them too: the host is stopping (reconcile.Stopping)
 	logged  int             // bytes the reconcile in progress has logged
 	dropped droppedOutput   // what it could not log, past the LogLimit
 }
@@ -150,8 +152,9 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	if inst.interrupt != nil { // a guest that may not be interrupted sleeps as long as it asks
 		inst.wake = ctx.Done()
 	}
+	inst.stop = reconcile.Stopping(ctx)
 	callErr := inst.reconcile.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), inst.stack)
-	inst.wake = nil
+	inst.wake, inst.stop = nil, nil
 	// An instance whose flag was (or is being) set is not used again, even if it returned.
 	interrupted := stop != nil && !stop()
 	inst.stdout.flush()
@@ -185,16 +188,19 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 
 // sleep is the guest's nanosleep (WASI's poll_oneoff on a clock, a Go guest's idle scheduler):
 // it sleeps ns, or until the reconcile in progress ends, at its deadline or when it is
-// cancelled. A guest asleep is in the host, where the loop checks that interrupt a guest cannot
-// reach it: time.Sleep would hold a 20 s sleep past a 3 s timeout. Woken, the guest goes on
-// and stops at its next loop. Only interruptible instances are woken: one that may not be
-// stopped half-way sleeps as long as it asked.
+// cancelled, or until the host begins to stop. A guest asleep is in the host, where the loop
+// checks that interrupt a guest cannot reach it: time.Sleep would hold a 20 s sleep past a 3 s
+// timeout, and a SIGTERM for as long. Woken at its deadline, the guest goes on and stops at its
+// next loop; only interruptible instances are woken there: one that may not be stopped
+// half-way sleeps as long as it asked. Woken because the host stops, any guest goes on as if
+// its sleep had ended, and finishes its reconcile within the graceful-shutdown timeout.
 func (inst *instance) sleep(ns int64) {
 	t := time.NewTimer(time.Duration(ns))
 	defer t.Stop()
-	select {
+	select { // both nil between reconciles (at instantiation, say): the timer alone
 	case <-t.C:
-	case <-inst.wake: // nil between reconciles (at instantiation, say): the timer alone
+	case <-inst.wake:
+	case <-inst.stop:
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -324,6 +325,25 @@ func TestClosedModuleMemoryIsReclaimed(t *testing.T) {
 			t.Fatalf("the memory let go of is still waiting after %d collections", runs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A guest asleep when the host begins to stop wakes at once, interruptible or not, and goes on
+// as if its sleep had ended: the reconcile finishes without error, and the host's graceful
+// shutdown does not wait out a 2 s sleep.
+func TestSleepEndsWhenTheHostStops(t *testing.T) {
+	no := false
+	for _, opts := range []wasm.Options{{Name: "misbehave"}, {Name: "misbehave", Interruptible: &no}} {
+		m := compile(t, engine(t), module(t, "testguests", "misbehave"), opts)
+		stop := make(chan struct{})
+		time.AfterFunc(200*time.Millisecond, func() { close(stop) })
+		start := time.Now()
+		if _, err := m.Reconcile(reconcile.WithStopping(context.Background(), stop), call("sleep")); err != nil {
+			t.Fatalf("interruptible %v: %v", opts.Interruptible == nil, err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("interruptible %v: a 2 s sleep with the host stopping 200 ms in took %v", opts.Interruptible == nil, took)
+		}
 	}
 }
 

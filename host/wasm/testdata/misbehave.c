@@ -2,7 +2,7 @@
  * object it reconciles: "trap", "loop" (logs "looping", then loops for ever), "bomb" (grows memory until the cap), "garbage" (a result
  * pointing outside memory), "badflags" (a result with unknown flags), "forbidden" (deletes a
  * Secret it never asked for and logs the status it got), "slow" (spins ~50M iterations, then
- * succeeds), "spin" (logs "spinning", then spins ~2G iterations without a host call, seconds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "nap-*" (sleeps 100ms, then
+ * succeeds), "spin" (logs "spinning", then spins ~2G iterations without a host call, seconds), "sleep" (logs "sleeping", sleeps 2s, logs "slept"), "sleep-N" (the same for N seconds), "nap-*" (sleeps 100ms, then
  * logs "napped <name>"), "chatty" (prints 100,000 lines of 128 bytes to stdout), "flood" (prints
  * 100 MiB to stdout, then asks to be reconciled again 1ms later), "unknownkinds" (gets 1000
  * kinds no API server serves, logs how many were refused, and asks again 10ms later), "hog-<n>"
@@ -10,6 +10,7 @@
  * cleanly. It reconciles ConfigMaps labelled
  * wasmrec.dev/misbehave. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -64,6 +65,12 @@ EXPORT("wasmrec_reconcile") uint64_t reconcile(uint32_t n) {
   if (!strcmp(name, "sleep")) {
     host_log(1, "sleeping", 8);
     struct timespec ts = {2, 0};
+    nanosleep(&ts, NULL);
+    host_log(1, "slept", 5);
+  }
+  if (!strncmp(name, "sleep-", 6)) { /* sleep-20: 20 s */
+    host_log(1, "sleeping", 8);
+    struct timespec ts = {atoi(name + 6), 0};
     nanosleep(&ts, NULL);
     host_log(1, "slept", 5);
   }
