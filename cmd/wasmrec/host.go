@@ -23,6 +23,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/plugin/objects"
+	"github.com/wasmrec/wasmrec/host/tracing"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -121,11 +122,29 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	if cfg, err = o.clientConfig(cfg); err != nil {
 		return err
 	}
+	tc, err := tracing.FromEnv()
+	if err != nil {
+		return err
+	}
 	defer func() { // the last line, once everything has stopped
 		if err == nil {
 			log.Info("stopped")
 		}
 	}()
+	if tc != nil {
+		shutdown, err := tracing.Start(ctx, tc, version, log.WithName("tracing"))
+		if err != nil {
+			return err
+		}
+		defer func() { // what is buffered goes out before the exit, within 5 s
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := shutdown(sctx); err != nil {
+				log.Error(err, "flushing the last traces")
+			}
+		}()
+		tracing.WrapConfig(cfg)
+	}
 	mopts := manager.Options{Logger: log.WithName("manager"), LeaderElection: o.leaderElection}
 	if o.gracefulShutdown > 0 {
 		mopts.GracefulShutdownTimeout = &o.gracefulShutdown

@@ -40,7 +40,14 @@ Replicas run one of two ways. With --leader-elect, one replica runs every plugin
 wait with warm caches. With --share-plugins, they split the plugins: each plugin, and each shard
 of a plugin with shards set, has a Lease, and each replica holds at most its fair share; a
 replica that stops hands its share back, and one that dies is taken over when its Leases expire
-(15s). Replicas without either flag each run every plugin.`,
+(15s). Replicas without either flag each run every plugin.
+
+Traces: with OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set, each
+reconcile is a trace (plugin, key, module digest, result) with a span per host call and, under
+it, the API request it sent, exported over OTLP (http/protobuf, or grpc with
+OTEL_EXPORTER_OTLP_PROTOCOL=grpc); the reconcile's log lines carry its traceID. The other
+standard OTEL_* variables apply (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, headers, TLS). Without
+an endpoint nothing is traced.`,
 		Example: `  # The plugins of host.yaml, against the cluster of the current kubeconfig context:
   wasmrec run --config host.yaml
 

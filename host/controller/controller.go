@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/codes"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
+	"github.com/wasmrec/wasmrec/host/tracing"
 )
 
 // Options configure a Controller. The zero value is ready to use.
@@ -285,7 +287,13 @@ func (c *Controller) processNextWorkItem(ctx context.Context, q handler.Queue) b
 
 // reconcileHandler calls the reconciler and applies the outcome to the queue.
 func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req reconcile.Request) {
+	ctx, span := tracing.Begin(ctx, "reconcile")
+	defer span.End()
 	log := c.opts.Logger.WithValues("namespace", req.Namespace, "name", req.Name)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Controller.String(c.name), tracing.Key.String(req.String()))
+		log = log.WithValues(tracing.LogValues(ctx)...)
+	}
 	start := c.opts.Clock.Now()
 	ctx = context.WithValue(logr.NewContext(ctx, log), retriesKey{}, q.NumRequeues(req))
 	if c.opts.Recorder != nil {
@@ -333,6 +341,12 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 	default:
 		result = "success"
 		q.Forget(req)
+	}
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Result.String(result))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
 	}
 	if debug.Enabled() {
 		debug.Info("reconcile end", "result", result, "took", took.String())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,6 +50,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/host/source"
+	"github.com/wasmrec/wasmrec/host/tracing"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -827,7 +829,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		return reconcile.Result{}, nil
 	}
 	id := fmt.Sprintf("%s-%d", p.cfg.Name, p.ids.Add(1))
-	log := p.log.WithValues("request", req.String(), "reconcileID", id)
+	log := p.log.WithValues(append([]any{"request", req.String(), "reconcileID", id}, tracing.LogValues(ctx)...)...)
 	var (
 		res abi.Result
 		err error
@@ -870,6 +872,9 @@ func (p *Plugin) run(ctx context.Context, req reconcile.Request, call abi.Reques
 		c := &guest.Calls{API: p.api, Policy: cur.policy, Req: req}
 		if calls != nil {
 			calls(c)
+		}
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(tracing.Digest.String(cur.mod.Digest()))
 		}
 		res, err := cur.mod.Reconcile(ctx, &wasm.Call{Request: call, Host: c, Logger: log.WithValues("digest", cur.mod.ShortDigest())})
 		switch {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/rollout"
 	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/tracing"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -356,6 +358,9 @@ func (p *Plugin) reconcileRolling(ctx context.Context, req reconcile.Request, ro
 	if rollout.Candidate(req.Namespace, req.Name, w.step.Share) {
 		counter, which, v = &w.cand, "candidate", ro.cand
 	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.Version.String(which))
+	}
 	res, ran, err := p.run(ctx, req, call, v, true, log, record)
 	if v != nil && ran != v {
 		return res, err // rolled back under it: it ran on the live version
@@ -387,10 +392,16 @@ func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollin
 	}
 	liveDone, compared := make(chan ended, 1), make(chan struct{})
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ReconcileTimeout())
+	// The shadow's own span, beside the live version's reconcile in the same trace.
+	sctx, span := tracing.Begin(sctx, "shadow reconcile")
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Version.String("candidate"))
+	}
 	go func() {
 		defer close(compared)
 		defer func() { <-ro.shadows }()
 		defer cancel()
+		defer span.End()
 		var s ended
 		s.res, _, s.err = p.run(sctx, req, call, ro.cand, false, log.WithValues("shadow", true),
 			func(c *guest.Calls) { c.DryRun, c.Record = true, s.rec.Add })

@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,6 +31,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/tracing"
 )
 
 // API is what one plugin's host calls share: who the plugin is, what it reads from and writes
@@ -97,7 +100,13 @@ func (c *Calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, [
 	var (
 		resp []byte
 		err  error
+		span trace.Span
 	)
+	if tracing.Recording(ctx) { // a span per call, its API request's span under it
+		ctx, span = tracing.Begin(ctx, "host "+fn)
+		span.SetAttributes(tracing.Call.String(fn))
+		defer span.End()
+	}
 	switch fn {
 	case abi.ImportGet:
 		resp, err = c.get(ctx, body)
@@ -128,6 +137,12 @@ func (c *Calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, [
 			})
 		}
 		resp = []byte(err.Error())
+	}
+	if span != nil {
+		span.SetAttributes(tracing.Status.String(status.String()))
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
 	}
 	if c.API.Count != nil && !c.DryRun {
 		c.API.Count(fn, status)
