@@ -202,6 +202,31 @@ func TestRunLoadsAPluginOnceItsModuleAppears(t *testing.T) {
 	h.terminate(t)
 }
 
+// A host whose only plugin has no module yet, not even its folder, keeps running and retries,
+// as run --help says; it does not exit, and loads the module once it is written.
+func TestRunWaitsForItsOnlyPluginsModule(t *testing.T) {
+	ns := namespace(t)
+	late := filepath.Join(t.TempDir(), "not-yet", "late.wasm")
+	h := startHost(t, fmt.Sprintf(`plugins:
+  - name: late
+    module: %s
+    namespaces: [%s]
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch]}
+`, late, ns))
+	h.waitOut(t, `msg="plugin not loaded; the others run, and it is tried again" plugin=late`)
+	h.waitOut(t, `msg="plugin still not loaded; trying again" plugin=late`)
+	select {
+	case err := <-h.exited:
+		t.Fatalf("the host exited (%v) while its only plugin's module was missing:\n%s", err, h.out.String())
+	default:
+	}
+	must(t, os.MkdirAll(filepath.Dir(late), 0o755))
+	writeModule(t, late, mustRead(t, wasmFile(t, "testguests", "misbehave")))
+	h.waitOut(t, `msg="starting workers" plugin=late`)
+	h.terminate(t)
+}
+
 // SIGTERM with hundreds of keys queued: the host takes no more of them, lets the in-flight
 // reconciles finish, and exits 0 at once; the keys it dropped are not lost, since a restarted
 // host lists every object again and reconciles it.

@@ -207,7 +207,7 @@ func (m *Manager) Start(ctx context.Context) (err error) {
 	// reverse order, after ctx is done. It keeps ctx's values.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	defer func() { err = errors.Join(err, m.stop()) }()
+	defer func() { err = errors.Join(err, m.stop(err)) }()
 
 	startErr := make(chan error, 1)
 	go func() { startErr <- m.startGroups(runCtx) }()
@@ -294,9 +294,14 @@ func (m *Manager) Running() []string {
 // ones truly stuck are named.
 const lateGroupGrace = 200 * time.Millisecond
 
-// stop stops the groups in reverse order within the graceful-shutdown timeout.
-func (m *Manager) stop() error {
-	m.opts.Logger.Info("stopping the manager", "gracefulShutdownTimeout", *m.opts.GracefulShutdownTimeout)
+// stop stops the groups in reverse order within the graceful-shutdown timeout. cause, if not
+// nil, is the failure that stops it: said first, so that the log reads in the order of events.
+func (m *Manager) stop(cause error) error {
+	if cause != nil {
+		m.opts.Logger.Error(cause, "stopping the manager: a runnable failed", "gracefulShutdownTimeout", *m.opts.GracefulShutdownTimeout)
+	} else {
+		m.opts.Logger.Info("stopping the manager", "gracefulShutdownTimeout", *m.opts.GracefulShutdownTimeout)
+	}
 	timeout := *m.opts.GracefulShutdownTimeout
 	ctx := context.Background()
 	if timeout >= 0 {
