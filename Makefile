@@ -22,9 +22,26 @@ all: controlplane build plugins ## Build the control plane, the wasmrec binary a
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_\/.-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# -trimpath: the binary, and so the image's digest, does not depend on where the tree is.
 .PHONY: build
 build: ## Build bin/wasmrec.
-	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wasmrec ./cmd/wasmrec
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wasmrec ./cmd/wasmrec
+
+# The image deploy/deployment.yaml runs, built with no container engine (internal/cmd/image):
+# bin/wasmrec and bin/plugins on a root made from scratch, as an OCI layout in bin/image/, its
+# digest the same for the same binary, plugins, CA certificates, labels and commit time
+# (SOURCE_DATE_EPOCH overrides it). IMAGE_PUSH=registry/wasmrec:tag pushes it (plain HTTP to a
+# loopback registry only, unless IMAGE_FLAGS=-insecure); IMAGE_REPO=registry/wasmrec names where
+# you push bin/image yourself. Either writes bin/image/deploy/: deploy/ with the image by digest.
+IMAGE_PUSH  ?=
+IMAGE_REPO  ?=
+IMAGE_FLAGS ?=
+
+.PHONY: image
+image: build plugins ## Build the host image into bin/image/ (an OCI layout) and print its digest; IMAGE_PUSH=REF pushes it.
+	@echo ">> assembling the image from bin/wasmrec and bin/plugins into bin/image/ (compressing takes a few seconds)$(if $(IMAGE_PUSH), and pushing it to $(IMAGE_PUSH))"
+	@env -u GOOS -u GOARCH $(GO) run ./internal/cmd/image -o $(BIN)/image -binary $(BIN)/wasmrec -plugins $(BIN)/plugins \
+		-version $(VERSION) $(if $(GOARCH),-arch $(GOARCH)) $(if $(IMAGE_PUSH),-push $(IMAGE_PUSH)) $(if $(IMAGE_REPO),-repo $(IMAGE_REPO)) $(IMAGE_FLAGS)
 
 # GOBIN, or GOPATH/bin, as go install does.
 INSTALL_DIR = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
