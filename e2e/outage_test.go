@@ -6,14 +6,20 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/wasmrec/wasmrec/host/apiready"
+	"github.com/wasmrec/wasmrec/host/controlplane"
 )
 
 // apiProxy forwards a local port to the API server, and can cut it: an outage as the host sees
@@ -175,5 +181,111 @@ func TestAPIServerOutage(t *testing.T) {
 		return nil
 	})
 	t.Logf("outage noticed after %s; a change after it reconciled %s after the API server returned", noticed.Round(time.Millisecond), took.Round(time.Millisecond))
+	h.terminate(t)
+}
+
+// etcdOf finds the etcd process behind the API server at host ("https://127.0.0.1:PORT"), from
+// the processes' command lines: the API server's --etcd-servers names etcd's client URL.
+func etcdOf(t *testing.T, host string) *os.Process {
+	t.Helper()
+	u, err := url.Parse(host)
+	must(t, err)
+	cmdlines := map[int][]string{}
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	must(t, err)
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		cmdlines[pid] = strings.Split(string(b), "\x00")
+	}
+	flag := func(args []string, name string) string {
+		for i, a := range args {
+			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+				return v
+			}
+			if a == "--"+name && i+1 < len(args) {
+				return args[i+1]
+			}
+		}
+		return ""
+	}
+	var etcdURL string
+	for _, args := range cmdlines {
+		if len(args) > 0 && filepath.Base(args[0]) == "kube-apiserver" && flag(args, "secure-port") == u.Port() {
+			etcdURL = flag(args, "etcd-servers")
+		}
+	}
+	for pid, args := range cmdlines {
+		if etcdURL != "" && len(args) > 0 && filepath.Base(args[0]) == "etcd" && strings.Contains(flag(args, "listen-client-urls"), etcdURL) {
+			p, err := os.FindProcess(pid)
+			must(t, err)
+			return p
+		}
+	}
+	t.Fatalf("no etcd process behind the API server at %s (its etcd-servers: %q)", host, etcdURL)
+	return nil
+}
+
+// The API server's etcd stops answering (frozen, as a hung or partitioned etcd) under a running
+// host: the API server still serves its watch cache, so the informers see nothing, but the host
+// asks the API server's own /readyz, says the outage once, naming the failing checks, is not
+// ready meanwhile, and says when it is over. A control plane of its own: the others' stays up.
+func TestEtcdOutage(t *testing.T) {
+	own, err := controlplane.Start(controlplane.Options{})
+	must(t, err)
+	t.Cleanup(func() { _ = own.Stop() })
+	etcd := etcdOf(t, own.Config.Host)
+	t.Cleanup(func() { _ = etcd.Signal(syscall.SIGCONT) })
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	must(t, os.WriteFile(kubeconfig, own.Kubeconfig, 0o600))
+	h := startHost(t, "plugins: []\n", "--kubeconfig", kubeconfig, "--health-probe-bind-address", "127.0.0.1:0")
+	h.waitOut(t, `msg="serving health probes"`)
+	readyz := probeAddrRE.FindStringSubmatch(h.out.String())[1] + "/readyz"
+	status := func() (int, string) {
+		resp, err := http.Get(readyz)
+		must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	eventually(t, 30*time.Second, "ready", func() error {
+		if code, body := status(); code != http.StatusOK {
+			return fmt.Errorf("/readyz: %d %s", code, body)
+		}
+		return nil
+	})
+
+	frozen := time.Now()
+	must(t, etcd.Signal(syscall.SIGSTOP))
+	h.waitOut(t, `msg="the API server is not ready: its own checks fail`)
+	noticed := time.Since(frozen)
+	if !strings.Contains(h.out.String(), `failing="etcd`) {
+		t.Errorf("the outage's line does not name etcd:\n%s", tail(h.out.String(), 5))
+	}
+	eventually(t, 10*time.Second, "not ready during the outage", func() error {
+		if code, body := status(); code != http.StatusServiceUnavailable || !strings.Contains(body, "the API server is not ready") {
+			return fmt.Errorf("/readyz: %d %s", code, body)
+		}
+		return nil
+	})
+	time.Sleep(3 * apiready.Interval) // more checks: still one line
+	if n := strings.Count(h.out.String(), "the API server is not ready: its own checks fail"); n != 1 {
+		t.Errorf("the outage is said %d times, want once:\n%s", n, tail(h.out.String(), 10))
+	}
+
+	must(t, etcd.Signal(syscall.SIGCONT))
+	thawed := time.Now()
+	h.waitOut(t, `msg="the API server is ready again"`)
+	back := time.Since(thawed)
+	eventually(t, 10*time.Second, "ready once etcd is back", func() error {
+		if code, body := status(); code != http.StatusOK {
+			return fmt.Errorf("/readyz: %d %s", code, body)
+		}
+		return nil
+	})
+	t.Logf("an etcd outage said %s after it began, its end %s after", noticed.Round(time.Millisecond), back.Round(time.Millisecond))
 	h.terminate(t)
 }

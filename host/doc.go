@@ -15,6 +15,6 @@
 //   - plugin: a module as a controller: config, load, hot swap, identities; plugin/objects runs
 //     the plugins Plugin objects describe. Under plugin/internal: the permission policy, the
 //     guest's host calls, module sources and their triggers, and the versions kept or refused.
-//   - oci, crdwatch, metrics, tracing, demo: modules in registries, which kinds are served,
-//     metrics, traces, and what `wasmrec dev` shows.
+//   - oci, crdwatch, apiready, metrics, tracing, demo: modules in registries, which kinds are
+//     served, the API server's own readiness, metrics, traces, and what `wasmrec dev` shows.
 package host

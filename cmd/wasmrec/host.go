@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/wasmrec/wasmrec/host/apiready"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/oci"
@@ -204,6 +206,16 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		hopts.Impersonate = hc.Impersonate.Namespace
 		log.Info("the host config's plugins act as their own ServiceAccounts", "namespace", hopts.Impersonate)
 	}
+	// The API server's own readiness: an outage of its etcd shows nowhere else.
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	api := apiready.New(dc.RESTClient(), 0, log.WithName("apiserver"))
+	if err := mgr.Add(api); err != nil {
+		return err
+	}
+	m.WatchAPIServer(api.Ready)
 	host, err := plugin.NewHost(mgr, hopts)
 	if err != nil {
 		return err
@@ -234,7 +246,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	}
 	if err := serve(mgr, log, "health probes", o.probeAddr, map[string]http.Handler{
 		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }),
-		"/readyz":  readyz(ready.Load, host),
+		"/readyz":  readyz(ready.Load, readinessOf{host, api}),
 	}); err != nil {
 		return err
 	}

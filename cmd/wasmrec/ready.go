@@ -4,12 +4,26 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/wasmrec/wasmrec/host/apiready"
+	"github.com/wasmrec/wasmrec/host/plugin"
 )
 
 // readiness decides whether the host is ready, one reason a line when it is not: the host's
 // plugins decide (plugin.Host.NotReady has the rule), given whether the host has started.
 type readiness interface {
 	NotReady(started bool) []string
+}
+
+// readinessOf is the host's readiness: its plugins' rule, and the API server's own readiness.
+type readinessOf struct {
+	host *plugin.Host
+	api  *apiready.Watcher
+}
+
+func (r readinessOf) NotReady(started bool) []string {
+	return append(r.host.NotReady(started), r.api.NotReady(time.Now())...)
 }
 
 // readyz serves /readyz: 200 "ok" when the host is ready, else 503 with why, one reason a line.

@@ -45,6 +45,7 @@ func served(t *testing.T) map[string]series {
 	m := metrics.New()
 	m.WatchDiscovery(func() uint64 { return 0 })
 	m.WatchInformers(func() int { return 0 })
+	m.WatchAPIServer(func() bool { return true })
 	m.WatchInformerObjects(func() []metrics.InformerObjects {
 		return []metrics.InformerObjects{{Kind: "ConfigMap.v1", Namespace: "default", Shard: "1/2", Objects: 1}}
 	})

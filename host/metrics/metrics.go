@@ -148,6 +148,19 @@ func (m *Metrics) WatchInformers(failing func() int) {
 	}, func() float64 { return float64(failing()) }))
 }
 
+// WatchAPIServer reports wasmrec_apiserver_ready: 1 while the API server's own /readyz passes
+// (or cannot be asked), 0 while it fails (its etcd gone, say), as ready tells.
+func (m *Metrics) WatchAPIServer(ready func() bool) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "wasmrec_apiserver_ready", Help: "1 while the API server's own readiness checks (/readyz) pass, 0 while they fail (its etcd gone, say)",
+	}, func() float64 {
+		if ready() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // InformerObjects is what one shared informer holds.
 type InformerObjects struct {
 	Kind, Namespace, Shard string

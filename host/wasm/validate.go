@@ -80,8 +80,51 @@ func describe(cm wazero.CompiledModule) (Describe, error) {
 // buildAdvice is how plugins are built, for the errors of modules built otherwise.
 const buildAdvice = "build it with `wasmrec build`, which runs GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared for Go and clang --target=wasm32-wasi -mexec-model=reactor for C"
 
+// header is a module's first 8 bytes: the magic and version 1.
+const header = "\x00asm\x01\x00\x00\x00"
+
+// Truncated reports whether b is the start of a WebAssembly module cut short: a part of its
+// header, or a header and sections whose last one runs past the end. A file being written in
+// place reads so. It walks the section headers only (an id byte and a LEB128 size each), so it
+// costs a few microseconds even for a large module; bytes that are not WebAssembly at all are
+// not truncated.
+func Truncated(b []byte) bool {
+	if len(b) < len(header) {
+		return len(b) > 0 && header[:len(b)] == string(b)
+	}
+	if string(b[:len(header)]) != header {
+		return false
+	}
+	for i := len(header); i < len(b); {
+		i++ // the section id
+		var size uint64
+		for shift := 0; ; shift += 7 {
+			if i >= len(b) {
+				return true // the size runs past the end
+			}
+			c := b[i]
+			i++
+			size |= uint64(c&0x7f) << shift
+			if c < 0x80 {
+				break
+			}
+			if shift >= 28 {
+				return false // not a u32: malformed, not truncated
+			}
+		}
+		if size > uint64(len(b)-i) {
+			return true
+		}
+		i += int(size)
+	}
+	return false
+}
+
 // checkBinary says what a file that is not WebAssembly is, and how to build a plugin instead.
 func checkBinary(b []byte) error {
+	if Truncated(b) {
+		return fmt.Errorf("the module is cut short: its last section runs past its %d bytes (a truncated copy, or a file read while it was still being written)", len(b))
+	}
 	if bytes.HasPrefix(b, []byte("\x00asm")) {
 		return nil
 	}

@@ -170,3 +170,33 @@ func TestModulesShareCompiledCode(t *testing.T) {
 		t.Fatalf("b made %d instances, want its own 1", s.Instantiated.Load())
 	}
 }
+
+// Every proper prefix of a real module reads as truncated but those that end where a section
+// ends (modules in their own right, one per section), the whole module does not, and bytes that
+// are not WebAssembly are not truncated (they are refused for what they are).
+func TestTruncated(t *testing.T) {
+	b := module(t, "testguests", "noop")
+	var whole []int
+	for n := 1; n < len(b); n++ {
+		if !wasm.Truncated(b[:n]) {
+			whole = append(whole, n)
+		}
+	}
+	if len(whole) > 20 {
+		t.Fatalf("%d of the %d proper prefixes of a module read as whole: %v", len(whole), len(b)-1, whole)
+	}
+	for _, whole := range [][]byte{b, []byte("\x00asm\x01\x00\x00\x00")} {
+		if wasm.Truncated(whole) {
+			t.Fatalf("a whole module of %d bytes reads as truncated", len(whole))
+		}
+	}
+	for _, other := range []string{"", "v2", "\x7fELF\x02\x01\x01", "\x00asm\x02\x00\x00\x00\x00\x05"} {
+		if wasm.Truncated([]byte(other)) {
+			t.Errorf("%q reads as a truncated module", other)
+		}
+	}
+	e := engine(t)
+	if _, err := e.Compile(context.Background(), b[:len(b)/2], wasm.Options{Name: "half"}); err == nil || !strings.Contains(err.Error(), "cut short") {
+		t.Errorf("compiling half a module: %v; want it said to be cut short", err)
+	}
+}

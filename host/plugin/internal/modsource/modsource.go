@@ -24,6 +24,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
 	"github.com/wasmrec/wasmrec/host/signature"
+	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
@@ -210,6 +211,11 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 				w.Log.Error(err, "reading the changed module file; the current module keeps serving", "path", path)
 				continue
 			}
+			if wasm.Truncated(b) && writing(path) {
+				w.Log.V(1).Info("the module file ends mid-section and changed just now: waiting for its writer", "path", path, "bytes", len(b))
+				settle = time.After(writePause)
+				continue
+			}
 			if digestOf(b) == w.Target.Serving() {
 				continue
 			}
@@ -223,6 +229,20 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// A module file written in place (cp, a slow network volume) is read as it grows: one cut short
+// that changed within writeWindow is read again writePause later, and refused (as truncated) only
+// once it has stood still that long.
+const (
+	writeWindow = 2 * time.Second
+	writePause  = 250 * time.Millisecond
+)
+
+// writing reports whether path changed within writeWindow.
+func writing(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && time.Since(lastChange(fi)) < writeWindow
 }
 
 // TagPoller swaps a plugin's module when the registry tag its module came from moves to a new

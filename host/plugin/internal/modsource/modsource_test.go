@@ -288,3 +288,55 @@ func TestFileWatcherSwapsOnceSigned(t *testing.T) {
 		t.Errorf("swapped to %q, want v2", got)
 	}
 }
+
+// A module written in place slowly, in chunks further apart than the watcher's settle time, is
+// swapped in once, whole: the partial files it read on the way end mid-section and are waited
+// out, not swapped to (and refused) one after another.
+func TestFileWatcherWaitsForASlowWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "plugin.wasm")
+	if err := os.WriteFile(path, []byte("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := filewatch.New(logr.Discard())
+	defer files.Close()
+	tg := &target{src: &Source{Ref: path, Fetched: time.Now().Add(time.Minute)}}
+	w := &FileWatcher{Plugin: "p", Target: tg, Files: files, Fetch: &Fetcher{}, Log: logr.Discard()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // the watch is set up
+
+	// A module: the header and a custom section ("c") of 3000 bytes (size 3002: 0xba 0x17).
+	module := append([]byte("\x00asm\x01\x00\x00\x00\x00\xba\x17\x01c"), make([]byte, 3000)...)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(module); i += 1000 {
+		if _, err := f.Write(module[i:min(i+1000, len(module))]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // past the 100ms settle
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(tg.swapped()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no swap 5s after the module file was written")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // any later swap
+	swaps := tg.swapped()
+	if len(swaps) != 1 || len(swaps[0]) != len(module) {
+		sizes := make([]int, len(swaps))
+		for i, s := range swaps {
+			sizes[i] = len(s)
+		}
+		t.Fatalf("swaps of %v bytes; want one, of the whole %d-byte module", sizes, len(module))
+	}
+}
