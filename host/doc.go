@@ -1,7 +1,7 @@
 // Package host is the Go side of wasmrec: the manager, controllers, informer caches and work
 // queues that run reconcilers, whether written in Go or loaded as WebAssembly plugins.
 //
-// Subpackages, one job each:
+// Subpackages, one job each (doc_test.go fails when one is missing here):
 //
 //   - reconcile: the Reconciler seam, Request, Result and terminal errors.
 //   - manager: runnable groups started in order and stopped in reverse.
@@ -10,11 +10,21 @@
 //   - object: an API object as the host holds it, metadata beside the JSON, and its REST client.
 //   - source, handler, predicate, event: how informer events become queued requests.
 //   - crd: installing CustomResourceDefinitions from YAML and waiting until they are served.
+//   - crdwatch: which kinds are served now, and runnables that follow their CRDs.
 //   - controlplane: a local kube-apiserver and etcd for development and tests.
 //   - wasm: the wazero runtime: compile, check against the ABI, instance pools, the reconcile call.
-//   - plugin: a module as a controller: config, load, hot swap, identities; plugin/objects runs
-//     the plugins Plugin objects describe. Under plugin/internal: the permission policy, the
-//     guest's host calls, module sources and their triggers, and the versions kept or refused.
-//   - oci, crdwatch, apiready, metrics, tracing, demo: modules in registries, which kinds are
-//     served, the API server's own readiness, metrics, traces, and what `wasmrec dev` shows.
+//   - plugin: a module as a controller: config, load, hot swap, rollouts, identities.
+//   - plugin/objects: the controller of Plugin and ClusterPlugin objects.
+//   - plugin/internal/policy: the one permission policy.
+//   - plugin/internal/guest: the guest's host calls.
+//   - plugin/internal/modsource: where modules come from, and the triggers that swap them.
+//   - plugin/internal/versions: the versions a plugin keeps compiled, and those it refused.
+//   - plugin/internal/rollout: the steps, shares, figures and judgement of a rollout.
+//   - oci: modules in OCI registries and image layouts.
+//   - signature, signature/signaturetest: who signed a module; an offline Sigstore for tests.
+//   - ownership, shard: replicas sharing plugins and shards through Leases; how shards are cut.
+//   - internal/filewatch: one file watcher for the whole host.
+//   - apiready: the API server's own readiness (an etcd outage).
+//   - metrics, tracing: Prometheus metrics; OpenTelemetry traces.
+//   - demo: the CRD, seed objects and churn `wasmrec dev` shows.
 package host

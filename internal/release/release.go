@@ -1,6 +1,3 @@
-// Package release holds the version of the modules plugin authors require: abi and sdk/go are
-// released together, tagged abi/<Version> and sdk/go/<Version>, and every go.mod in this
-// repository that requires them names this version (a test checks it).
 package release
 
 // Version is the abi and sdk/go release a scaffold from `wasmrec new` requires.
