@@ -28,10 +28,14 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin"
 )
 
-func readManifests(t *testing.T) []*unstructured.Unstructured {
+func readManifests(t *testing.T, dirs ...string) []*unstructured.Unstructured {
 	t.Helper()
-	files, err := filepath.Glob("../deploy/*.yaml")
-	must(t, err)
+	var files []string
+	for _, dir := range dirs {
+		more, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		must(t, err)
+		files = append(files, more...) // sorted within dir, as kubectl apply -f dir takes them
+	}
 	var objs []*unstructured.Unstructured
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -84,7 +88,18 @@ func TestDeployManifests(t *testing.T) {
 	var hostYAML string
 	var clusterRole rbacv1.ClusterRole
 	var deployment *unstructured.Unstructured
-	for _, u := range readManifests(t) {
+	// kubectl apply -f deploy/ in one pass: each namespace an object needs is created by deploy/,
+	// in a file applied before it. deploy/examples/ is for a team's namespace, applied apart.
+	created := map[string]bool{}
+	for _, u := range readManifests(t, "../deploy") {
+		if ns := u.GetNamespace(); ns != "" && !created[ns] {
+			t.Errorf("%s %s/%s: its namespace is not created by a file kubectl apply -f deploy/ takes before it", u.GetKind(), ns, u.GetName())
+		}
+		if u.GetKind() == "Namespace" {
+			created[u.GetName()] = true
+		}
+	}
+	for _, u := range readManifests(t, "../deploy", "../deploy/examples") {
 		gvk := u.GroupVersionKind()
 		m, err := c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {

@@ -199,8 +199,16 @@ func (m *Metrics) Handler() http.Handler {
 // WorkqueueProvider makes queues report workqueue_* metrics labelled with their name.
 func (m *Metrics) WorkqueueProvider() workqueue.MetricsProvider { return &m.queue }
 
-// Controller returns the recorder of one controller.
+// Controller returns the recorder of one controller. Its counters start at 0, each result
+// included, as controller-runtime's do: a controller that has never failed shows an error rate
+// of 0, not no data, and rate() sees its first error.
 func (m *Metrics) Controller(name string) *ControllerRecorder {
+	for _, result := range []string{"success", "error", "requeue", "requeue_after"} {
+		m.reconcileTotal.WithLabelValues(name, result)
+	}
+	m.reconcileErrors.WithLabelValues(name)
+	m.terminalErrors.WithLabelValues(name)
+	m.panics.WithLabelValues(name)
 	return &ControllerRecorder{m: m, name: name, active: m.activeWorkers.WithLabelValues(name), time: m.reconcileTime.WithLabelValues(name)}
 }
 

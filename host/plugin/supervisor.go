@@ -205,7 +205,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		switch {
 		case errors.As(err, &before):
 			if s.opts.Reporting() {
-				s.log.Info("plugin still refused: its module is looked at again when it changes", "refused", err.Error(), "in", next.Round(time.Millisecond))
+				s.log.Info("plugin still refused: it is looked at again when its module changes; if its grant or settings are what is wrong, fix them (a host config's plugin: edit the config and restart the host)", "refused", err.Error(), "in", next.Round(time.Millisecond))
 			}
 		case reason == ReasonNotSigned && prev.Reason == ReasonNotSigned && prev.Err.Error() == err.Error():
 			// Said once: it is looked at again, quietly, until its signature comes.

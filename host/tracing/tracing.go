@@ -142,16 +142,40 @@ func Start(ctx context.Context, c *Config, version string, log logr.Logger) (shu
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("tracing: the resource from OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(&exporter{SpanExporter: exp, log: log}), sdktrace.WithResource(res))
 	failures := rate.Sometimes{Interval: time.Minute}
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 		failures.Do(func() {
-			log.Error(err, "exporting traces failed (said at most once a minute)", "endpoint", c.Endpoint, "protocol", c.Protocol)
+			kv := []any{"endpoint", c.Endpoint, "protocol", c.Protocol}
+			if c.Protocol == "grpc" && strings.Contains(err.Error(), "frame too large") {
+				kv = append(kv, "hint", "the endpoint answers HTTP/1: it serves OTLP over HTTP (usually port 4318); unset OTEL_EXPORTER_OTLP_PROTOCOL, or point at its gRPC port (usually 4317)")
+			}
+			log.Error(err, "exporting traces failed; the spans of that batch are dropped (said at most once a minute)", kv...)
 		})
 	}))
 	Use(tp)
 	log.Info("exporting traces over OTLP", "endpoint", c.Endpoint, "protocol", c.Protocol)
 	return tp.Shutdown, nil
+}
+
+// exporter says when exporting works again after failures, and how many spans were dropped
+// meanwhile (the SDK reports each failure to the error handler).
+type exporter struct {
+	sdktrace.SpanExporter
+	log     logr.Logger
+	failing atomic.Bool
+	dropped atomic.Int64
+}
+
+func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if err != nil {
+		e.failing.Store(true)
+		e.dropped.Add(int64(len(spans)))
+	} else if e.failing.Swap(false) {
+		e.log.Info("exporting traces works again", "droppedSpans", e.dropped.Swap(0))
+	}
+	return err
 }
 
 // WrapConfig makes cfg's API requests spans of their own, under the span of the host call that

@@ -2,8 +2,12 @@ package tracing
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/go-logr/logr/funcr"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 func TestFromEnv(t *testing.T) {
@@ -57,5 +61,38 @@ func TestBeginIsFreeWhenOff(t *testing.T) {
 		span.End()
 	}); n != 0 {
 		t.Fatalf("Begin allocated %v times with tracing off", n)
+	}
+}
+
+type flakyExporter struct{ fail bool }
+
+func (f *flakyExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error {
+	if f.fail {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+func (f *flakyExporter) Shutdown(context.Context) error { return nil }
+
+// After failed exports, the first that works says so, with the spans dropped meanwhile.
+func TestExporterSaysWhenItWorksAgain(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{})
+	f := &flakyExporter{fail: true}
+	e := &exporter{SpanExporter: f, log: log}
+	spans := make([]sdktrace.ReadOnlySpan, 3)
+	for range 2 {
+		if err := e.ExportSpans(context.Background(), spans); err == nil {
+			t.Fatal("a failed export returned no error")
+		}
+	}
+	f.fail = false
+	for range 2 {
+		if err := e.ExportSpans(context.Background(), spans); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], `"msg"="exporting traces works again" "droppedSpans"=6`) {
+		t.Fatalf("log: %q; want one line saying it works again, 6 spans dropped", lines)
 	}
 }

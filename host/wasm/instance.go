@@ -171,6 +171,13 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 		m.stats.Traps.Add(1)
 		return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
 	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// It returned, but past its deadline: woken from a sleep there, or not interruptible.
+		// The reconcile timed out all the same, and counts as such; the instance is sound.
+		m.put(inst, !interrupted)
+		m.stats.Timeouts.Add(1)
+		return abi.Result{}, fmt.Errorf("plugin %q: %w: the guest returned after its deadline", m.opts.Name, ErrTimedOut)
+	}
 	ret := inst.stack[0]
 	if ret == 0 {
 		m.put(inst, !interrupted)

@@ -355,9 +355,15 @@ func TestSleepEndsAtTheDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _ = m.Reconcile(ctx, call("sleep")) // it may return before its next loop check, or be interrupted there
+	// It may return before its next loop check, or be interrupted there: a timeout either way.
+	if _, err := m.Reconcile(ctx, call("sleep")); !errors.Is(err, wasm.ErrTimedOut) {
+		t.Fatalf("a 2 s sleep under a 200 ms timeout: %v, want ErrTimedOut", err)
+	}
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("a 2 s sleep under a 200 ms timeout took %v", took)
+	}
+	if n := m.Stats().Timeouts.Load(); n != 1 {
+		t.Fatalf("the timeout counted %d times, want once", n)
 	}
 	start = time.Now()
 	if _, err := m.Reconcile(context.Background(), call("sleep")); err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,7 +182,17 @@ func writeLayout(dir string, img v1.Image) error {
 	if err != nil {
 		return err
 	}
-	return p.AppendDescriptor(v1.Descriptor{MediaType: desc.MediaType, Size: desc.Size, Digest: desc.Digest, Platform: cf.Platform()})
+	if err := p.AppendDescriptor(v1.Descriptor{MediaType: desc.MediaType, Size: desc.Size, Digest: desc.Digest, Platform: cf.Platform()}); err != nil {
+		return err
+	}
+	// Layers are written through temporary files (0600): readable by all, as the rest is, so
+	// that another user's tool or a registry can copy the layout.
+	return filepath.WalkDir(filepath.Join(dir, "blobs"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		return os.Chmod(path, 0o644)
+	})
 }
 
 // describe says where the image is, for which platform, and how large it is.

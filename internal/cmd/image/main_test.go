@@ -145,6 +145,14 @@ func TestImage(t *testing.T) {
 		}
 	}
 
+	blobs, err := filepath.Glob(filepath.Join(out1, "blobs", "*", "*"))
+	must(t, err)
+	for _, b := range blobs {
+		if fi, err := os.Stat(b); err != nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s: mode %v (%v), want 0644: every user can read the layout", b, fi.Mode(), err)
+		}
+	}
+
 	img := layoutImage(t, out1, d1)
 	m, err := img.Manifest()
 	must(t, err)
