@@ -171,9 +171,10 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 		m.stats.Traps.Add(1)
 		return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// It returned, but past its deadline: woken from a sleep there, or not interruptible.
-		// The reconcile timed out all the same, and counts as such; the instance is sound.
+	if inst.interrupt != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// It returned, but past its deadline: woken from a sleep there, before its next loop
+		// check. The reconcile timed out all the same, and counts as such; the instance is
+		// sound. (One that may not be interrupted finishes past its deadline, as it may.)
 		m.put(inst, !interrupted)
 		m.stats.Timeouts.Add(1)
 		return abi.Result{}, fmt.Errorf("plugin %q: %w: the guest returned after its deadline", m.opts.Name, ErrTimedOut)
