@@ -104,6 +104,21 @@ func (p *apiProxy) kubeconfig(t *testing.T) string {
 	return path
 }
 
+// readyzOf asks h's /readyz (it runs with --health-probe-bind-address and has said where):
+// its status code and body.
+func readyzOf(t *testing.T, h *hostProcess) func() (int, string) {
+	t.Helper()
+	h.waitOut(t, `msg="serving health probes"`)
+	readyz := probeAddrRE.FindStringSubmatch(h.out.String())[1] + "/readyz"
+	return func() (int, string) {
+		resp, err := http.Get(readyz)
+		must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+}
+
 var (
 	probeAddrRE = regexp.MustCompile(`msg="serving health probes" address=(http://\S+)`)
 	gvkRE       = regexp.MustCompile(` gvk="?([^" ]+)`)
@@ -120,14 +135,7 @@ func TestAPIServerOutage(t *testing.T) {
 	h := startHost(t, misbehaveConfig(t, ns, 1), "--kubeconfig", proxy.kubeconfig(t), "--health-probe-bind-address", "127.0.0.1:0")
 	h.waitOut(t, `msg="starting workers" plugin=misbehave`)
 	h.waitOut(t, `msg="serving health probes"`)
-	readyz := probeAddrRE.FindStringSubmatch(h.out.String())[1] + "/readyz"
-	status := func() (int, string) {
-		resp, err := http.Get(readyz)
-		must(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	status := readyzOf(t, h)
 	eventually(t, 30*time.Second, "ready", func() error {
 		if code, body := status(); code != http.StatusOK {
 			return fmt.Errorf("/readyz: %d %s", code, body)
@@ -243,14 +251,7 @@ func TestEtcdOutage(t *testing.T) {
 	must(t, os.WriteFile(kubeconfig, own.Kubeconfig, 0o600))
 	h := startHost(t, "plugins: []\n", "--kubeconfig", kubeconfig, "--health-probe-bind-address", "127.0.0.1:0")
 	h.waitOut(t, `msg="serving health probes"`)
-	readyz := probeAddrRE.FindStringSubmatch(h.out.String())[1] + "/readyz"
-	status := func() (int, string) {
-		resp, err := http.Get(readyz)
-		must(t, err)
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	status := readyzOf(t, h)
 	eventually(t, 30*time.Second, "ready", func() error {
 		if code, body := status(); code != http.StatusOK {
 			return fmt.Errorf("/readyz: %d %s", code, body)

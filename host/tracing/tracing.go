@@ -38,16 +38,18 @@ const (
 	Status     = attribute.Key("wasmrec.status")     // its status: ok, not_found, forbidden...
 )
 
-var enabled atomic.Bool
+// tracer is the host's, once Start or Use has installed a provider; nil until then.
+var tracer atomic.Pointer[trace.Tracer]
 
-// Begin starts a span named name under ctx's, with the host's tracer from the global provider,
-// once Start or Use has installed one. Until then it starts nothing and allocates nothing: it
-// returns ctx and a span that records nothing. Set attributes only when span.IsRecording().
+// Begin starts a span named name under ctx's, with the host's tracer, once Start or Use has
+// installed a provider. Until then it starts nothing and allocates nothing: it returns ctx and a
+// span that records nothing. Set attributes only when span.IsRecording().
 func Begin(ctx context.Context, name string) (context.Context, trace.Span) {
-	if !enabled.Load() {
+	t := tracer.Load()
+	if t == nil {
 		return ctx, noSpan
 	}
-	return otel.Tracer(Name).Start(ctx, name)
+	return (*t).Start(ctx, name)
 }
 
 var noSpan = trace.SpanFromContext(context.Background())
@@ -58,7 +60,8 @@ var noSpan = trace.SpanFromContext(context.Background())
 func Use(tp trace.TracerProvider) {
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	enabled.Store(true)
+	t := tp.Tracer(Name)
+	tracer.Store(&t)
 }
 
 // Recording reports whether ctx carries a span being recorded: the host starts a host call's
@@ -182,7 +185,7 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 // sent them, once Start or Use has run; requests outside a span (informers' lists and watches) make
 // none. Without Start it leaves cfg as it is.
 func WrapConfig(cfg *rest.Config) {
-	if !enabled.Load() {
+	if tracer.Load() == nil {
 		return
 	}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {

@@ -74,6 +74,25 @@ func (t *target) swapped() [][]byte {
 	return append([][]byte(nil), t.swaps...)
 }
 
+// followFile runs a FileWatcher for tg over a module file holding "v1", until the test ends,
+// and returns the file's path once the watch is set up. tg.src is set to that file.
+func followFile(t *testing.T, tg *target) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "plugin.wasm")
+	if err := os.WriteFile(path, []byte("v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := filewatch.New(logr.Discard())
+	tg.src = &Source{Ref: path, Fetched: time.Now().Add(time.Minute)}
+	w := &FileWatcher{Plugin: "p", Target: tg, Files: files, Fetch: &Fetcher{}, Log: logr.Discard()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; files.Close() })
+	time.Sleep(100 * time.Millisecond) // the watch is set up
+	return path
+}
+
 func TestOCIRef(t *testing.T) {
 	for in, want := range map[string]string{"oci://reg:5000/repo:v1": "reg:5000/repo:v1", "oci:dir:v1": "oci:dir:v1", "plugin.wasm": ""} {
 		got, ok := OCIRef(in)
@@ -95,23 +114,10 @@ func TestFetchNamesAMissingFile(t *testing.T) {
 }
 
 func TestFileWatcherSwapsWhenTheFileChanges(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "plugin.wasm")
-	if err := os.WriteFile(path, []byte("v1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files := filewatch.New(logr.Discard())
-	defer files.Close()
-	tg := &target{src: &Source{Ref: path, Fetched: time.Now().Add(time.Minute)}}
-	w := &FileWatcher{Plugin: "p", Target: tg, Files: files, Fetch: &Fetcher{}, Log: logr.Discard()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Start(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	time.Sleep(100 * time.Millisecond) // the watch is set up
+	tg := &target{}
+	path := followFile(t, tg)
 	// Replaced by rename, as a build tool or a kubelet volume does.
-	tmp := filepath.Join(dir, ".plugin.wasm.tmp")
+	tmp := filepath.Join(filepath.Dir(path), ".plugin.wasm.tmp")
 	if err := os.WriteFile(tmp, []byte("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -242,21 +248,9 @@ func TestTagPollerWaitsForASignature(t *testing.T) {
 // module file untouched.
 func TestFileWatcherSwapsOnceSigned(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
 	key, checker := signer(t)
-	path := filepath.Join(dir, "plugin.wasm")
-	if err := os.WriteFile(path, []byte("v1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files := filewatch.New(logr.Discard())
-	defer files.Close()
-	tg := &target{src: &Source{Ref: path, Fetched: time.Now().Add(time.Minute)}, checkers: []*signature.Checker{checker}}
-	w := &FileWatcher{Plugin: "p", Target: tg, Files: files, Fetch: &Fetcher{}, Log: logr.Discard()}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error)
-	go func() { done <- w.Start(runCtx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(100 * time.Millisecond) // the watch is set up
+	tg := &target{checkers: []*signature.Checker{checker}}
+	path := followFile(t, tg)
 
 	if err := os.WriteFile(path, []byte("v2"), 0o644); err != nil {
 		t.Fatal(err)
@@ -293,20 +287,8 @@ func TestFileWatcherSwapsOnceSigned(t *testing.T) {
 // swapped in once, whole: the partial files it read on the way end mid-section and are waited
 // out, not swapped to (and refused) one after another.
 func TestFileWatcherWaitsForASlowWrite(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "plugin.wasm")
-	if err := os.WriteFile(path, []byte("v1"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	files := filewatch.New(logr.Discard())
-	defer files.Close()
-	tg := &target{src: &Source{Ref: path, Fetched: time.Now().Add(time.Minute)}}
-	w := &FileWatcher{Plugin: "p", Target: tg, Files: files, Fetch: &Fetcher{}, Log: logr.Discard()}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Start(ctx) }()
-	defer func() { cancel(); <-done }()
-	time.Sleep(100 * time.Millisecond) // the watch is set up
+	tg := &target{}
+	path := followFile(t, tg)
 
 	// A module: the header and a custom section ("c") of 3000 bytes (size 3002: 0xba 0x17).
 	module := append([]byte("\x00asm\x01\x00\x00\x00\x00\xba\x17\x01c"), make([]byte, 3000)...)
