@@ -33,6 +33,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 var appGVR = schema.GroupVersionResource{Group: "demo.wasmrec.dev", Version: "v1", Resource: "apps"}
@@ -45,7 +46,7 @@ func wasmFile(t testing.TB, dir, name string) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("%v: run `make plugins testguests`", err)
+		testenv.Missing(t, err, "plugins testguests")
 	}
 	return p
 }

@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 type lockedBuffer struct {
@@ -45,7 +47,7 @@ func startHost(t testing.TB, config string, args ...string) *hostProcess {
 	bin, err := filepath.Abs("../bin/wasmrec")
 	must(t, err)
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%v: run `make build`", err)
+		testenv.Missing(t, err, "build")
 	}
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), cp.Kubeconfig, 0o600))

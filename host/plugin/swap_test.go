@@ -20,6 +20,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 // These tests run the swap protocol with no control plane: the manager is never started, its
@@ -61,7 +62,7 @@ func swapGuest(t *testing.T, version string) []byte {
 	t.Helper()
 	b, err := os.ReadFile("../../bin/testguests/swap-v" + version + ".wasm")
 	if err != nil {
-		t.Fatalf("%v: run `make testguests`", err)
+		testenv.Missing(t, err, "testguests")
 	}
 	return b
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 // module reads bin/<dir>/<name>.wasm, built by `make plugins` (and `make testguests`).
@@ -26,7 +28,7 @@ func module(t testing.TB, dir, name string) []byte {
 			return b
 		}
 		if filepath.Dir(d) == d {
-			t.Fatalf("bin/%s/%s.wasm not found above %s: run `make %s`", dir, name, wd, dir)
+			testenv.Missing(t, fmt.Errorf("bin/%s/%s.wasm not found above %s", dir, name, wd), dir)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 // modules compiles the hot-swap guest's versions as `make testguests` built them.
@@ -22,7 +23,7 @@ func modules(t *testing.T, versions ...string) []*wasm.Module {
 	for _, v := range versions {
 		b, err := os.ReadFile("../../../../bin/testguests/swap-v" + v + ".wasm")
 		if err != nil {
-			t.Fatalf("%v: run `make testguests`", err)
+			testenv.Missing(t, err, "testguests")
 		}
 		m, err := e.Compile(context.Background(), b, wasm.Options{Name: "swap"})
 		if err != nil {
