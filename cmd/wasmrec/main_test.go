@@ -11,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/wasmrec/wasmrec/host/controlplane"
+	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 // syncBuffer is a bytes.Buffer safe to read while the command writes to it.
@@ -32,6 +35,12 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // seen (a cold compile of the 16 MB rollout module can take a minute on a busy machine), then is
 // interrupted and must stop cleanly.
 func TestDev(t *testing.T) {
+	if _, err := controlplane.FindBinDir(""); err != nil {
+		testenv.Missing(t, err, "controlplane")
+	}
+	if _, err := os.Stat("../../bin/plugins/app.wasm"); err != nil {
+		testenv.Missing(t, err, "plugins")
+	}
 	var stdout, stderr syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -150,6 +159,11 @@ func get(t *testing.T, url string) (string, int) {
 }
 
 func TestInspect(t *testing.T) {
+	for _, m := range []string{"../../bin/plugins/app.wasm", "../../bin/testguests/abi7.wasm"} {
+		if _, err := os.Stat(m); err != nil {
+			testenv.Missing(t, err, "plugins testguests")
+		}
+	}
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"inspect", "../../bin/plugins/app.wasm"}, &out, &out); err != nil {
 		t.Fatalf("inspect: %v\n%s", err, &out)
