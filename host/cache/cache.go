@@ -538,8 +538,8 @@ func (h *health) failed(log logr.Logger, host, verb string, err error) {
 		h.failing, h.since = true, time.Now()
 	}
 	if refused && verb == "list" && !h.listRefused.Load() {
+		h.listRefused.Store(true) // before the close: a waiter woken by it reads Refused at once
 		close(h.refused)
-		h.listRefused.Store(true)
 	}
 	since, f := h.since, h.failureLocked()
 	h.mu.Unlock()
