@@ -59,7 +59,7 @@ func TestGrantBoundsWatches(t *testing.T) {
 			host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
 			must(t, err)
 			t.Cleanup(host.Close)
-			_, err = host.LoadFile(context.Background(), plugin.Config{Name: "bad", Module: path, Namespaces: []string{ns}, Permissions: c.grant})
+			_, err = host.FetchAndLoad(context.Background(), plugin.Config{Name: "bad", Module: path, Namespaces: []string{ns}, Permissions: c.grant})
 			if err == nil {
 				t.Fatalf("%s loaded", c.module)
 			}
@@ -302,7 +302,7 @@ func TestImpersonationBoundsPlugins(t *testing.T) {
 	user := plugin.ServiceAccountUser(accounts, "quiet")
 
 	// No Role yet: the API server would not let the plugin read what its grant allows.
-	_, err = host.LoadFile(ctx, pc)
+	_, err = host.FetchAndLoad(ctx, pc)
 	for _, want := range []string{"the API server does not let " + user, "get core/configmaps in " + ns, "list core/configmaps in " + ns, "watch core/configmaps in " + ns, "wasmrec rbac"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("load without RBAC: err = %v, want it to say %q", err, want)
@@ -319,7 +319,7 @@ func TestImpersonationBoundsPlugins(t *testing.T) {
 	must(t, err)
 	var p *plugin.Plugin
 	eventually(t, 10*time.Second, "loading once the Role reads", func() error { // RBAC takes effect within moments
-		p, err = host.LoadFile(ctx, pc)
+		p, err = host.FetchAndLoad(ctx, pc)
 		return err
 	})
 	t.Cleanup(func() { _ = p.Close(context.Background()) })

@@ -68,7 +68,7 @@ func TestRefusedKindFailsOnlyItsPlugin(t *testing.T) {
 	timeout := metav1.Duration{Duration: 30 * time.Second}
 	run := func(c plugin.Config) *plugin.Plugin {
 		t.Helper()
-		p, err := host.LoadFile(ctx, c)
+		p, err := host.FetchAndLoad(ctx, c)
 		must(t, err)
 		loaded = append(loaded, p)
 		_, err = host.Run(p)

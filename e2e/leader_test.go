@@ -23,7 +23,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/plugin/objects"
+	"github.com/wasmrec/wasmrec/host/pluginapi"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -61,7 +61,7 @@ func startReplica(t *testing.T, ns, lease, identity string, release bool, add fu
 func misbehaveReplica(t *testing.T, ns, identity string, release bool) *replica {
 	t.Helper()
 	return startReplica(t, ns, "wasmrec-e2e", identity, release, func(_ *manager.Manager, host *plugin.Host) {
-		p, err := host.LoadFile(context.Background(), plugin.Config{Name: "misbehave", Module: wasmFile(t, "testguests", "misbehave"),
+		p, err := host.FetchAndLoad(context.Background(), plugin.Config{Name: "misbehave", Module: wasmFile(t, "testguests", "misbehave"),
 			Namespaces: []string{ns}, Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch")}})
 		must(t, err)
 		t.Cleanup(func() { p.Close(context.Background()) })
@@ -151,7 +151,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 func pluginReplica(t *testing.T, ns, identity string) *replica {
 	t.Helper()
 	return startReplica(t, ns, "wasmrec-e2e-plugins", identity, false, func(mgr *manager.Manager, host *plugin.Host) {
-		res, err := objects.New(host, objects.Options{Policy: anySource})
+		res, err := pluginapi.New(host, pluginapi.Options{Policy: anySource})
 		must(t, err)
 		must(t, mgr.Add(res))
 	})

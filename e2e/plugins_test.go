@@ -143,7 +143,7 @@ func pluginHostFull(t *testing.T, restCfg *rest.Config, log logr.Logger, m *metr
 	t.Cleanup(host.Close)
 	loaded := map[string]*plugin.Plugin{}
 	for _, c := range cfgs {
-		p, err := host.LoadFile(context.Background(), c)
+		p, err := host.FetchAndLoad(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,7 +465,7 @@ func TestBadModulesAreRefusedAtLoad(t *testing.T) {
 			[]string{`plugin "greedy"`, "asks for permissions it was not granted", "patch core/configmaps", "create core/events", "patch demo.wasmrec.dev/apps/status"}},
 		{plugin.Config{Name: "missing", Module: "/no/such/plugin.wasm"}, []string{`plugin "missing"`, "no such file"}},
 	} {
-		_, err := host.LoadFile(context.Background(), tc.cfg)
+		_, err := host.FetchAndLoad(context.Background(), tc.cfg)
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: err = %v, want it to contain %q", tc.cfg.Name, err, w)

@@ -27,25 +27,25 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/plugin/objects"
+	"github.com/wasmrec/wasmrec/host/pluginapi"
 )
 
 // pluginGVR is the resource of the ClusterPlugins most tests make: they are about what a plugin
 // object runs, not about tenancy (tenancy_test.go is).
-var pluginGVR = objects.ClusterGVR
+var pluginGVR = pluginapi.ClusterGVR
 
 // installPluginCRD installs the Plugin and ClusterPlugin CRDs and their admission policy for
 // the test (TestMain did, unless a test removed them), and after it removes every Plugin and
 // ClusterPlugin by removing the CRDs, then installs them again as TestMain left them.
 func installPluginCRD(t *testing.T) {
 	t.Helper()
-	must(t, objects.Install(context.Background(), cfg))
+	must(t, pluginapi.Install(context.Background(), cfg))
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if err := crd.Uninstall(ctx, cfg, []string{"plugins.wasmrec.dev", "clusterplugins.wasmrec.dev"}, 0); err != nil {
 			t.Errorf("removing the Plugin CRDs: %v", err)
 		}
-		if err := objects.Install(ctx, cfg); err != nil {
+		if err := pluginapi.Install(ctx, cfg); err != nil {
 			t.Errorf("installing the Plugin CRDs again: %v", err)
 		}
 	})
@@ -67,8 +67,8 @@ var accountsNS = sync.OnceValue(func() string {
 // returns it.
 func clusterPlugin(t *testing.T, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	obj.SetAPIVersion(objects.ClusterGVK.GroupVersion().String())
-	obj.SetKind(objects.ClusterGVK.Kind)
+	obj.SetAPIVersion(pluginapi.ClusterGVK.GroupVersion().String())
+	obj.SetKind(pluginapi.ClusterGVK.Kind)
 	raw, err := json.Marshal(obj.Object["spec"])
 	must(t, err)
 	var pc plugin.Config
@@ -122,7 +122,7 @@ func TestPluginResource(t *testing.T) {
 	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger(), OCI: client})
 	must(t, err)
 	t.Cleanup(host.Close)
-	res, err := objects.New(host, objects.Options{Policy: anySource})
+	res, err := pluginapi.New(host, pluginapi.Options{Policy: anySource})
 	must(t, err)
 	must(t, mgr.Add(res))
 

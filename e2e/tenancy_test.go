@@ -23,7 +23,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/plugin/objects"
+	"github.com/wasmrec/wasmrec/host/pluginapi"
 )
 
 // tenant is a user with rights in one namespace only, as a team gets them: Plugin objects, and
@@ -53,9 +53,9 @@ func newTenant(t *testing.T, name, ns string) *tenant {
 
 // plugin creates a Plugin in the tenant's namespace, as the tenant.
 func (tn *tenant) plugin(name string, spec map[string]any) error {
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": objects.GVK.GroupVersion().String(), "kind": objects.GVK.Kind,
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": pluginapi.GVK.GroupVersion().String(), "kind": pluginapi.GVK.Kind,
 		"metadata": map[string]any{"name": name, "namespace": tn.ns}, "spec": spec}}
-	_, err := tn.dyn.Resource(objects.GVR).Namespace(tn.ns).Create(context.Background(), u, metav1.CreateOptions{})
+	_, err := tn.dyn.Resource(pluginapi.GVR).Namespace(tn.ns).Create(context.Background(), u, metav1.CreateOptions{})
 	return err
 }
 
@@ -82,7 +82,7 @@ func serviceAccountBinding(t *testing.T, ns, name string) {
 // pluginCondition reads a Plugin's condition: status and message.
 func pluginCondition(t *testing.T, ns, name, typ string) (string, string) {
 	t.Helper()
-	return objectCondition(t, objects.GVR, ns, name, typ)
+	return objectCondition(t, pluginapi.GVR, ns, name, typ)
 }
 
 // objectCondition reads a plugin object's condition: status and message (the error, if the
@@ -133,7 +133,7 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	t.Cleanup(host.Close)
 	limit := resource.MustParse("256Mi")
 	nsBudget := resource.MustParse("300Mi") // two plugins of the default 128Mi
-	res, err := objects.New(host, objects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, MaxMemoryLimit: &limit, NamespaceMemoryBudget: &nsBudget}})
+	res, err := pluginapi.New(host, pluginapi.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, MaxMemoryLimit: &limit, NamespaceMemoryBudget: &nsBudget}})
 	must(t, err)
 	must(t, mgr.Add(res))
 
@@ -184,9 +184,9 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	// Another team's Plugin is out of her reach: RBAC refuses her before anything else.
 	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
 		"metadata": map[string]any{"name": "theirs", "namespace": teamB}, "spec": map[string]any{"module": module, "serviceAccountName": "default", "paused": true, "permissions": []any{}}}}
-	_, err = dyn(t).Resource(objects.GVR).Namespace(teamB).Create(ctx, other, metav1.CreateOptions{})
+	_, err = dyn(t).Resource(pluginapi.GVR).Namespace(teamB).Create(ctx, other, metav1.CreateOptions{})
 	must(t, err)
-	_, err = alice.dyn.Resource(objects.GVR).Namespace(teamB).Patch(ctx, "theirs", types.MergePatchType, []byte(`{"spec":{"module":"oci://evil/x:v1"}}`), metav1.PatchOptions{})
+	_, err = alice.dyn.Resource(pluginapi.GVR).Namespace(teamB).Patch(ctx, "theirs", types.MergePatchType, []byte(`{"spec":{"module":"oci://evil/x:v1"}}`), metav1.PatchOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("alice patched team B's Plugin: %v", err)
 	}
@@ -226,7 +226,7 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	if m := degraded("third"); !strings.Contains(m, "the Plugins of "+teamA+" hold 256Mi of the operator's budget of 300Mi for one namespace") {
 		t.Errorf("third: %s", m)
 	}
-	must(t, alice.dyn.Resource(objects.GVR).Namespace(teamA).Delete(ctx, "second", metav1.DeleteOptions{}))
+	must(t, alice.dyn.Resource(pluginapi.GVR).Namespace(teamA).Delete(ctx, "second", metav1.DeleteOptions{}))
 	for _, name := range []string{"third", "peek"} {
 		eventually(t, 45*time.Second, name+" Ready", func() error {
 			if s, m := pluginCondition(t, teamA, name, "Ready"); s != "True" {

@@ -14,7 +14,7 @@
 //   - controlplane: a local kube-apiserver and etcd for development and tests.
 //   - wasm: the wazero runtime: compile, check against the ABI, instance pools, the reconcile call.
 //   - plugin: a module as a controller: config, load, hot swap, rollouts, identities.
-//   - plugin/objects: the controller of Plugin and ClusterPlugin objects.
+//   - pluginapi: the Plugin and ClusterPlugin kinds: CRDs, admission policy, their controller.
 //   - plugin/internal/policy: the one permission policy.
 //   - plugin/internal/guest: the guest's host calls.
 //   - plugin/internal/modsource: where modules come from, and the triggers that swap them.

@@ -17,7 +17,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/plugin/objects"
+	"github.com/wasmrec/wasmrec/host/pluginapi"
 )
 
 //go:embed dev.yaml
@@ -139,7 +139,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 
 	// The Plugin and ClusterPlugin CRDs, and the admission policy that lets no one grant a
 	// plugin more than they hold.
-	if err := objects.Install(ctx, cp.Config); err != nil {
+	if err := pluginapi.Install(ctx, cp.Config); err != nil {
 		return err
 	}
 	// The control plane is the developer's own: plugin objects may load modules from anywhere.

@@ -31,7 +31,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/plugin/objects"
+	"github.com/wasmrec/wasmrec/host/pluginapi"
 	"github.com/wasmrec/wasmrec/internal/build"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -359,7 +359,7 @@ func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) e
 	}
 	spec["serviceAccount"] = map[string]any{"namespace": devAccounts, "name": c.Name}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": objects.ClusterGVK.GroupVersion().String(), "kind": objects.ClusterGVK.Kind,
+		"apiVersion": pluginapi.ClusterGVK.GroupVersion().String(), "kind": pluginapi.ClusterGVK.Kind,
 		"metadata": map[string]any{"name": c.Name}, "spec": spec,
 	}}
 	body, err := u.MarshalJSON()
@@ -371,7 +371,7 @@ func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) e
 		return err
 	}
 	force := true
-	if _, err := client.Resource(objects.ClusterGVR).Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
+	if _, err := client.Resource(pluginapi.ClusterGVR).Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
 		return fmt.Errorf("applying the ClusterPlugin object for %q: %w", c.Name, err)
 	}
 	return nil

@@ -260,9 +260,9 @@ var (
 	_ reconcile.Reconciler           = (*Plugin)(nil)
 )
 
-// LoadFile loads cfg.Module, from a file or, for an oci:// reference, from a registry or an
-// image layout through the Host's OCI client, once its signatures are checked.
-func (h *Host) LoadFile(ctx context.Context, cfg Config) (*Plugin, error) {
+// FetchAndLoad fetches cfg.Module, from a file or, for an oci:// reference, from a registry or an
+// image layout through the Host's OCI client, checks its signatures, and Loads it.
+func (h *Host) FetchAndLoad(ctx context.Context, cfg Config) (*Plugin, error) {
 	wasmBytes, src, err := h.fetchSigned(ctx, cfg, cfg.Module)
 	var fetch *FetchError
 	if errors.As(err, &fetch) {
@@ -285,7 +285,7 @@ func (h *Host) loadFrom(ctx context.Context, cfg Config, wasmBytes []byte, src *
 
 // Load compiles and checks a module and builds its controller. The plugin runs once added to
 // the manager. Every error names the plugin and says what to do. It checks no signature, as it
-// has the bytes and not where they came from: LoadFile and Supervise check what they fetch,
+// has the bytes and not where they came from: FetchAndLoad and Supervise check what they fetch,
 // and the plugin's triggers what they swap to.
 func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {

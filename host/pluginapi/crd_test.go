@@ -1,4 +1,4 @@
-package objects_test
+package pluginapi_test
 
 import (
 	"reflect"
@@ -10,14 +10,14 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/plugin/objects"
+	"github.com/wasmrec/wasmrec/host/pluginapi"
 )
 
 // The CRDs' specs hold every setting of plugin.Config but name (the object's) and
 // interruptible (the operator's alone), and nothing else but paused and each kind's own
 // fields; nothing of the spec keeps unknown fields.
 func TestCRDsHoldEveryConfigSetting(t *testing.T) {
-	crds, err := crd.Parse(objects.CRD)
+	crds, err := crd.Parse(pluginapi.CRD)
 	if err != nil {
 		t.Fatal(err)
 	}
