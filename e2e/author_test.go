@@ -122,7 +122,7 @@ func (a *author) edit(path, old, new string) {
 	must(a.t, os.WriteFile(path, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o644))
 }
 
-// TestAuthorJourney is README's "Writing a plugin": from an empty folder outside the repository
+// TestAuthorJourney is docs/plugin-authors.md, "Writing a plugin": from an empty folder outside the repository
 // to a plugin reconciling an object on the local control plane, for Go (new, go test, build,
 // dev) and C (new, build, dev), then an edit of the source that dev rebuilds and swaps in. The
 // commands and their wall times go to bin/author-journey.txt (make test prints it).
@@ -130,7 +130,7 @@ func TestAuthorJourney(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds plugins and starts a control plane per language")
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/plugin-authors.md")
 	must(t, err)
 	var transcripts []string
 	for _, tc := range []struct {
@@ -143,10 +143,10 @@ func TestAuthorJourney(t *testing.T) {
 		{"go", "hello", "wasmrec new hello --for v1/ConfigMap", []string{"go test ./...", "wasmrec build"}, "main.go", `"true"`},
 		{"c", "hello-c", "wasmrec new hello-c --lang c --for v1/ConfigMap", []string{"wasmrec build"}, "hello-c.c", `\"true\"`},
 	} {
-		// README's "Writing a plugin" shows these very commands, in this order.
+		// docs/plugin-authors.md shows these very commands, in this order.
 		block := strings.Join(append(append([]string{tc.new, "cd " + tc.name}, tc.steps...), "wasmrec dev --plugin ."), "\n")
 		if !strings.Contains(string(readme), "```sh\n"+block+"\n```") {
-			t.Errorf("README.md lacks the %s journey as a block of its own:\n%s", tc.lang, block)
+			t.Errorf("docs/plugin-authors.md lacks the %s journey as a block of its own:\n%s", tc.lang, block)
 		}
 		t.Run(tc.lang, func(t *testing.T) {
 			a := newAuthor(t)

@@ -20,7 +20,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/metrics"
 )
 
-// dashboardFile is the Grafana dashboard operators import (README, "Metrics").
+// dashboardFile is the Grafana dashboard operators import (docs/operators.md).
 const dashboardFile = "../../deploy/grafana/grafana-dashboard.json"
 
 // targetLabels are the labels Prometheus adds to every series it scrapes.
