@@ -310,6 +310,20 @@ func TestWaitForSyncTimesOut(t *testing.T) {
 	}
 }
 
+// A caller's deadline that comes before SyncTimeout fails the wait as a timeout, but not as
+// one of SyncTimeout: the error names no duration (the caller knows its own).
+func TestWaitForSyncCallersDeadline(t *testing.T) {
+	_, inf := hangingList(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := inf.WaitForSync(ctx)
+	want := "cache: timed out waiting for the Widget.v1.example.com (metadata only) in namespace prod informer " +
+		"(example.com/v1, Resource=widgets on " + fakeHost + ") to sync: is the resource served and listable with these credentials?"
+	if err == nil || err.Error() != want {
+		t.Errorf("WaitForSync past the caller's deadline: %v, want %q", err, want)
+	}
+}
+
 // hangingList returns a running Cache with SyncTimeout timeout and an informer of prodWidgets
 // whose list has begun and does not return until the test ends.
 func hangingList(t *testing.T, timeout time.Duration) (*Cache, *Informer) {
