@@ -753,10 +753,13 @@ func (i *Informer) RemoveEventHandler(reg toolscache.ResourceEventHandlerRegistr
 	return i.entry.informer.RemoveEventHandler(reg)
 }
 
+// errSyncTimeout is the cause of WaitForSync's own timeout, told from the caller's deadline.
+var errSyncTimeout = errors.New("sync timeout")
+
 // WaitForSync waits until the informer (and, if given, the handler registrations) have seen
 // the first full list, for at most the cache's SyncTimeout.
 func (i *Informer) WaitForSync(ctx context.Context, regs ...toolscache.ResourceEventHandlerRegistration) error {
-	ctx, cancel := context.WithTimeout(ctx, i.cache.opts.SyncTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, i.cache.opts.SyncTimeout, errSyncTimeout)
 	defer cancel()
 	// Channels, not client-go's WaitForCacheSync: it polls every 100 ms, and a plugin's start
 	// waits on several informers in turn.
@@ -768,11 +771,16 @@ func (i *Informer) WaitForSync(ctx context.Context, regs ...toolscache.ResourceE
 		return nil
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		if err := i.Refused(); err != nil {
-			return fmt.Errorf("cache: timed out after %s waiting for the %s informer to sync: %w", i.cache.opts.SyncTimeout, i.entry.key, err)
+		// The caller's deadline may come first; it knows how long that was.
+		after := ""
+		if errors.Is(context.Cause(ctx), errSyncTimeout) {
+			after = " after " + i.cache.opts.SyncTimeout.String()
 		}
-		return fmt.Errorf("cache: timed out after %s waiting for the %s informer (%s on %s) to sync: is the resource served and listable with these credentials?",
-			i.cache.opts.SyncTimeout, i.entry.key, i.entry.mapping.Resource, i.cache.host)
+		if err := i.Refused(); err != nil {
+			return fmt.Errorf("cache: timed out%s waiting for the %s informer to sync: %w", after, i.entry.key, err)
+		}
+		return fmt.Errorf("cache: timed out%s waiting for the %s informer (%s on %s) to sync: is the resource served and listable with these credentials?",
+			after, i.entry.key, i.entry.mapping.Resource, i.cache.host)
 	}
 	return fmt.Errorf("cache: stopped waiting for the %s informer to sync: %w", i.entry.key, context.Cause(ctx))
 }
