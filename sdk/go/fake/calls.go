@@ -102,7 +102,7 @@ func (c *Cluster) list(body []byte) ([]byte, error) {
 		if req.Namespace != "" && key.namespace != req.Namespace {
 			continue
 		}
-		if key.namespace != "" && !c.inNamespace(key.namespace) {
+		if key.namespace != "" && !c.policy().InNamespace(key.namespace) {
 			continue // a list across namespaces covers the plugin's own
 		}
 		o := c.objects[key]
@@ -528,7 +528,7 @@ func (c *Cluster) event(body []byte) error {
 	if req.Reason == "" {
 		return fail(abi.StatusBadRequest, "an event needs a reason")
 	}
-	if err := c.require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
+	if err := c.policy().Require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
 		return fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
 	forGroup, forVersion, _ := groupVersion(c.manifest.For.APIVersion)
@@ -544,7 +544,7 @@ func (c *Cluster) event(body []byte) error {
 		return fail(abi.StatusBadRequest, "an event's object needs apiVersion, kind and name (it has %q, %q, %q)", ref.APIVersion, ref.Kind, ref.Name)
 	}
 	ns := cmp.Or(ref.Namespace, "default")
-	if !c.inNamespace(ns) {
+	if !c.policy().InNamespace(ns) {
 		return fail(abi.StatusForbidden, "forbidden: the event would be recorded in namespace %q, outside plugin %q's namespaces %v", ns, c.name, c.namespaces)
 	}
 	e := Event{Object: ref, Namespace: ns, Type: req.Type, Reason: req.Reason, Message: req.Message}
