@@ -23,9 +23,9 @@
 //     (Deployment.v1), a namespace against the kind's scope, get, patch, update or delete
 //     without a name, an unknown patch type or subresource, an unparsable label selector, an
 //     event without a valid type, reason or object.
-//   - get and list (namespace, kubectl's label selectors: =, ==, !=, in, notin, exists, !exists,
-//     > and <), sorted by namespace then name; with SetNamespaces, a list across namespaces
-//     only sees the plugin's.
+//   - get and list (namespace, kubectl's label selectors as labels.Parse reads them: =, ==, !=,
+//     in, notin, exists, !exists, > and <), sorted by namespace then name; with SetNamespaces, a
+//     list across namespaces only sees the plugin's.
 //   - create: already exists; uid, resourceVersion, creationTimestamp, generation 1;
 //     generateName; status dropped; names, label keys and values and annotation keys
 //     validated (invalid); a resourceVersion set is refused as the API server does (an
