@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
 )
@@ -145,6 +146,13 @@ func (c *Cluster) write(fn string, body []byte) ([]byte, error) {
 	}
 	if fn != abi.ImportCreate && name == "" {
 		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
+	}
+	if kind, apiVersion := str(o, "kind"), str(o, "apiVersion"); kind != k.kind { // "configmap": the API server decodes the body by its kind
+		if builtinGroups[k.group] {
+			_, version, _ := groupVersion(apiVersion)
+			return nil, fail(abi.StatusBadRequest, "%s in version %q cannot be handled as a %s: no kind %q is registered for version %q", kind, version, k.kind, kind, apiVersion)
+		}
+		return nil, fail(abi.StatusInvalid, "%s.%s %q is invalid: kind: Invalid value: %q: must be %s", strings.ToLower(kind), k.group, name, kind, k.kind)
 	}
 	var out map[string]any
 	switch fn {

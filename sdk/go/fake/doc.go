@@ -22,7 +22,9 @@
 //   - Bad requests: malformed JSON, no kind, a kind of a built-in group that does not exist
 //     (Deployment.v1), a namespace against the kind's scope, get, patch, update or delete
 //     without a name, an unknown patch type or subresource, an unparsable label selector, an
-//     event without a valid type, reason or object.
+//     event without a valid type, reason or object. A kind in lowercase ("configmap") names
+//     the kind, as the host's mapper reads it, but an object written with it is refused, as
+//     the API server refuses it.
 //   - get and list (namespace, kubectl's label selectors as labels.Parse reads them: =, ==, !=,
 //     in, notin, exists, !exists, > and <), sorted by namespace then name; with SetNamespaces, a
 //     list across namespaces only sees the plugin's.
