@@ -219,7 +219,7 @@ func preconditions(k kindInfo, name string, o, old map[string]any, needRV bool) 
 	rv := str(o, "metadata", "resourceVersion")
 	switch {
 	case rv == "" && needRV:
-		return invalid(k, name, "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update")
+		return invalid(k, name, "metadata.resourceVersion: Invalid value: 0: must be specified for an update")
 	case rv != "" && rv != str(old, "metadata", "resourceVersion"):
 		return conflict(k, name, staleRV)
 	}
@@ -505,7 +505,9 @@ func (c *Cluster) delete(body []byte) error {
 		return notFound(k, req.Name)
 	}
 	if req.UID != "" && req.UID != str(old, "metadata", "uid") {
-		return conflict(k, req.Name, fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", req.UID, str(old, "metadata", "uid")))
+		// The API server names the kind here, not the resource.
+		return fail(abi.StatusConflict, "Operation cannot be fulfilled on %s %q: the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated",
+			strings.TrimSuffix(k.kind+"."+k.group, "."), req.Name, req.UID, str(old, "metadata", "uid"))
 	}
 	if len(stringList(old, "metadata", "finalizers")) == 0 {
 		delete(c.objects, key)
