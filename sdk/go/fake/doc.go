@@ -38,8 +38,9 @@
 //     generation goes up when anything but metadata and status changes; an update that
 //     changes nothing keeps the resourceVersion. Status calls on a built-in kind without a
 //     status subresource (ConfigMap) are not found.
-//   - patch: merge (RFC 7386), json (RFC 6902: add, remove, replace, move, copy, test; a
-//     failing operation is invalid), strategic (built-in kinds only, bad request on a custom
+//   - patch: merge (RFC 7386), json (RFC 6902 as the API server's json-patch applies it:
+//     replace of a missing member adds it, negative indices count from the end; a failing
+//     operation is invalid), strategic (built-in kinds only, bad request on a custom
 //     resource), apply; a resourceVersion or uid in the patch is a precondition (conflict).
 //   - delete: not found; a uid precondition (conflict); propagationPolicy checked (invalid).
 //     An object with finalizers gets a deletionTimestamp and stays until an update removes the
