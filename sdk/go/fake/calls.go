@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
@@ -213,17 +214,28 @@ func (c *Cluster) create(k kindInfo, o map[string]any, dropStatus bool) (map[str
 	return o, nil
 }
 
-// preconditions checks an update's resourceVersion and uid against the stored object. A
-// custom resource's update needs a resourceVersion; a built-in kind's may leave it empty.
-func preconditions(k kindInfo, name string, o, old map[string]any, needRV bool) error {
+// preconditions checks a write's resourceVersion and uid against the stored object. A custom
+// resource's update needs a resourceVersion; a built-in kind's may leave it empty. An update
+// (a whole object) of another uid is a conflict; a patch (patched is set) that changes the uid
+// is invalid, the uid being immutable.
+func preconditions(k kindInfo, name string, o, old map[string]any, needRV, patched bool) error {
 	rv := str(o, "metadata", "resourceVersion")
+	if _, err := strconv.ParseUint(rv, 10, 64); rv != "" && err != nil {
+		// The API server's storage fails to read it: an internal error, which the host answers
+		// as unavailable.
+		return fail(abi.StatusUnavailable, "%v", err)
+	}
 	switch {
 	case rv == "" && needRV:
 		return invalid(k, name, "metadata.resourceVersion: Invalid value: 0: must be specified for an update")
 	case rv != "" && rv != str(old, "metadata", "resourceVersion"):
 		return conflict(k, name, staleRV)
 	}
-	if uid := str(o, "metadata", "uid"); uid != "" && uid != str(old, "metadata", "uid") {
+	switch uid := str(o, "metadata", "uid"); {
+	case uid == "" || uid == str(old, "metadata", "uid"):
+	case patched:
+		return invalid(k, name, fmt.Sprintf("metadata.uid: Invalid value: %q: field is immutable", uid))
+	default:
 		return conflict(k, name, fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, str(old, "metadata", "uid")))
 	}
 	return nil
@@ -239,7 +251,7 @@ func (c *Cluster) update(k kindInfo, o map[string]any, sub string) (map[string]a
 	if !ok {
 		return nil, notFound(k, name)
 	}
-	if err := preconditions(k, name, o, old, !builtinGroups[k.group]); err != nil {
+	if err := preconditions(k, name, o, old, !builtinGroups[k.group], false); err != nil {
 		return nil, err
 	}
 	if sub == "" {
@@ -389,9 +401,9 @@ func (c *Cluster) patchObject(k kindInfo, req abi.PatchRequest) (map[string]any,
 	case str(o, "metadata", "namespace") != str(old, "metadata", "namespace"):
 		return nil, fail(abi.StatusBadRequest, "the namespace of the provided object does not match the namespace sent on the request")
 	case str(o, "kind") != str(old, "kind") || str(o, "apiVersion") != str(old, "apiVersion"):
-		return nil, fail(abi.StatusBadRequest, "the patch changes the object's apiVersion or kind")
+		return nil, fail(abi.StatusInvalid, "%s %q is invalid: patch: the patch changes the object's apiVersion or kind (to %s %s)", k.kind, req.Name, str(o, "apiVersion"), str(o, "kind"))
 	}
-	if err := preconditions(k, req.Name, o, old, false); err != nil {
+	if err := preconditions(k, req.Name, o, old, false, true); err != nil {
 		return nil, err
 	}
 	if req.Subresource == "" {
@@ -459,7 +471,7 @@ func (c *Cluster) apply(k kindInfo, req abi.PatchRequest) (map[string]any, error
 		c.applied[key] = map[string]map[string]bool{sub: cur}
 		return out, nil
 	}
-	if err := preconditions(k, req.Name, cfg, old, false); err != nil {
+	if err := preconditions(k, req.Name, cfg, old, false, true); err != nil {
 		return nil, err
 	}
 	o := copyMap(old)

@@ -41,7 +41,10 @@
 //   - patch: merge (RFC 7386), json (RFC 6902 as the API server's json-patch applies it:
 //     replace of a missing member adds it, negative indices count from the end; a failing
 //     operation is invalid), strategic (built-in kinds only, bad request on a custom
-//     resource), apply; a resourceVersion or uid in the patch is a precondition (conflict).
+//     resource), apply; a resourceVersion in the patch is a precondition (conflict), another
+//     uid is invalid (it is immutable), as is a change of kind or apiVersion. A resourceVersion
+//     that is not a number is unavailable, on any write, as the host answers the API server's
+//     internal error.
 //   - delete: not found; a uid precondition (conflict); propagationPolicy checked (invalid).
 //     An object with finalizers gets a deletionTimestamp and stays until an update removes the
 //     last one.
