@@ -9,7 +9,8 @@
 //	cm, ok := c.Get("v1", "ConfigMap", "demo", "web")
 //	events, logs := c.Events(), c.Logs()
 //
-// What it does as the host and the API server do:
+// What it does as the host and the API server do (the call table in testdata/calls, which the
+// host's tests run too, holds the two together):
 //
 //   - Permissions: a call needs its rules in both the manifest and the grant (SetGrant; by
 //     default the manifest's own), checked in the host's order with its messages: forbidden
