@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
 )
@@ -102,7 +104,7 @@ func (c *Cluster) list(body []byte) ([]byte, error) {
 		if req.Namespace != "" && key.namespace != req.Namespace {
 			continue
 		}
-		if key.namespace != "" && !c.inNamespace(key.namespace) {
+		if key.namespace != "" && !c.policy().InNamespace(key.namespace) {
 			continue // a list across namespaces covers the plugin's own
 		}
 		o := c.objects[key]
@@ -145,6 +147,13 @@ func (c *Cluster) write(fn string, body []byte) ([]byte, error) {
 	}
 	if fn != abi.ImportCreate && name == "" {
 		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
+	}
+	if kind, apiVersion := str(o, "kind"), str(o, "apiVersion"); kind != k.kind { // "configmap": the API server decodes the body by its kind
+		if builtinGroups[k.group] {
+			_, version, _ := groupVersion(apiVersion)
+			return nil, fail(abi.StatusBadRequest, "%s in version %q cannot be handled as a %s: no kind %q is registered for version %q", kind, version, k.kind, kind, apiVersion)
+		}
+		return nil, fail(abi.StatusInvalid, "%s.%s %q is invalid: kind: Invalid value: %q: must be %s", strings.ToLower(kind), k.group, name, kind, k.kind)
 	}
 	var out map[string]any
 	switch fn {
@@ -205,17 +214,28 @@ func (c *Cluster) create(k kindInfo, o map[string]any, dropStatus bool) (map[str
 	return o, nil
 }
 
-// preconditions checks an update's resourceVersion and uid against the stored object. A
-// custom resource's update needs a resourceVersion; a built-in kind's may leave it empty.
-func preconditions(k kindInfo, name string, o, old map[string]any, needRV bool) error {
+// preconditions checks a write's resourceVersion and uid against the stored object. A custom
+// resource's update needs a resourceVersion; a built-in kind's may leave it empty. An update
+// (a whole object) of another uid is a conflict; a patch (patched is set) that changes the uid
+// is invalid, the uid being immutable.
+func preconditions(k kindInfo, name string, o, old map[string]any, needRV, patched bool) error {
 	rv := str(o, "metadata", "resourceVersion")
+	if _, err := strconv.ParseUint(rv, 10, 64); rv != "" && err != nil {
+		// The API server's storage fails to read it: an internal error, which the host answers
+		// as unavailable.
+		return fail(abi.StatusUnavailable, "%v", err)
+	}
 	switch {
 	case rv == "" && needRV:
-		return invalid(k, name, "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update")
+		return invalid(k, name, "metadata.resourceVersion: Invalid value: 0: must be specified for an update")
 	case rv != "" && rv != str(old, "metadata", "resourceVersion"):
 		return conflict(k, name, staleRV)
 	}
-	if uid := str(o, "metadata", "uid"); uid != "" && uid != str(old, "metadata", "uid") {
+	switch uid := str(o, "metadata", "uid"); {
+	case uid == "" || uid == str(old, "metadata", "uid"):
+	case patched:
+		return invalid(k, name, fmt.Sprintf("metadata.uid: Invalid value: %q: field is immutable", uid))
+	default:
 		return conflict(k, name, fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", uid, str(old, "metadata", "uid")))
 	}
 	return nil
@@ -231,7 +251,7 @@ func (c *Cluster) update(k kindInfo, o map[string]any, sub string) (map[string]a
 	if !ok {
 		return nil, notFound(k, name)
 	}
-	if err := preconditions(k, name, o, old, !builtinGroups[k.group]); err != nil {
+	if err := preconditions(k, name, o, old, !builtinGroups[k.group], false); err != nil {
 		return nil, err
 	}
 	if sub == "" {
@@ -381,9 +401,9 @@ func (c *Cluster) patchObject(k kindInfo, req abi.PatchRequest) (map[string]any,
 	case str(o, "metadata", "namespace") != str(old, "metadata", "namespace"):
 		return nil, fail(abi.StatusBadRequest, "the namespace of the provided object does not match the namespace sent on the request")
 	case str(o, "kind") != str(old, "kind") || str(o, "apiVersion") != str(old, "apiVersion"):
-		return nil, fail(abi.StatusBadRequest, "the patch changes the object's apiVersion or kind")
+		return nil, fail(abi.StatusInvalid, "%s %q is invalid: patch: the patch changes the object's apiVersion or kind (to %s %s)", k.kind, req.Name, str(o, "apiVersion"), str(o, "kind"))
 	}
-	if err := preconditions(k, req.Name, o, old, false); err != nil {
+	if err := preconditions(k, req.Name, o, old, false, true); err != nil {
 		return nil, err
 	}
 	if req.Subresource == "" {
@@ -451,7 +471,7 @@ func (c *Cluster) apply(k kindInfo, req abi.PatchRequest) (map[string]any, error
 		c.applied[key] = map[string]map[string]bool{sub: cur}
 		return out, nil
 	}
-	if err := preconditions(k, req.Name, cfg, old, false); err != nil {
+	if err := preconditions(k, req.Name, cfg, old, false, true); err != nil {
 		return nil, err
 	}
 	o := copyMap(old)
@@ -497,7 +517,9 @@ func (c *Cluster) delete(body []byte) error {
 		return notFound(k, req.Name)
 	}
 	if req.UID != "" && req.UID != str(old, "metadata", "uid") {
-		return conflict(k, req.Name, fmt.Sprintf("Precondition failed: UID in precondition: %s, UID in object meta: %s", req.UID, str(old, "metadata", "uid")))
+		// The API server names the kind here, not the resource.
+		return fail(abi.StatusConflict, "Operation cannot be fulfilled on %s %q: the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated",
+			strings.TrimSuffix(k.kind+"."+k.group, "."), req.Name, req.UID, str(old, "metadata", "uid"))
 	}
 	if len(stringList(old, "metadata", "finalizers")) == 0 {
 		delete(c.objects, key)
@@ -528,7 +550,7 @@ func (c *Cluster) event(body []byte) error {
 	if req.Reason == "" {
 		return fail(abi.StatusBadRequest, "an event needs a reason")
 	}
-	if err := c.require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
+	if err := c.policy().Require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
 		return fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
 	forGroup, forVersion, _ := groupVersion(c.manifest.For.APIVersion)
@@ -544,7 +566,7 @@ func (c *Cluster) event(body []byte) error {
 		return fail(abi.StatusBadRequest, "an event's object needs apiVersion, kind and name (it has %q, %q, %q)", ref.APIVersion, ref.Kind, ref.Name)
 	}
 	ns := cmp.Or(ref.Namespace, "default")
-	if !c.inNamespace(ns) {
+	if !c.policy().InNamespace(ns) {
 		return fail(abi.StatusForbidden, "forbidden: the event would be recorded in namespace %q, outside plugin %q's namespaces %v", ns, c.name, c.namespaces)
 	}
 	e := Event{Object: ref, Namespace: ns, Type: req.Type, Reason: req.Reason, Message: req.Message}

@@ -9,7 +9,8 @@
 //	cm, ok := c.Get("v1", "ConfigMap", "demo", "web")
 //	events, logs := c.Events(), c.Logs()
 //
-// What it does as the host and the API server do:
+// What it does as the host and the API server do (the call table in testdata/calls, which the
+// host's tests run too, holds the two together):
 //
 //   - Permissions: a call needs its rules in both the manifest and the grant (SetGrant; by
 //     default the manifest's own), checked in the host's order with its messages: forbidden
@@ -22,10 +23,12 @@
 //   - Bad requests: malformed JSON, no kind, a kind of a built-in group that does not exist
 //     (Deployment.v1), a namespace against the kind's scope, get, patch, update or delete
 //     without a name, an unknown patch type or subresource, an unparsable label selector, an
-//     event without a valid type, reason or object.
-//   - get and list (namespace, kubectl's label selectors: =, ==, !=, in, notin, exists, !exists,
-//     > and <), sorted by namespace then name; with SetNamespaces, a list across namespaces
-//     only sees the plugin's.
+//     event without a valid type, reason or object. A kind in lowercase ("configmap") names
+//     the kind, as the host's mapper reads it, but an object written with it is refused, as
+//     the API server refuses it.
+//   - get and list (namespace, kubectl's label selectors as labels.Parse reads them: =, ==, !=,
+//     in, notin, exists, !exists, > and <), sorted by namespace then name; with SetNamespaces, a
+//     list across namespaces only sees the plugin's.
 //   - create: already exists; uid, resourceVersion, creationTimestamp, generation 1;
 //     generateName; status dropped; names, label keys and values and annotation keys
 //     validated (invalid); a resourceVersion set is refused as the API server does (an
@@ -36,9 +39,13 @@
 //     generation goes up when anything but metadata and status changes; an update that
 //     changes nothing keeps the resourceVersion. Status calls on a built-in kind without a
 //     status subresource (ConfigMap) are not found.
-//   - patch: merge (RFC 7386), json (RFC 6902: add, remove, replace, move, copy, test; a
-//     failing operation is invalid), strategic (built-in kinds only, bad request on a custom
-//     resource), apply; a resourceVersion or uid in the patch is a precondition (conflict).
+//   - patch: merge (RFC 7386), json (RFC 6902 as the API server's json-patch applies it:
+//     replace of a missing member adds it, negative indices count from the end; a failing
+//     operation is invalid), strategic (built-in kinds only, bad request on a custom
+//     resource), apply; a resourceVersion in the patch is a precondition (conflict), another
+//     uid is invalid (it is immutable), as is a change of kind or apiVersion. A resourceVersion
+//     that is not a number is unavailable, on any write, as the host answers the API server's
+//     internal error.
 //   - delete: not found; a uid precondition (conflict); propagationPolicy checked (invalid).
 //     An object with finalizers gets a deletionTimestamp and stays until an update removes the
 //     last one.

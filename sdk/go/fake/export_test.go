@@ -18,3 +18,8 @@ func RawCall(ctx context.Context, c *Cluster, fn, body string) error {
 
 // RawLog logs a line the SDK would not send.
 func RawLog(c *Cluster, level int32, line string) { transport{c}.Log(level, []byte(line)) }
+
+// Call makes a host call with a request as it is, and returns the status and the response.
+func Call(ctx context.Context, c *Cluster, fn string, body []byte) (abi.Status, []byte) {
+	return transport{c}.Call(ctx, fn, body)
+}

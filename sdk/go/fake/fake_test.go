@@ -242,7 +242,7 @@ func TestStatuses(t *testing.T) {
 		{name: "update of a custom resource without resourceVersion", call: func(c *fake.Cluster, cl *wasmrec.Client) error {
 			_, err := cl.Update(ctx, app("demo", "web"))
 			return err
-		}, want: abi.StatusInvalid, msg: "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"},
+		}, want: abi.StatusInvalid, msg: "metadata.resourceVersion: Invalid value: 0: must be specified for an update"},
 		{name: "update_status", call: func(c *fake.Cluster, cl *wasmrec.Client) error {
 			o := mustGet(t, c, appV1, "App", "demo", "web")
 			o.SetNested(true, "status", "ready")
@@ -351,7 +351,7 @@ func TestStatuses(t *testing.T) {
 		}, want: abi.StatusNotFound, msg: `configmaps "nope" not found`},
 		{name: "delete of another uid", call: func(c *fake.Cluster, cl *wasmrec.Client) error {
 			return cl.Delete(ctx, ref("v1", "ConfigMap", "demo", "cm1"), wasmrec.DeleteOptions{UID: "0000"})
-		}, want: abi.StatusConflict, msg: "UID in precondition: 0000"},
+		}, want: abi.StatusConflict, msg: "the UID in the precondition (0000) does not match the UID in record"},
 		{name: "delete with its uid", call: func(c *fake.Cluster, cl *wasmrec.Client) error {
 			return cl.Delete(ctx, ref("v1", "ConfigMap", "demo", "cm1"), wasmrec.DeleteOptions{UID: mustGet(t, c, "v1", "ConfigMap", "demo", "cm1").UID(), PropagationPolicy: "Foreground"})
 		}, want: abi.StatusOK},

@@ -3,6 +3,8 @@ package fake
 import (
 	"fmt"
 	"strings"
+
+	"github.com/wasmrec/wasmrec/abi"
 )
 
 // kindInfo is what the fake knows of a kind: what the host's RESTMapper and the API server
@@ -77,7 +79,9 @@ func Plural(kind string) string {
 
 // lookupKind resolves a kind as the host's RESTMapper would: a registered kind, a built-in one,
 // or, in another group, a custom resource (namespaced, plural by Plural). ok is false for a
-// kind of a built-in group that the API server does not serve ("v1 Deployment").
+// kind of a built-in group that the API server does not serve ("v1 Deployment"). As client-go's
+// discovery mapper, which the host's is built on, it also knows a kind spelled in lowercase
+// ("configmap"), and answers with the kind as the API server spells it.
 func (c *Cluster) lookupKind(group, kind string) (kindInfo, bool) {
 	key := group + "/" + kind
 	if k, ok := c.kinds[key]; ok {
@@ -87,10 +91,43 @@ func (c *Cluster) lookupKind(group, kind string) (kindInfo, bool) {
 		return kindInfo{group: group, kind: kind, resource: Plural(kind),
 			namespaced: !strings.Contains(flags, "c"), noStatus: strings.Contains(flags, "s")}, true
 	}
+	if known := c.spelled(group, kind); known != "" {
+		return c.lookupKind(group, known)
+	}
 	if builtinGroups[group] {
 		return kindInfo{}, false
 	}
 	return kindInfo{group: group, kind: kind, resource: Plural(kind), namespaced: true}, true
+}
+
+// spelled returns the kind of group that kind, all in lowercase, names: a built-in or registered
+// one, one the manifest names, or the kind of an object held. "" if kind is not all lowercase or
+// names none.
+func (c *Cluster) spelled(group, kind string) string {
+	if kind != strings.ToLower(kind) {
+		return ""
+	}
+	var known []string
+	for key := range builtinKinds {
+		known = append(known, key)
+	}
+	for key := range c.kinds {
+		known = append(known, key)
+	}
+	for _, w := range append(append([]abi.Watch{c.manifest.For}, c.manifest.Owns...), c.manifest.Watches...) {
+		if g, _, ok := groupVersion(w.APIVersion); ok {
+			known = append(known, g+"/"+w.Kind)
+		}
+	}
+	for key := range c.objects {
+		known = append(known, key.group+"/"+key.kind)
+	}
+	for _, key := range known {
+		if g, k, _ := strings.Cut(key, "/"); g == group && k != kind && strings.ToLower(k) == kind {
+			return k
+		}
+	}
+	return ""
 }
 
 // qualified names a resource in messages as the API server does: "configmaps", "apps.demo.wasmrec.dev".

@@ -54,12 +54,19 @@ func strategicDirective(v any) string {
 	return ""
 }
 
-// jsonPatchOp is one operation of a JSON patch (RFC 6902).
+// A JSON patch (RFC 6902) as the API server applies it, with gopkg.in/evanphx/json-patch.v4,
+// which is more lenient than the RFC: "replace" of a missing member adds it, array indices may
+// be negative (-1 is the last element; for "add", -1 appends) or have leading zeros, a missing
+// "value" is null, "test" of a missing member against null passes and "copy" of one copies
+// null, and a path's first token is dropped whatever it is ("a/b" is "/b"). A path "" is the
+// whole document for "replace" and "test" only.
+
+// jsonPatchOp is one operation of a JSON patch.
 type jsonPatchOp struct {
 	Op    string           `json:"op"`
 	Path  *string          `json:"path"`
 	From  *string          `json:"from"`
-	Value *json.RawMessage `json:"value"`
+	Value *json.RawMessage `json:"value"` // nil: missing or null
 }
 
 // decodeJSONPatch decodes a JSON patch; an error is a malformed patch (bad request).
@@ -86,219 +93,229 @@ func applyJSONPatch(doc any, ops []jsonPatchOp) (any, error) {
 }
 
 func applyOp(doc any, op jsonPatchOp) (any, error) {
-	if op.Path == nil {
-		return nil, fmt.Errorf("missing path")
+	var value any
+	if op.Value != nil {
+		v, err := decodeJSON(*op.Value)
+		if err != nil {
+			return nil, err
+		}
+		value = v
 	}
-	path, err := pointer(*op.Path)
+	path := func(p *string, what string) ([]string, string, error) {
+		if p == nil {
+			return nil, "", fmt.Errorf("missing %s", what)
+		}
+		parents, key, ok := splitPath(*p)
+		if !ok {
+			return nil, "", fmt.Errorf("doc is missing path: %q", *p)
+		}
+		return parents, key, nil
+	}
+	if op.Path != nil && *op.Path == "" && (op.Op == "replace" || op.Op == "test") {
+		if op.Op == "test" {
+			if !equal(doc, value) {
+				return nil, fmt.Errorf("testing value %s failed: test failed", *op.Path)
+			}
+			return doc, nil
+		}
+		switch value.(type) {
+		case map[string]any, []any:
+			return value, nil
+		}
+		return nil, fmt.Errorf("replace operation value must be object or array")
+	}
+	switch op.Op {
+	case "add", "remove", "replace", "test":
+		parents, key, err := path(op.Path, "path")
+		if err != nil {
+			return nil, err
+		}
+		return inContainer(doc, parents, func(c any) (any, error) {
+			switch op.Op {
+			case "add":
+				return addMember(c, key, value)
+			case "remove":
+				return removeMember(c, key)
+			case "replace":
+				if _, err := member(c, key); err != nil {
+					return nil, err
+				}
+				return setMember(c, key, value)
+			}
+			got, err := member(c, key)
+			if err != nil {
+				return nil, err
+			}
+			if !equal(got, value) {
+				return nil, fmt.Errorf("testing value %s failed: test failed", *op.Path)
+			}
+			return c, nil
+		})
+	case "move", "copy":
+		fromParents, fromKey, err := path(op.From, "from")
+		if err != nil {
+			return nil, err
+		}
+		var v any
+		doc, err = inContainer(doc, fromParents, func(c any) (any, error) {
+			if v, err = member(c, fromKey); err != nil {
+				return nil, err
+			}
+			if op.Op == "move" {
+				return removeMember(c, fromKey)
+			}
+			v = deepCopy(v)
+			return c, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		parents, key, err := path(op.Path, "path")
+		if err != nil {
+			return nil, err
+		}
+		return inContainer(doc, parents, func(c any) (any, error) { return addMember(c, key, v) })
+	}
+	return nil, fmt.Errorf("unexpected kind: %q", op.Op)
+}
+
+// splitPath splits a path into the tokens of the containers it goes through and its last
+// token, unescaped, dropping its first token (the "" before the leading "/"). ok is false for a
+// path of one token.
+func splitPath(p string) (parents []string, key string, ok bool) {
+	split := strings.Split(p, "/")
+	if len(split) < 2 {
+		return nil, "", false
+	}
+	for i := range split {
+		split[i] = strings.ReplaceAll(strings.ReplaceAll(split[i], "~1", "/"), "~0", "~")
+	}
+	return split[1 : len(split)-1], split[len(split)-1], true
+}
+
+// inContainer applies f to the container (a JSON object or array) that the tokens lead to from
+// doc, puts what f returns in its place, and returns doc.
+func inContainer(doc any, tokens []string, f func(c any) (any, error)) (any, error) {
+	if len(tokens) == 0 {
+		switch doc.(type) {
+		case map[string]any, []any:
+			return f(doc)
+		}
+		return nil, fmt.Errorf("doc is missing path")
+	}
+	child, err := member(doc, tokens[0])
 	if err != nil {
 		return nil, err
 	}
-	value := func() (any, error) {
-		if op.Value == nil {
-			return nil, fmt.Errorf("missing value")
-		}
-		return decodeJSON(*op.Value)
+	switch child.(type) {
+	case map[string]any, []any:
+	default:
+		return nil, fmt.Errorf("doc is missing path: %q is not an object or an array", tokens[0])
 	}
-	from := func() ([]string, error) {
-		if op.From == nil {
-			return nil, fmt.Errorf("missing from")
-		}
-		return pointer(*op.From)
+	child, err = inContainer(child, tokens[1:], f)
+	if err != nil {
+		return nil, err
 	}
-	switch op.Op {
-	case "add":
-		v, err := value()
-		if err != nil {
-			return nil, err
-		}
-		return pointerAdd(doc, path, v)
-	case "remove":
-		doc, _, err := pointerRemove(doc, path)
-		return doc, err
-	case "replace":
-		v, err := value()
-		if err != nil {
-			return nil, err
-		}
-		if _, err := pointerGet(doc, path); err != nil {
-			return nil, err
-		}
-		doc, _, err = pointerRemove(doc, path)
-		if err != nil {
-			return nil, err
-		}
-		return pointerAdd(doc, path, v)
-	case "move", "copy":
-		fp, err := from()
-		if err != nil {
-			return nil, err
-		}
-		v, err := pointerGet(doc, fp)
-		if err != nil {
-			return nil, err
-		}
-		if op.Op == "move" {
-			if len(fp) < len(path) && strings.Join(path[:len(fp)], "/") == strings.Join(fp, "/") {
-				return nil, fmt.Errorf("cannot move %q into its own child %q", *op.From, *op.Path)
-			}
-			if doc, _, err = pointerRemove(doc, fp); err != nil {
-				return nil, err
-			}
-		} else {
-			v = deepCopy(v)
-		}
-		return pointerAdd(doc, path, v)
-	case "test":
-		v, err := value()
-		if err != nil {
-			return nil, err
-		}
-		got, err := pointerGet(doc, path)
-		if err != nil {
-			return nil, err
-		}
-		if !equal(got, v) {
-			return nil, fmt.Errorf("testing value %s failed: test failed", *op.Path)
-		}
-		return doc, nil
-	}
-	return nil, fmt.Errorf("unexpected operation %q", op.Op)
+	return setMember(doc, tokens[0], child)
 }
 
-// pointer parses a JSON pointer (RFC 6901) into its unescaped tokens.
-func pointer(p string) ([]string, error) {
-	if p == "" {
-		return nil, nil
-	}
-	if !strings.HasPrefix(p, "/") {
-		return nil, fmt.Errorf("path %q does not start with /", p)
-	}
-	parts := strings.Split(p[1:], "/")
-	for i, s := range parts {
-		parts[i] = strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
-	}
-	return parts, nil
-}
-
-func index(tok string, n int, end bool) (int, error) {
-	if end && tok == "-" {
-		return n, nil
-	}
+// index reads an array index as the API server's json-patch does: an integer (leading zeros
+// and signs allowed), negative ones counting from n.
+func index(tok string, n int) (int, error) {
 	i, err := strconv.Atoi(tok)
-	if err != nil || i < 0 || (len(tok) > 1 && tok[0] == '0') {
-		return 0, fmt.Errorf("invalid array index %q", tok)
+	if err != nil {
+		return 0, fmt.Errorf("value was not a proper array index: %q", tok)
 	}
-	limit := n - 1
-	if end {
-		limit = n
-	}
-	if i > limit {
-		return 0, fmt.Errorf("array index %d out of bounds (length %d)", i, n)
+	if i < 0 {
+		if i < -n {
+			return 0, fmt.Errorf("unable to access invalid index: %d", i)
+		}
+		i += n
 	}
 	return i, nil
 }
 
-func pointerGet(doc any, path []string) (any, error) {
-	v := doc
-	for _, tok := range path {
-		switch c := v.(type) {
-		case map[string]any:
-			e, ok := c[tok]
-			if !ok {
-				return nil, fmt.Errorf("path /%s does not exist", strings.Join(path, "/"))
-			}
-			v = e
-		case []any:
-			i, err := index(tok, len(c), false)
-			if err != nil {
-				return nil, err
-			}
-			v = c[i]
-		default:
-			return nil, fmt.Errorf("path /%s does not exist", strings.Join(path, "/"))
-		}
-	}
-	return v, nil
-}
-
-// pointerAdd adds v at path (RFC 6902 add: a member is set, an array element inserted) and
-// returns the document.
-func pointerAdd(doc any, path []string, v any) (any, error) {
-	if len(path) == 0 {
-		return v, nil
-	}
-	parent, err := pointerGet(doc, path[:len(path)-1])
-	if err != nil {
-		return nil, err
-	}
-	last := path[len(path)-1]
-	switch c := parent.(type) {
+// member returns the member or element key of c: nil for a missing member, an error for an
+// index out of range.
+func member(c any, key string) (any, error) {
+	switch c := c.(type) {
 	case map[string]any:
-		c[last] = v
-		return doc, nil
+		return c[key], nil
 	case []any:
-		i, err := index(last, len(c), true)
+		i, err := index(key, len(c))
 		if err != nil {
 			return nil, err
 		}
-		c = append(c[:i], append([]any{v}, c[i:]...)...)
-		return pointerSet(doc, path[:len(path)-1], c)
+		if i >= len(c) {
+			return nil, fmt.Errorf("unable to access invalid index: %s", key)
+		}
+		return c[i], nil
 	}
-	return nil, fmt.Errorf("path /%s does not exist", strings.Join(path[:len(path)-1], "/"))
+	return nil, fmt.Errorf("doc is missing path")
 }
 
-// pointerRemove removes the value at path and returns the document and the value.
-func pointerRemove(doc any, path []string) (any, any, error) {
-	if len(path) == 0 {
-		return nil, doc, nil
-	}
-	parent, err := pointerGet(doc, path[:len(path)-1])
-	if err != nil {
-		return nil, nil, err
-	}
-	last := path[len(path)-1]
-	switch c := parent.(type) {
+// setMember sets the member or existing element key of c, and returns c.
+func setMember(c any, key string, v any) (any, error) {
+	switch c := c.(type) {
 	case map[string]any:
-		v, ok := c[last]
-		if !ok {
-			return nil, nil, fmt.Errorf("path /%s does not exist", strings.Join(path, "/"))
-		}
-		delete(c, last)
-		return doc, v, nil
+		c[key] = v
+		return c, nil
 	case []any:
-		i, err := index(last, len(c), false)
-		if err != nil {
-			return nil, nil, err
-		}
-		v := c[i]
-		c = append(c[:i:i], c[i+1:]...)
-		doc, err = pointerSet(doc, path[:len(path)-1], c)
-		return doc, v, err
-	}
-	return nil, nil, fmt.Errorf("path /%s does not exist", strings.Join(path, "/"))
-}
-
-// pointerSet replaces the value at an existing path (a slice that grew or shrank).
-func pointerSet(doc any, path []string, v any) (any, error) {
-	if len(path) == 0 {
-		return v, nil
-	}
-	parent, err := pointerGet(doc, path[:len(path)-1])
-	if err != nil {
-		return nil, err
-	}
-	last := path[len(path)-1]
-	switch c := parent.(type) {
-	case map[string]any:
-		c[last] = v
-	case []any:
-		i, err := index(last, len(c), false)
+		i, err := index(key, len(c))
 		if err != nil {
 			return nil, err
+		}
+		if i >= len(c) {
+			return nil, fmt.Errorf("unable to access invalid index: %s", key)
 		}
 		c[i] = v
+		return c, nil
 	}
-	return doc, nil
+	return nil, fmt.Errorf("doc is missing path")
+}
+
+// addMember adds v to c at key: a member set, an element inserted ("-" appends), and returns c.
+func addMember(c any, key string, v any) (any, error) {
+	switch c := c.(type) {
+	case map[string]any:
+		c[key] = v
+		return c, nil
+	case []any:
+		if key == "-" {
+			return append(c, v), nil
+		}
+		i, err := index(key, len(c)+1)
+		if err != nil {
+			return nil, err
+		}
+		if i > len(c) {
+			return nil, fmt.Errorf("unable to access invalid index: %s", key)
+		}
+		return append(c[:i:i], append([]any{v}, c[i:]...)...), nil
+	}
+	return nil, fmt.Errorf("doc is missing path")
+}
+
+// removeMember removes the member or element key of c, and returns c.
+func removeMember(c any, key string) (any, error) {
+	switch c := c.(type) {
+	case map[string]any:
+		if _, ok := c[key]; !ok {
+			return nil, fmt.Errorf("unable to remove nonexistent key: %s", key)
+		}
+		delete(c, key)
+		return c, nil
+	case []any:
+		i, err := index(key, len(c))
+		if err != nil {
+			return nil, err
+		}
+		if i >= len(c) {
+			return nil, fmt.Errorf("unable to access invalid index: %s", key)
+		}
+		return append(c[:i:i], c[i+1:]...), nil
+	}
+	return nil, fmt.Errorf("doc is missing path")
 }
 
 // Server-side apply, minimal: an object's fields are paths of map keys, lists are atomic.

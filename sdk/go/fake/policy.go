@@ -2,14 +2,14 @@ package fake
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
 )
 
-// This file is the host's permission check (host/plugin/internal/policy and the target check of
-// host/plugin/internal/guest), on the manifest and the grant the Cluster holds.
+// This file is the host's check of a call: abi.Policy, which the host's policy is built on, in
+// the order of the target check of host/plugin/internal/guest, on the manifest and the grant the
+// Cluster holds.
 
 // apiError is a call's failure: a status and the message the host would send.
 type apiError struct {
@@ -48,66 +48,10 @@ func kindName(group, version, kind string) string {
 	return s
 }
 
-// allows is abi.Allows on both the manifest's permissions and the grant.
-func (c *Cluster) allows(r abi.Rule) bool {
-	return abi.Allows(c.manifest.Permissions, r.Group, r.Resource, r.Verb) && abi.Allows(c.grant, r.Group, r.Resource, r.Verb)
-}
-
-// mayCall is the host's check before any lookup: some rule of group allows verb, in both.
-func (c *Cluster) mayCall(group, verb string) bool {
-	for _, ps := range [][]abi.Permission{c.manifest.Permissions, c.grant} {
-		if !slices.ContainsFunc(ps, func(q abi.Permission) bool {
-			return q.Group == group && (slices.Contains(q.Verbs, verb) || slices.Contains(q.Verbs, "*"))
-		}) {
-			return false
-		}
-	}
-	return true
-}
-
-func (c *Cluster) inNamespace(ns string) bool {
-	return len(c.namespaces) == 0 || slices.Contains(c.namespaces, ns)
-}
-
-// require refuses, naming each missing rule and whose, unless both allow every rule.
-func (c *Cluster) require(what string, rules []abi.Rule) error {
-	var notAsked, notGranted []abi.Rule
-	for _, r := range rules {
-		if !abi.Allows(c.manifest.Permissions, r.Group, r.Resource, r.Verb) {
-			notAsked = append(notAsked, r)
-		}
-		if !abi.Allows(c.grant, r.Group, r.Resource, r.Verb) {
-			notGranted = append(notGranted, r)
-		}
-	}
-	var why []string
-	if len(notAsked) > 0 {
-		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add %s to its permissions", joinRules(notAsked), them(notAsked)))
-	}
-	if len(notGranted) > 0 {
-		why = append(why, fmt.Sprintf("plugin %q was not granted %s: grant %s in its permissions", c.name, joinRules(notGranted), them(notGranted)))
-	}
-	if len(why) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s needs %s: %s", what, joinRules(rules), strings.Join(why, "; and "))
-}
-
-func joinRules(rs []abi.Rule) string {
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = r.String()
-	}
-	return strings.Join(s, ", ")
-}
-
-// readRules are the rules a read needs: the verb, and list and watch for the informer.
-func readRules(verb, group, resource string) []abi.Rule {
-	rules := []abi.Rule{{Group: group, Resource: resource, Verb: "list"}, {Group: group, Resource: resource, Verb: "watch"}}
-	if verb != "list" {
-		rules = append([]abi.Rule{{Group: group, Resource: resource, Verb: verb}}, rules...)
-	}
-	return rules
+// policy is the plugin's abi.Policy, the host's own: the manifest's permissions, the grant and
+// the namespaces the Cluster holds.
+func (c *Cluster) policy() *abi.Policy {
+	return &abi.Policy{Plugin: c.name, Granted: c.grant, Asked: c.manifest.Permissions, Namespaces: c.namespaces}
 }
 
 // target is the host's check of an object call, in its order: apiVersion and kind; group and
@@ -118,25 +62,15 @@ func (c *Cluster) target(apiVersion, kind, sub, verb, namespace string) (kindInf
 	if !ok || kind == "" {
 		return kindInfo{}, fail(abi.StatusBadRequest, "apiVersion %q and kind %q do not name a kind", apiVersion, kind)
 	}
-	name := kindName(group, version, kind)
-	if !c.mayCall(group, verb) {
-		return kindInfo{}, fail(abi.StatusForbidden, "forbidden: %s %s: plugin %q may %s nothing in API group %s (no such rule is both asked for in its manifest and granted)",
-			verb, name, c.name, verb, abi.Rule{Group: group}.GroupName())
-	}
-	if namespace != "" && !c.inNamespace(namespace) {
-		return kindInfo{}, fail(abi.StatusForbidden, "forbidden: namespace %q is outside plugin %q's namespaces %v", namespace, c.name, c.namespaces)
+	name, pol := kindName(group, version, kind), c.policy()
+	if err := pol.CheckCall(verb, group, name, namespace); err != nil {
+		return kindInfo{}, fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
 	k, ok := c.lookupKind(group, kind)
 	if !ok {
 		return kindInfo{}, fail(abi.StatusBadRequest, "no resource serves %s: is its CRD installed? (check apiVersion and kind: Kind is singular, as in manifests)", name)
 	}
-	rules := []abi.Rule{{Group: group, Resource: k.resource, Verb: verb}}
-	if sub != "" {
-		rules[0].Resource += "/" + sub
-	} else if verb == "get" || verb == "list" {
-		rules = readRules(verb, group, k.resource)
-	}
-	if err := c.require(verb+" "+name, rules); err != nil {
+	if err := pol.Require(verb+" "+name, abi.CallRules(verb, group, k.resource, sub)); err != nil {
 		return kindInfo{}, fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
 	switch {
@@ -151,8 +85,9 @@ func (c *Cluster) target(apiVersion, kind, sub, verb, namespace string) (kindInf
 // checkManifest is what the host checks when it loads the module: the manifest asks for no more
 // than the grant, and every watched kind (for, owns, watches) has list and watch in both.
 func (c *Cluster) checkManifest() error {
-	if missing := abi.Missing(c.grant, c.manifest.Permissions); len(missing) > 0 {
-		return fmt.Errorf("the module asks for permissions it was not granted: %s: grant %s in the plugin's permissions, or use a module that needs less", joinRules(missing), them(missing))
+	pol, err := abi.NewPolicy(c.name, c.grant, c.manifest.Permissions, c.namespaces)
+	if err != nil {
+		return err
 	}
 	var refused []string
 	seen := map[string]bool{}
@@ -171,8 +106,7 @@ func (c *Cluster) checkManifest() error {
 			refused = append(refused, fmt.Sprintf("watching %s: %s", kindName(group, version, w.Kind), notBuiltIn(group, version, w.Kind)))
 			continue
 		}
-		rules := readRules("list", group, k.resource)
-		if err := c.require("watching "+kindName(group, version, w.Kind), rules); err != nil {
+		if err := pol.Require("watching "+kindName(group, version, w.Kind), abi.WatchRules(group, k.resource)); err != nil {
 			refused = append(refused, err.Error())
 		}
 	}
@@ -180,12 +114,4 @@ func (c *Cluster) checkManifest() error {
 		return fmt.Errorf("%s", strings.Join(refused, "; "))
 	}
 	return nil
-}
-
-// them is "it" for one rule, "them" for more, as the host words it.
-func them(rs []abi.Rule) string {
-	if len(rs) == 1 {
-		return "it"
-	}
-	return "them"
 }

@@ -86,6 +86,10 @@ type token struct {
 	text string
 }
 
+// ident reports a token that may be a key or a value: "in" and "notin" are keywords only where
+// an operator goes ("in=b", "a=notin" and "in" alone are selectors, as labels.Parse reads them).
+func (t token) ident() bool { return t.kind == tokIdent || t.kind == tokIn || t.kind == tokNotIn }
+
 func isSymbol(c byte) bool { return strings.IndexByte("=!(),<>", c) >= 0 }
 func isSpace(c byte) bool  { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
@@ -183,7 +187,7 @@ func (p *selectorParser) requirement() (requirement, error) {
 	if p.peek().kind == tokNot {
 		p.next()
 		t := p.next()
-		if t.kind != tokIdent {
+		if !t.ident() {
 			return requirement{}, fmt.Errorf("found '%s', expected: identifier after '!'", t.text)
 		}
 		if err := validKey(t.text); err != nil {
@@ -192,7 +196,7 @@ func (p *selectorParser) requirement() (requirement, error) {
 		return requirement{key: t.text, op: opNotExists}, nil
 	}
 	t := p.next()
-	if t.kind != tokIdent {
+	if !t.ident() {
 		return requirement{}, fmt.Errorf("found '%s', expected: !, identifier, or 'end of string'", t.text)
 	}
 	if err := validKey(t.text); err != nil {
@@ -210,10 +214,10 @@ func (p *selectorParser) requirement() (requirement, error) {
 			r.op = opNotIn
 		}
 		v := ""
-		switch n := p.peek(); n.kind {
-		case tokIdent:
+		switch n := p.peek(); {
+		case n.ident():
 			v = p.next().text
-		case tokEnd, tokComma:
+		case n.kind == tokEnd, n.kind == tokComma:
 		default:
 			return requirement{}, fmt.Errorf("found '%s', expected: identifier", n.text)
 		}
@@ -233,7 +237,7 @@ func (p *selectorParser) requirement() (requirement, error) {
 		}
 		for {
 			v := ""
-			if p.peek().kind == tokIdent {
+			if p.peek().ident() {
 				v = p.next().text
 			}
 			if err := validValue(v); err != nil {
@@ -244,16 +248,13 @@ func (p *selectorParser) requirement() (requirement, error) {
 				r.values = append(r.values, v)
 				continue
 			case tokClose:
-				if v != "" || len(r.values) > 0 {
-					r.values = append(r.values, v)
-				}
+				// "()" is the set of the empty value, as labels.Parse reads it: "app in ()"
+				// selects an empty app label, "app notin ()" anything else.
+				r.values = append(r.values, v)
 			default:
 				return requirement{}, fmt.Errorf("found '%s', expected: ',' or ')'", t.text)
 			}
 			break
-		}
-		if len(r.values) == 0 {
-			return requirement{}, fmt.Errorf("for 'in', 'notin' operators, values set can't be empty")
 		}
 		return r, nil
 	case tokGreater, tokLess:
@@ -264,8 +265,11 @@ func (p *selectorParser) requirement() (requirement, error) {
 		}
 		t := p.next()
 		n, err := strconv.ParseInt(t.text, 10, 64)
-		if t.kind != tokIdent || err != nil {
+		if !t.ident() || err != nil {
 			return requirement{}, fmt.Errorf("for 'Gt', 'Lt' operators, the value must be an integer: %q", t.text)
+		}
+		if err := validValue(t.text); err != nil { // "-1" is an integer, not a label value
+			return requirement{}, err
 		}
 		r.num, r.values = n, []string{t.text}
 		return r, nil

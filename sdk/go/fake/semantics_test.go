@@ -137,7 +137,8 @@ func TestListAndLabelSelectors(t *testing.T) {
 		{"", "app=", "", false},
 		{"", "app in (web, db),tier notin (b)", "demo/db demo/web-a other/web-c", false},
 		{"", "app in (b", "", true},
-		{"", "app in ()", "", true},
+		{"", "app in ()", "", false}, // the empty value, as labels.Parse reads it
+		{"", "tier notin ()", "demo/bare demo/db demo/web-a demo/web-b other/web-c", false},
 		{"", "app=web,", "", true},
 		{"", "=web", "", true},
 		{"", "app=we b", "", true},

@@ -194,11 +194,8 @@ func (c *Calls) target(apiVersion, kind, sub, verb, namespace string) (*meta.RES
 	}
 	gvk := gv.WithKind(kind)
 	pol := c.Policy
-	if !pol.MayCall(gv.Group, verb) {
-		return nil, fail(abi.StatusForbidden, "forbidden: %s %s: plugin %q may %s nothing in API group %s (no such rule is both asked for in its manifest and granted)", verb, policy.Kind(gvk), c.API.Name, verb, abi.Rule{Group: gv.Group}.GroupName())
-	}
-	if namespace != "" && !pol.InNamespace(namespace) {
-		return nil, fail(abi.StatusForbidden, "forbidden: namespace %q is outside plugin %q's namespaces %v", namespace, c.API.Name, pol.Namespaces)
+	if err := pol.CheckCall(verb, gv.Group, policy.Kind(gvk), namespace); err != nil {
+		return nil, fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
 	// A kind the host does not know costs a discovery round: a plugin gets a few per second.
 	if known := c.API.KnownKind; known != nil && !known(gvk.GroupKind(), gv.Version) && !c.API.lookups.Allow() {
@@ -213,13 +210,7 @@ func (c *Calls) target(apiVersion, kind, sub, verb, namespace string) (*meta.RES
 		return nil, fail(abi.StatusUnavailable, "looking up %s: %v", policy.Kind(gvk), err)
 	}
 	gr := m.Resource.GroupResource()
-	rules := []abi.Rule{{Group: gr.Group, Resource: gr.Resource, Verb: verb}}
-	if sub != "" {
-		rules[0].Resource += "/" + sub
-	} else if verb == "get" || verb == "list" {
-		rules = policy.ReadRules(verb, gr)
-	}
-	if err := pol.Require(verb+" "+policy.Kind(gvk), rules); err != nil {
+	if err := pol.Require(verb+" "+policy.Kind(gvk), abi.CallRules(verb, gr.Group, gr.Resource, sub)); err != nil {
 		return nil, fail(abi.StatusForbidden, "forbidden: %v", err)
 	}
 	namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace

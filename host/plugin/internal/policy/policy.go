@@ -13,16 +13,11 @@ import (
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
-// Policy is what one plugin may do.
+// Policy is what one plugin may do: abi.Policy (the manifest, the grant, the namespaces, and
+// the checks of every call, which the Go SDK's fake cluster shares), and what only the host
+// knows of.
 type Policy struct {
-	// Plugin is the plugin's name, for messages.
-	Plugin string
-	// Granted is what the operator granted (the plugin's config).
-	Granted []abi.Permission
-	// Asked is what the module's manifest asks for.
-	Asked []abi.Permission
-	// Namespaces bounds every namespaced read, write and watch; empty for all.
-	Namespaces []string
+	abi.Policy
 	// Confined puts cluster-scoped kinds out of the plugin's reach: it works within Namespaces.
 	Confined bool
 }
@@ -30,81 +25,16 @@ type Policy struct {
 // New returns the policy of a module whose manifest asks for asked, refusing one that asks for
 // more than granted and naming each missing rule.
 func New(plugin string, granted, asked []abi.Permission, namespaces []string) (*Policy, error) {
-	p := &Policy{Plugin: plugin, Granted: granted, Asked: asked, Namespaces: slices.Clone(namespaces)}
-	if missing := abi.Missing(granted, asked); len(missing) > 0 {
-		return nil, fmt.Errorf("the module asks for permissions it was not granted: %s: grant %s in the plugin's permissions, or use a module that needs less", Join(missing), them(missing))
+	p, err := abi.NewPolicy(plugin, granted, asked, namespaces)
+	if err != nil {
+		return nil, err
 	}
-	return p, nil
-}
-
-// Allows reports whether the plugin may do r: both asked for and granted.
-func (p *Policy) Allows(r abi.Rule) bool {
-	return abi.Allows(p.Asked, r.Group, r.Resource, r.Verb) && abi.Allows(p.Granted, r.Group, r.Resource, r.Verb)
-}
-
-// MayCall reports whether any resource of group allows verb: the check made on a call before
-// its kind is looked up, so that a call outside the manifest never reaches discovery.
-func (p *Policy) MayCall(group, verb string) bool {
-	for _, ps := range [][]abi.Permission{p.Asked, p.Granted} {
-		if !slices.ContainsFunc(ps, func(q abi.Permission) bool {
-			return q.Group == group && (slices.Contains(q.Verbs, verb) || slices.Contains(q.Verbs, "*"))
-		}) {
-			return false
-		}
-	}
-	return true
-}
-
-// InNamespace reports whether a namespaced object in ns is within the plugin's namespaces.
-func (p *Policy) InNamespace(ns string) bool {
-	return len(p.Namespaces) == 0 || slices.Contains(p.Namespaces, ns)
-}
-
-// Require refuses, naming each missing rule and whose (the manifest's or the grant's), unless
-// the plugin may do every rule in rules. what says what needs them ("watching v1, Kind=Secret").
-func (p *Policy) Require(what string, rules []abi.Rule) error {
-	var notAsked, notGranted []abi.Rule
-	for _, r := range rules {
-		if !abi.Allows(p.Asked, r.Group, r.Resource, r.Verb) {
-			notAsked = append(notAsked, r)
-		}
-		if !abi.Allows(p.Granted, r.Group, r.Resource, r.Verb) {
-			notGranted = append(notGranted, r)
-		}
-	}
-	var why []string // one line: messages go to logs and to guests
-	if len(notAsked) > 0 {
-		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add %s to its permissions", Join(notAsked), them(notAsked)))
-	}
-	if len(notGranted) > 0 {
-		why = append(why, fmt.Sprintf("plugin %q was not granted %s: grant %s in its permissions", p.Plugin, Join(notGranted), them(notGranted)))
-	}
-	if len(why) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s needs %s: %s", what, Join(rules), strings.Join(why, "; and "))
-}
-
-func them(rs []abi.Rule) string {
-	if len(rs) == 1 {
-		return "it"
-	}
-	return "them"
+	return &Policy{Policy: *p}, nil
 }
 
 // WatchRules are the rules an informer on resource needs: list and watch.
 func WatchRules(resource schema.GroupResource) []abi.Rule {
-	return []abi.Rule{{Group: resource.Group, Resource: resource.Resource, Verb: "list"}, {Group: resource.Group, Resource: resource.Resource, Verb: "watch"}}
-}
-
-// ReadRules are the rules a read call (get or list) on resource needs: the verb itself, and
-// list and watch for the informer it is served from.
-func ReadRules(verb string, resource schema.GroupResource) []abi.Rule {
-	rules := WatchRules(resource)
-	if verb != "list" {
-		rules = append([]abi.Rule{{Group: resource.Group, Resource: resource.Resource, Verb: verb}}, rules...)
-	}
-	return rules
+	return abi.WatchRules(resource.Group, resource.Resource)
 }
 
 // Watched lists the kinds a manifest watches (for, owns, watches), each once, in that order.
@@ -177,12 +107,3 @@ func (p *Policy) CheckWatch(gvk schema.GroupVersionKind, resource schema.GroupRe
 
 // Kind spells a kind as wasmrec does everywhere: "Deployment.v1.apps".
 func Kind(gvk schema.GroupVersionKind) string { return kinds.GVK(gvk) }
-
-// Join spells rules as a list.
-func Join(rs []abi.Rule) string {
-	s := make([]string, len(rs))
-	for i, r := range rs {
-		s[i] = r.String()
-	}
-	return strings.Join(s, ", ")
-}
