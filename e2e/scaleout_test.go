@@ -464,7 +464,7 @@ func TestShardedPluginSplitsTheCache(t *testing.T) {
 	const nss, perNS, shards = 30, 100, 3
 	leaseNS := namespace(t)
 	namespaces := randomNamespaces(t, "shard-", nss)
-	makeConfigMaps(t, namespaces, perNS)
+	cms := makeConfigMaps(t, namespaces, perNS)
 	config := "plugins:\n" + overlapPlugin(t, "sharded", shards)
 
 	// One host, not sharing: the whole cache.
@@ -474,17 +474,25 @@ func TestShardedPluginSplitsTheCache(t *testing.T) {
 	singleObjs := cachedConfigMaps(t, metricsAddrRE.FindStringSubmatch(single.out.String())[1]+"/metrics")
 	singleRSS := residentMiB(t, single.cmd.Process.Pid)
 	single.terminate(t)
-	// The single host reconciled them all: make every object change, for the replicas to see.
+	// The single host reconciled them all: make every object change, for the replicas to see,
+	// 16 patches at a time.
 	cs := kubernetes.NewForConfigOrDie(cfg)
-	for _, ns := range namespaces {
-		list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{})
-		must(t, err)
-		for _, cm := range list.Items {
-			if cm.Data["gen"] == "1" {
-				_, err := cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), cm.Name, types.MergePatchType, []byte(`{"data":{"gen":"2"}}`), metav1.PatchOptions{})
-				must(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < len(cms); i += 16 {
+				if _, err := cs.CoreV1().ConfigMaps(cms[i].Namespace).Patch(context.Background(), cms[i].Name, types.MergePatchType, []byte(`{"data":{"gen":"2"}}`), metav1.PatchOptions{}); err != nil {
+					errs <- err
+					return
+				}
 			}
-		}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
 	}
 
 	set := newReplicaSet(t, config, leaseNS)
