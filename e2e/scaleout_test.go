@@ -184,8 +184,9 @@ func (s *replicaSet) live() []*hostReplica {
 	return out
 }
 
-// waitSpread waits until the live replicas hold every one of units, each once, and each
-// replica between lo and hi of them; it returns how long that took.
+// waitSpread waits until the live replicas hold every one of units, each once, each replica
+// between lo and hi of them and none more than its share of a plugin's shards (2 of 3 shards on
+// 2 replicas, 1 on 3); it returns how long that took.
 func (s *replicaSet) waitSpread(units []string, lo, hi int, timeout time.Duration) time.Duration {
 	s.t.Helper()
 	began := time.Now()
@@ -194,14 +195,27 @@ func (s *replicaSet) waitSpread(units []string, lo, hi int, timeout time.Duratio
 		held := map[string]int{}
 		ok := true
 		var b strings.Builder
-		for _, r := range s.live() {
+		live := s.live()
+		shards := map[string]int{} // by plugin
+		for _, u := range units {
+			if p, _, isShard := shard.SplitUnit(u); isShard {
+				shards[p]++
+			}
+		}
+		for _, r := range live {
 			own := r.owned(s.t)
 			fmt.Fprintf(&b, "%s holds %d %v; ", r.name, len(own), own)
 			if len(own) < lo || len(own) > hi {
 				ok = false
 			}
+			perPlugin := map[string]int{}
 			for _, u := range own {
 				held[u]++
+				if p, _, isShard := shard.SplitUnit(u); isShard {
+					if perPlugin[p]++; perPlugin[p] > (shards[p]+len(live)-1)/len(live) {
+						ok = false
+					}
+				}
 			}
 		}
 		for _, u := range units {
@@ -412,18 +426,28 @@ func report(t *testing.T, format string, args ...any) {
 	fmt.Fprintln(f, line)
 }
 
-// 3 replicas share 12 plugins, 4 each (give or take one); replicas are killed (SIGKILL) and
-// stopped (SIGTERM) and started again 5 times while a writer keeps changing the plugins'
-// objects: each time the plugins run elsewhere within about the lease duration and spread
-// again, no change is lost, and no key is ever reconciled by two replicas at once.
+// 3 replicas share 12 units, 4 each (give or take one): 6 plugins, and 2 plugins of 3 shards
+// each; replicas are killed (SIGKILL) and stopped (SIGTERM) and started again 5 times while a
+// writer keeps changing the plugins' objects: each time the units run elsewhere within about
+// the lease duration and spread again, no replica holding two shards of one plugin once the
+// replica is back, no change is lost, and no key is ever reconciled by two replicas at once.
 func TestSharedPluginsFailOverAndRebalance(t *testing.T) {
-	const plugins, perPlugin = 12, 20
+	const plugins, perPlugin = 6, 20
 	leaseNS := namespace(t)
 	config, units, namespaces, cms := pluginsEach(t, "share-%02d", plugins, perPlugin)
+	for _, name := range []string{"sharded-a", "sharded-b"} {
+		nss := randomNamespaces(t, name+"-", 6)
+		config += overlapPlugin(t, name, 3, nss...)
+		namespaces = append(namespaces, nss...)
+		cms = append(cms, makeConfigMaps(t, nss, perPlugin)...)
+		for i := range 3 {
+			units = append(units, shard.Unit(name, i))
+		}
+	}
 	set := newReplicaSet(t, config, leaseNS)
 	reps := []*hostReplica{set.start("a"), set.start("b"), set.start("c")}
 	took := set.waitSpread(units, 3, 5, time.Minute)
-	report(t, "shared plugins: 3 replicas started: %d plugins spread 4 +/- 1 each in %s", plugins, took.Round(time.Millisecond))
+	report(t, "shared plugins: 3 replicas started: %d units spread 4 +/- 1 each, a plugin's shards on different replicas, in %s", len(units), took.Round(time.Millisecond))
 	waitSeen(t, namespaces, time.Minute)
 
 	w := startWriter(t, cms, 20*time.Millisecond)
@@ -444,7 +468,7 @@ func TestSharedPluginsFailOverAndRebalance(t *testing.T) {
 		}
 		reps[i%3] = set.start(fmt.Sprintf("%c%d", victim.name[0], i+1))
 		rebalance := set.waitSpread(units, 3, 5, time.Minute)
-		report(t, "shared plugins: %s started again: 4 +/- 1 each after %s", reps[i%3].name, rebalance.Round(time.Millisecond))
+		report(t, "shared plugins: %s started again: 4 +/- 1 each, no replica with two shards of a plugin, after %s (rejoin %d of 5)", reps[i%3].name, rebalance.Round(time.Millisecond), i+1)
 	}
 	w.halt()
 	checked := waitSeen(t, namespaces, time.Minute)

@@ -22,7 +22,9 @@
 //   - plugin/internal/rollout: the steps, shares, figures and judgement of a rollout.
 //   - oci: modules in OCI registries and image layouts.
 //   - signature, signature/signaturetest: who signed a module; an offline Sigstore for tests.
-//   - ownership, shard: replicas sharing plugins and shards through Leases; how shards are cut.
+//   - ownership, shard: replicas sharing plugins and shards through Leases; how shards are cut
+//     and named.
+//   - ownership/internal/placement: what a replica takes and lets go of, as a pure function.
 //   - internal/filewatch: one file watcher for the whole host.
 //   - apiready: the API server's own readiness (an etcd outage).
 //   - metrics, tracing: Prometheus metrics; OpenTelemetry traces.

@@ -6,7 +6,10 @@
 // free or expired unit Leases while under its share and hands back its least preferred ones
 // while over it, so replicas split the units evenly and rebalance as replicas come and go.
 // Which replica prefers which unit is rendezvous hashing of the two names: stable, spread, and
-// the same on every replica, so the replica a unit would go to next can keep it warm.
+// the same on every replica, so the replica a unit would go to next can keep it warm. What to
+// take and what to let go of is decided by package placement from this replica's view; the
+// files here do the rest: lease.go the Lease calls, watch.go the watch of the group's Leases
+// and the deadlines, claim.go the runs of a claim's units, table.go the loop that ties them.
 //
 // A unit is run by Claim.Run, and a unit's Lease is handed back only after the run that held
 // it has returned; a replica that cannot renew stops its runs at the renew deadline, before

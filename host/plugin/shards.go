@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -33,7 +31,7 @@ func (p *Plugin) Units() []string {
 	}
 	out := make([]string, p.cfg.Shards)
 	for i := range out {
-		out[i] = p.cfg.Name + "/" + strconv.Itoa(i)
+		out[i] = shard.Unit(p.cfg.Name, i)
 	}
 	return out
 }
@@ -42,7 +40,7 @@ func (p *Plugin) Units() []string {
 func (p *Plugin) shardsOf(units []string) []int {
 	var out []int
 	for _, u := range units {
-		if i, err := strconv.Atoi(strings.TrimPrefix(u, p.cfg.Name+"/")); err == nil {
+		if plugin, i, ok := shard.SplitUnit(u); ok && plugin == p.cfg.Name {
 			out = append(out, i)
 		}
 	}
@@ -240,8 +238,8 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 		g = m.ShardOwned
 	}
 	label := func(u string) string { // the shard as "1/3", "" for a plugin not split
-		if i := strings.TrimPrefix(strings.TrimPrefix(u, s.p.cfg.Name), "/"); i != "" {
-			return i + "/" + strconv.Itoa(s.p.cfg.Shards)
+		if _, i, ok := shard.SplitUnit(u); ok {
+			return shard.Shard{Index: i, Count: s.p.cfg.Shards}.String()
 		}
 		return ""
 	}

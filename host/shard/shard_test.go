@@ -63,3 +63,22 @@ func TestSelectorBounds(t *testing.T) {
 		t.Error("the zero Shard must select everything")
 	}
 }
+
+func TestUnitNames(t *testing.T) {
+	for _, tc := range []struct {
+		unit   string
+		plugin string
+		index  int
+		ok     bool
+	}{
+		{Unit("app", 2), "app", 2, true},
+		{"app", "app", 0, false},
+		{"app/x", "app/x", 0, false},
+		{"app/-1", "app/-1", 0, false},
+	} {
+		plugin, index, ok := SplitUnit(tc.unit)
+		if plugin != tc.plugin || index != tc.index || ok != tc.ok {
+			t.Errorf("SplitUnit(%q) = %q, %d, %v; want %q, %d, %v", tc.unit, plugin, index, ok, tc.plugin, tc.index, tc.ok)
+		}
+	}
+}
