@@ -198,7 +198,9 @@ MODULES      := $(CODE_MODULES) e2e/controlplane/etcd e2e/controlplane/kube-apis
 # Each module is tidied on its own (go mod tidy ignores go.work), through a copy of its go.mod
 # that replaces abi and sdk/go with this tree's folders; the copy, less those replace lines,
 # becomes go.mod. Nothing is fetched for them, and go.sum holds no checksum of theirs: in the
-# tree they are the working copy, and a user's go.sum gets them from the checksum database.
+# tree they are the working copy, and a user's go.sum gets them from the checksum database. A file
+# tidy leaves as it was is not rewritten, so that make check does not make the control plane's pin
+# modules look newer than bin/kube-apiserver and rebuild it.
 check: ## Format, vet and tidy; fail if anything changed.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	@for m in $(CODE_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -208,7 +210,8 @@ check: ## Format, vet and tidy; fail if anything changed.
 		$(GO) mod edit -modfile=.tidy.mod -replace=$(ABI_MODULE)=$$root/abi -replace=$(SDK_MODULE)=$$root/sdk/go && \
 		GOWORK=off $(GO) mod tidy -modfile=.tidy.mod && \
 		$(GO) mod edit -modfile=.tidy.mod -dropreplace=$(ABI_MODULE) -dropreplace=$(SDK_MODULE) && \
-		mv .tidy.mod go.mod && { [ ! -s .tidy.sum ] && rm -f .tidy.sum go.sum || mv .tidy.sum go.sum; }) || exit 1; done
+		{ cmp -s .tidy.mod go.mod && rm .tidy.mod || mv .tidy.mod go.mod; } && \
+		{ [ ! -s .tidy.sum ] && rm -f .tidy.sum go.sum || { cmp -s .tidy.sum go.sum && rm .tidy.sum || mv .tidy.sum go.sum; }; }) || exit 1; done
 	@git diff --exit-code -- $(addsuffix /go.mod,$(MODULES)) $(addsuffix /go.sum,$(MODULES)) || { echo "go mod tidy changed the files above: commit them"; exit 1; }
 
 .PHONY: clean
