@@ -127,6 +127,7 @@ func (a *author) edit(path, old, new string) {
 // dev) and C (new, build, dev), then an edit of the source that dev rebuilds and swaps in. The
 // commands and their wall times go to bin/author-journey.txt (make test prints it).
 func TestAuthorJourney(t *testing.T) {
+	t.Parallel() // see e2e/doc.go: what may run beside others
 	if testing.Short() {
 		t.Skip("builds plugins and starts a control plane per language")
 	}
@@ -324,6 +325,7 @@ func lastLine(s string) string {
 // TestBuildMistakes: each usual way of building a plugin wrongly gets an error that says what
 // to do, from inspect, build or new, with nothing else printed.
 func TestBuildMistakes(t *testing.T) {
+	t.Parallel() // see e2e/doc.go: what may run beside others
 	if testing.Short() {
 		t.Skip("builds Go modules")
 	}

@@ -242,6 +242,7 @@ func etcdOf(t *testing.T, host string) *os.Process {
 // asks the API server's own /readyz, says the outage once, naming the failing checks, is not
 // ready meanwhile, and says when it is over. A control plane of its own: the others' stays up.
 func TestEtcdOutage(t *testing.T) {
+	t.Parallel() // see e2e/doc.go: what may run beside others
 	own, err := controlplane.Start(controlplane.Options{})
 	must(t, err)
 	t.Cleanup(func() { _ = own.Stop() })

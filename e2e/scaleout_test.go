@@ -432,6 +432,7 @@ func report(t *testing.T, format string, args ...any) {
 // the lease duration and spread again, no replica holding two shards of one plugin once the
 // replica is back, no change is lost, and no key is ever reconciled by two replicas at once.
 func TestSharedPluginsFailOverAndRebalance(t *testing.T) {
+	t.Parallel() // see e2e/doc.go: what may run beside others
 	const plugins, perPlugin = 6, 20
 	leaseNS := namespace(t)
 	config, units, namespaces, cms := pluginsEach(t, "share-%02d", plugins, perPlugin)

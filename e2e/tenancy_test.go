@@ -110,6 +110,7 @@ func objectCondition(t *testing.T, gvr schema.GroupVersionResource, ns, name, ty
 // it. She cannot touch another team's Plugin; the operator's bounds and sources refuse what
 // exceeds them, and a refused source tells nothing of the host's files.
 func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
+	t.Parallel() // see e2e/doc.go: what may run beside others
 	ctx := context.Background()
 	installPluginCRD(t)
 	teamA, teamB, prod := namespace(t), namespace(t), namespace(t)
