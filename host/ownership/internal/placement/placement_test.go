@@ -334,32 +334,32 @@ func replicaName(seed uint64, i int) string {
 }
 
 func TestStartTogetherSpreads(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(3) {
 		s := newSim(t, seed, twelveUnits())
 		for i := range 3 {
 			s.start(replicaName(seed, i))
 		}
 		s.settle(true, time.Minute)
-		s.steady(time.Minute)
+		s.steady(30 * time.Second)
 	}
 }
 
 func TestJoin(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(3) {
 		s := newSim(t, seed, twelveUnits())
 		s.start(replicaName(seed, 0))
 		s.start(replicaName(seed, 1))
 		s.settle(true, time.Minute)
 		s.start(replicaName(seed, 2))
 		took := s.settle(true, 2*time.Minute)
-		s.steady(time.Minute)
+		s.steady(30 * time.Second)
 		t.Logf("seed %d: a third replica joined: settled, spread, in %s", seed, took)
 	}
 }
 
 func TestFailoverAndRejoin(t *testing.T) {
 	rejoins := 0
-	for seed := range uint64(5) {
+	for seed := range uint64(3) {
 		s := newSim(t, seed, twelveUnits())
 		names := []string{replicaName(seed, 0), replicaName(seed, 1), replicaName(seed, 2)}
 		for _, n := range names {
@@ -380,7 +380,7 @@ func TestFailoverAndRejoin(t *testing.T) {
 			names[round%3] = replicaName(seed, 10*(round+1)+round%3)
 			s.start(names[round%3])
 			s.settle(true, 3*time.Minute)
-			s.steady(time.Minute)
+			s.steady(30 * time.Second)
 			rejoins++
 		}
 	}
@@ -390,7 +390,7 @@ func TestFailoverAndRejoin(t *testing.T) {
 // A replica paused past its deadline (a stopped container, a long GC pause) finds its units
 // taken; it stops them at its deadline and never acts beside their new holders.
 func TestPausedReplica(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(3) {
 		s := newSim(t, seed, twelveUnits())
 		names := []string{replicaName(seed, 0), replicaName(seed, 1), replicaName(seed, 2)}
 		for _, n := range names {
@@ -406,13 +406,13 @@ func TestPausedReplica(t *testing.T) {
 		}
 		s.replicas[names[1]].paused = false
 		s.settle(true, 2*time.Minute)
-		s.steady(time.Minute)
+		s.steady(30 * time.Second)
 	}
 }
 
 // The floor: 10 units on 3 replicas end 4, 3 and 3, never 4, 4 and 2.
 func TestFloor(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(3) {
 		units := twelveUnits()[:10]
 		s := newSim(t, seed, units)
 		s.start(replicaName(seed, 0))
@@ -428,7 +428,7 @@ func TestFloor(t *testing.T) {
 		if !slices.Equal(counts, []int{3, 3, 4}) {
 			t.Fatalf("seed %d: held %v, want 3, 3 and 4", seed, counts)
 		}
-		s.steady(time.Minute)
+		s.steady(30 * time.Second)
 	}
 }
 
@@ -440,7 +440,7 @@ func TestManyShards(t *testing.T) {
 		units = append(units, shard.Unit("wide", i))
 	}
 	units = append(units, "a", "b", "c", "d")
-	for seed := range uint64(4) {
+	for seed := range uint64(3) {
 		s := newSim(t, seed, units)
 		names := []string{replicaName(seed, 0), replicaName(seed, 1), replicaName(seed, 2), replicaName(seed, 3)}
 		for _, n := range names {
@@ -451,7 +451,7 @@ func TestManyShards(t *testing.T) {
 		s.settle(true, 2*time.Minute)
 		s.start(replicaName(seed, 9))
 		s.settle(true, 3*time.Minute)
-		s.steady(time.Minute)
+		s.steady(30 * time.Second)
 	}
 }
 
@@ -471,7 +471,7 @@ func (s *sim) hold(holders map[string][]string) {
 // No replica has room, so the shard cannot simply be let go of: the replica offers it to one
 // at its share that holds none of the plugin, which takes it and gives a unit back.
 func TestSpreadBetweenReplicasAtTheirShare(t *testing.T) {
-	for seed := range uint64(4) {
+	for seed := range uint64(3) {
 		s := newSim(t, seed, twelveUnits())
 		for _, id := range []string{"a", "b", "c"} {
 			s.start(id)
@@ -492,7 +492,7 @@ func TestSpreadBetweenReplicasAtTheirShare(t *testing.T) {
 		if s.moves-moves != 2 {
 			t.Errorf("seed %d: spreading took %d moves, want 2 (one shard to c, one unit back)\n%s", seed, s.moves-moves, s.history())
 		}
-		s.steady(time.Minute)
+		s.steady(30 * time.Second)
 		if seed == 0 {
 			t.Logf("spread again in %s with 2 moves: %v", took, s.held())
 		}
