@@ -358,33 +358,44 @@ func TestJoin(t *testing.T) {
 }
 
 func TestFailoverAndRejoin(t *testing.T) {
-	rejoins := 0
-	for seed := range uint64(3) {
-		s := newSim(t, seed, twelveUnits())
-		names := []string{replicaName(seed, 0), replicaName(seed, 1), replicaName(seed, 2)}
-		for _, n := range names {
-			s.start(n)
-		}
-		s.settle(true, time.Minute)
-		for round := range 5 {
-			victim := names[round%3]
-			if round%2 == 0 {
-				s.kill(victim)
-			} else {
-				s.stop(victim)
+	for _, units := range [][]string{twelveUnits(), sixteenUnits()} {
+		rejoins := 0
+		for seed := range uint64(3) {
+			s := newSim(t, seed, units)
+			names := []string{replicaName(seed, 0), replicaName(seed, 1), replicaName(seed, 2)}
+			for _, n := range names {
+				s.start(n)
 			}
-			took := s.settle(true, 2*time.Minute)
-			if round%2 == 0 && took > leaseDuration+2*retryPeriod {
-				t.Errorf("seed %d: units of a killed replica ran elsewhere after %s, want within %s", seed, took, leaseDuration+2*retryPeriod)
+			s.settle(true, time.Minute)
+			for round := range 5 {
+				victim := names[round%3]
+				if round%2 == 0 {
+					s.kill(victim)
+				} else {
+					s.stop(victim)
+				}
+				took := s.settle(true, 2*time.Minute)
+				if round%2 == 0 && took > leaseDuration+2*retryPeriod {
+					t.Errorf("seed %d: units of a killed replica ran elsewhere after %s, want within %s", seed, took, leaseDuration+2*retryPeriod)
+				}
+				names[round%3] = replicaName(seed, 10*(round+1)+round%3)
+				s.start(names[round%3])
+				s.settle(true, 3*time.Minute)
+				s.steady(30 * time.Second)
+				rejoins++
 			}
-			names[round%3] = replicaName(seed, 10*(round+1)+round%3)
-			s.start(names[round%3])
-			s.settle(true, 3*time.Minute)
-			s.steady(30 * time.Second)
-			rejoins++
 		}
+		t.Logf("%d units: %d rejoins, each spread again, no unit with two owners", len(units), rejoins)
 	}
-	t.Logf("%d rejoins, each spread again, no unit with two owners", rejoins)
+}
+
+// sixteenUnits: two plugins of 3 shards and 10 plugins not split (6, 5 and 5 on 3 replicas).
+func sixteenUnits() []string {
+	units := twelveUnits()
+	for i := 6; i < 10; i++ {
+		units = append(units, fmt.Sprintf("plugin-%d", i))
+	}
+	return units
 }
 
 // A replica paused past its deadline (a stopped container, a long GC pause) finds its units
@@ -497,6 +508,26 @@ func TestSpreadBetweenReplicasAtTheirShare(t *testing.T) {
 			t.Logf("spread again in %s with 2 moves: %v", took, s.held())
 		}
 	}
+}
+
+// The same with 16 units, 6, 5 and 5: the replica at 6 is the only one holding none of alpha's
+// shards, and it is at its share.
+func TestSpreadToTheReplicaAtItsShare(t *testing.T) {
+	s := newSim(t, 1, sixteenUnits())
+	for _, id := range []string{"a", "b", "c"} {
+		s.start(id)
+	}
+	s.hold(map[string][]string{
+		"a": {"beta/0", "plugin-0", "plugin-1", "plugin-2", "plugin-3", "plugin-4"},
+		"b": {"alpha/2", "beta/1", "plugin-5", "plugin-6", "plugin-7"},
+		"c": {"alpha/0", "alpha/1", "beta/2", "plugin-8", "plugin-9"},
+	})
+	moves := s.moves
+	s.settle(true, time.Minute)
+	if s.moves-moves != 2 {
+		t.Errorf("spreading took %d moves, want 2\n%s", s.moves-moves, s.history())
+	}
+	s.steady(30 * time.Second)
 }
 
 func TestRankSpreadsShards(t *testing.T) {
