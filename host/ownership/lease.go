@@ -276,6 +276,10 @@ func (t *Table) take(ctx context.Context, w leaseWrite, now time.Time) {
 		return
 	}
 	w.u.held, w.u.renewed = true, now
-	t.log.Info("took a unit: starting it", "unit", w.u.name, "from", from)
+	if from != "" {
+		t.log.Info("took a unit: starting it", "unit", w.u.name, "from", from)
+	} else {
+		t.log.Info("took a unit: starting it", "unit", w.u.name)
+	}
 	t.changed(w.u)
 }

@@ -81,6 +81,7 @@ type Table struct {
 	balanceFrom time.Time            // when this replica first takes units
 	spreadTried map[string]time.Time // units let go of to spread their group, and when
 	lastSpread  time.Time            // when a unit was last let go of to spread its group
+	joined      map[string]time.Time // when each live replica was first seen live
 	lastError   string               // the last Lease call error said, see leaseError
 	// replicasChanged is closed and replaced when replicas changes.
 	replicasChanged chan struct{}
@@ -291,6 +292,7 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 		Now:           now,
 		BalanceFrom:   t.balanceFrom,
 		LastSpread:    t.lastSpread,
+		Joined:        t.joined,
 		RetryPeriod:   t.opts.RetryPeriod,
 		SpreadBackoff: 10 * t.opts.LeaseDuration,
 	}

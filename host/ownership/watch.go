@@ -111,6 +111,15 @@ func (t *Table) observe(now time.Time) {
 		replicas = append(replicas, t.opts.Identity)
 	}
 	slices.Sort(replicas)
+	joined := make(map[string]time.Time, len(replicas))
+	for _, r := range replicas {
+		if at, ok := t.joined[r]; ok {
+			joined[r] = at
+		} else {
+			joined[r] = now
+		}
+	}
+	t.joined = joined
 	if !slices.Equal(replicas, t.replicas) {
 		t.log.Info("replicas changed", "replicas", len(replicas), "identities", replicas)
 		close(t.replicasChanged)

@@ -52,6 +52,11 @@ type View struct {
 	BalanceFrom time.Time
 	// LastSpread is when this replica last let a unit go to spread a plugin's shards.
 	LastSpread time.Time
+	// Joined is when each live replica was first seen live. A replica that joined less than a
+	// retry period ago takes no unit yet (it waits to see the others), so none is let go of
+	// for it until then: the units keep running where they are meanwhile. A replica missing
+	// here counts as joined long ago.
+	Joined map[string]time.Time
 	// RetryPeriod is how long a unit let go of is left to the replica first in line for it, and
 	// the least time between two units let go of to spread.
 	RetryPeriod time.Duration
@@ -99,6 +104,9 @@ func Decide(v View) Decision {
 	var d Decision
 	d.Release = p.release()
 	d.Take, d.RetryAt = p.take()
+	if !p.retryAt.IsZero() && (d.RetryAt.IsZero() || p.retryAt.Before(d.RetryAt)) {
+		d.RetryAt = p.retryAt
+	}
 	return d
 }
 
@@ -115,7 +123,8 @@ type plan struct {
 	heldBy  map[string]int            // units held, by replica
 	inGroup map[string]map[string]int // units held, by plugin, then by replica
 
-	ranks map[string][]string // Rank of each unit, as asked
+	ranks   map[string][]string // Rank of each unit, as asked
+	retryAt time.Time           // when to decide again, if sooner than what take finds
 
 	// This replica's own, as this round decides.
 	held      int            // units held, not counting those let go of
@@ -204,6 +213,11 @@ func (p *plan) release() []Release {
 		out = append(out, r)
 	}
 	releasing := p.letting > 0
+	// While a replica that joined is not taking units yet, keep them running here.
+	if at := p.newcomerReady(); !at.IsZero() {
+		p.retryAt = at
+		return nil
+	}
 	// Over the share, let go of the surplus. At the share, while a replica is below the share
 	// rounded down (10 units on 3 replicas: 4, 4 and 2), the replica holding most (the first by
 	// identity among equals) lets one go, so the split ends 4, 3 and 3.
@@ -306,6 +320,22 @@ func (p *plan) take() (take []string, retryAt time.Time) {
 		held++
 	}
 	return take, retryAt
+}
+
+// newcomerReady is when the last replica other than this one that joined less than a retry
+// period ago begins to take units; zero if none did.
+func (p *plan) newcomerReady() time.Time {
+	var last time.Time
+	for _, r := range p.v.Replicas {
+		at, ok := p.v.Joined[r]
+		if r == p.v.Self || !ok {
+			continue
+		}
+		if ready := at.Add(p.v.RetryPeriod); p.v.Now.Before(ready) && ready.After(last) {
+			last = ready
+		}
+	}
+	return last
 }
 
 // starving reports whether a live replica other than this one holds fewer units than the share

@@ -55,6 +55,9 @@ type sim struct {
 	leases   map[string]*simLease
 	replicas map[string]*simReplica // live or paused processes
 	renewed  map[string]time.Time   // replica Leases: last renewal
+	joined   map[string]time.Time   // replica Leases: first renewal
+	freed    map[string]time.Time   // units handed back, and when
+	maxFree  time.Duration          // the longest a unit handed back waited to be taken
 	moves    int                    // takes
 	// stopDelay bounds how long the run of a unit let go of takes to return (a controller
 	// finishing its reconciles): its Lease is handed back then.
@@ -65,6 +68,7 @@ type sim struct {
 func newSim(t *testing.T, seed uint64, units []string) *sim {
 	return &sim{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: time.Unix(1_000_000, 0),
 		units: units, leases: map[string]*simLease{}, replicas: map[string]*simReplica{}, renewed: map[string]time.Time{},
+		joined: map[string]time.Time{}, freed: map[string]time.Time{},
 		stopDelay: 3 * time.Second}
 }
 
@@ -77,7 +81,7 @@ func (s *sim) start(id string) {
 		r.units[u] = &simUnit{}
 	}
 	s.replicas[id] = r
-	s.renewed[id] = s.now
+	s.renewed[id], s.joined[id] = s.now, s.now
 }
 
 // kill is SIGKILL: the replica stops; its Leases expire.
@@ -93,6 +97,7 @@ func (s *sim) stop(id string) {
 	}
 	delete(s.replicas, id)
 	delete(s.renewed, id)
+	delete(s.joined, id)
 }
 
 func (s *sim) expired(l *simLease) bool {
@@ -112,7 +117,7 @@ func (s *sim) liveReplicas() []string {
 
 // view is what r sees now.
 func (s *sim) view(r *simReplica) View {
-	v := View{Self: r.id, Replicas: s.liveReplicas(), Leases: map[string]Lease{}, Now: s.now,
+	v := View{Self: r.id, Replicas: s.liveReplicas(), Leases: map[string]Lease{}, Now: s.now, Joined: s.joined,
 		BalanceFrom: r.balanceFrom, LastSpread: r.lastSpread, RetryPeriod: retryPeriod, SpreadBackoff: 10 * leaseDuration}
 	if !slices.Contains(v.Replicas, r.id) {
 		v.Replicas = append(v.Replicas, r.id)
@@ -166,6 +171,7 @@ func (s *sim) step() {
 				u.releasing = false
 				if l := s.leases[name]; l != nil && l.holder == r.id {
 					*l = simLease{since: s.now, offeredTo: u.offerTo}
+					s.freed[name] = s.now
 				}
 				u.offerTo = ""
 			}
@@ -204,6 +210,10 @@ func (s *sim) step() {
 				continue // another replica was faster
 			}
 			s.leases[name] = &simLease{holder: r.id, since: s.now}
+			if at, ok := s.freed[name]; ok {
+				s.maxFree = max(s.maxFree, s.now.Sub(at))
+				delete(s.freed, name)
+			}
 			r.units[name].held, r.units[name].renewed = true, s.now
 			s.moves++
 			s.log = append(s.log, fmt.Sprintf("%s %s takes %s", s.now.Format("04:05.00"), r.id, name))
@@ -350,10 +360,15 @@ func TestJoin(t *testing.T) {
 		s.start(replicaName(seed, 0))
 		s.start(replicaName(seed, 1))
 		s.settle(true, time.Minute)
+		s.maxFree = 0
 		s.start(replicaName(seed, 2))
 		took := s.settle(true, 2*time.Minute)
 		s.steady(30 * time.Second)
-		t.Logf("seed %d: a third replica joined: settled, spread, in %s", seed, took)
+		// The others let go of units once the newcomer takes them, not before: none waits.
+		if s.maxFree > 2*tick {
+			t.Errorf("seed %d: a unit handed back to a replica that joined waited %s to be taken, want within %s", seed, s.maxFree, 2*tick)
+		}
+		t.Logf("seed %d: a third replica joined: settled, spread, in %s; units handed back were taken within %s", seed, took, s.maxFree)
 	}
 }
 
