@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/host/controlplane"
@@ -125,6 +128,9 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 			return err
 		}
 	}
+	if err := kubeconfigInUse(o.kubeconfigOut); err != nil {
+		return err
+	}
 
 	fmt.Fprintln(stdout, "starting etcd and kube-apiserver (the first start takes a few seconds)...")
 	cp, err := controlplane.Start(controlplane.Options{BinDir: binDir, Verbose: o.verbose > 1})
@@ -207,6 +213,28 @@ func (o *devOptions) examplePlugins(hc *plugin.HostConfig, binDir string) error 
 		if _, err := os.Stat(hc.Plugins[i].Module); err != nil {
 			return fmt.Errorf("plugin %q: %w: run `make plugins` in the wasmrec checkout to build the example plugins, or run your own with --plugin", hc.Plugins[i].Name, err)
 		}
+	}
+	return nil
+}
+
+// kubeconfigInUse refuses to overwrite a kubeconfig whose API server answers: another dev's,
+// which everything pointed at it (kubectl, replicas) would silently leave for this one's.
+func kubeconfigInUse(path string) error {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil // none, or not a kubeconfig: nothing to keep
+	}
+	for _, cluster := range cfg.Clusters {
+		u, err := url.Parse(cluster.Server)
+		if err != nil || u.Host == "" {
+			continue
+		}
+		conn, err := net.DialTimeout("tcp", u.Host, time.Second)
+		if err != nil {
+			continue
+		}
+		conn.Close()
+		return fmt.Errorf("%s belongs to a control plane that is still running (%s answers): another 'wasmrec dev'? Stop it, or give this one a kubeconfig of its own with --kubeconfig-out", path, cluster.Server)
 	}
 	return nil
 }
