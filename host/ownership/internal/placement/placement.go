@@ -221,8 +221,10 @@ func (p *plan) release() []Release {
 	// Over the share, let go of the surplus. At the share, while a replica is below the share
 	// rounded down (10 units on 3 replicas: 4, 4 and 2), the replica holding most (the first by
 	// identity among equals) lets one go, so the split ends 4, 3 and 3.
+	// (When the units divide evenly, a replica below the share has one over it to take from,
+	// which lets go by the first rule: this one would only answer a view gone stale.)
 	keep, why := p.fair, OverShare
-	if p.held == p.fair && !releasing && p.richestWhileOneStarves() {
+	if p.fair > p.floor && p.held == p.fair && !releasing && p.richestWhileOneStarves() {
 		keep, why = p.fair-1, Floor
 	}
 	// The least preferred first: shards of a crowded plugin, then plugins not split, then shards

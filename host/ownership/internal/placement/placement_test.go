@@ -545,6 +545,33 @@ func TestSpreadToTheReplicaAtItsShare(t *testing.T) {
 	s.steady(30 * time.Second)
 }
 
+// The floor's rule (the replica holding most lets one go while another is below the share
+// rounded down) is for units that do not divide evenly. When they do, a view that counts a
+// Lease the replicas no longer claim (a plugin being removed) must not make the replica at its
+// share let a unit go: the one below the floor takes the free unit instead.
+func TestNoFloorReleaseWhenUnitsDivideEvenly(t *testing.T) {
+	units := twelveUnits()
+	v := View{Self: "a", Replicas: []string{"a", "b", "c"}, Leases: map[string]Lease{}, Now: time.Unix(1000, 0),
+		RetryPeriod: retryPeriod, SpreadBackoff: 10 * leaseDuration}
+	holders := map[string][]string{ // plugin-5 is free
+		"a": {"alpha/0", "beta/0", "plugin-0", "plugin-1"},
+		"b": {"alpha/1", "beta/1", "plugin-2", "plugin-3"},
+		"c": {"alpha/2", "beta/2", "plugin-4"},
+	}
+	for id, held := range holders {
+		for _, u := range held {
+			v.Leases[u] = Lease{Holder: id}
+		}
+	}
+	v.Leases["removed-plugin"] = Lease{Holder: "a"} // a unit no longer claimed, its Lease not collected yet
+	for _, u := range units {
+		v.Units = append(v.Units, Unit{Name: u, Held: slices.Contains(holders["a"], u)})
+	}
+	if d := Decide(v); len(d.Release) > 0 {
+		t.Fatalf("a at its share of 12 units on 3 replicas lets go of %+v; want nothing (c takes the free unit)", d.Release)
+	}
+}
+
 func TestRankSpreadsShards(t *testing.T) {
 	replicas := []string{"a", "b", "c"}
 	firsts := map[string]bool{}
