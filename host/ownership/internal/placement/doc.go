@@ -9,7 +9,10 @@
 //     share of, then plugins not split, then shards whose next holder would not be crowded by
 //     them, then the rest.
 //   - The floor: while another replica holds less than the share rounded down, one at or above
-//     it takes nothing, and the replica holding most lets one unit go.
+//     it takes nothing, and, when the units do not divide evenly, the replica holding most lets
+//     one unit go.
+//   - A replica that joined takes units a retry period after it was first seen; until then no
+//     replica lets a unit go for it, so units keep running where they are.
 //   - Preference is rendezvous hashing of the plugin and the replica, turned by the shard index,
 //     so a plugin's shards are first preferred by different replicas: stable, spread, and the
 //     same on every replica.
