@@ -189,6 +189,12 @@ func (s *replicaSet) live() []*hostReplica {
 // 2 replicas, 1 on 3); it returns how long that took.
 func (s *replicaSet) waitSpread(units []string, lo, hi int, timeout time.Duration) time.Duration {
 	s.t.Helper()
+	shards := map[string]int{} // by plugin
+	for _, u := range units {
+		if p, _, isShard := shard.SplitUnit(u); isShard {
+			shards[p]++
+		}
+	}
 	began := time.Now()
 	var last string
 	for time.Since(began) < timeout {
@@ -196,12 +202,6 @@ func (s *replicaSet) waitSpread(units []string, lo, hi int, timeout time.Duratio
 		ok := true
 		var b strings.Builder
 		live := s.live()
-		shards := map[string]int{} // by plugin
-		for _, u := range units {
-			if p, _, isShard := shard.SplitUnit(u); isShard {
-				shards[p]++
-			}
-		}
 		for _, r := range live {
 			own := r.owned(s.t)
 			fmt.Fprintf(&b, "%s holds %d %v; ", r.name, len(own), own)
@@ -629,7 +629,10 @@ func BenchmarkShardedConvergence(b *testing.B) {
 	idle := startBenchProcess(b, exec.Command(bin, "run", "--config", filepath.Join(dir, "idle.yaml"), "--kubeconfig", kubeconfig,
 		"--share-plugins", "--leader-election-namespace", namespace(b), "--plugin-objects=false"))
 	idlePrivate := samplePrivate(idle.Process.Pid)
-	for !strings.Contains(idle.Stdout.(*lockedBuffer).String(), "sharing plugins with the other replicas") {
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(idle.Stdout.(*lockedBuffer).String(), "sharing plugins with the other replicas"); {
+		if time.Now().After(deadline) {
+			b.Fatalf("an idle replica did not start sharing within a minute:\n%s", tail(idle.Stdout.(*lockedBuffer).String(), 30))
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(2 * ownership.DefaultRetryPeriod) // a renewal or two

@@ -65,7 +65,7 @@ const (
 // manager runnable: it runs on every replica.
 type Table struct {
 	opts   Options
-	clock  clock.WithTicker // the real clock; a fake one in tests
+	clock  clock.WithTicker // every read of time and every timer goes through it: clock.RealClock
 	cs     kubernetes.Interface
 	leases coordinationclient.LeaseInterface
 	log    logr.Logger
@@ -297,6 +297,11 @@ func (t *Table) balance(ctx context.Context, now time.Time) {
 		SpreadBackoff: 10 * t.opts.LeaseDuration,
 	}
 	units := t.sortedUnits()
+	for name := range t.spreadTried { // a removed plugin's units are forgotten
+		if _, ok := t.units[name]; !ok {
+			delete(t.spreadTried, name)
+		}
+	}
 	for _, u := range units {
 		v.Units = append(v.Units, placement.Unit{Name: u.name, Held: u.held, Releasing: u.releasing, Running: u.claim.runs(u.name), SpreadTried: t.spreadTried[u.name]})
 	}

@@ -437,11 +437,6 @@ func Rank(replicas []string, unit string) []string {
 	return out
 }
 
-// Place is where replica comes in Rank(replicas, unit): 0 for the replica preferred most.
-func Place(replicas []string, replica, unit string) int {
-	return slices.Index(Rank(replicas, unit), replica)
-}
-
 // Standby reports whether self would take unit over first if its holder went: it ranks first
 // for it among the live replicas other than the holder.
 func Standby(replicas []string, self, holder, unit string) bool {
