@@ -24,7 +24,7 @@ help: ## List the targets.
 
 # -trimpath: the binary, and so the image's digest, does not depend on where the tree is.
 .PHONY: build
-build: ## Build bin/wasmrec.
+build: sdk-modules ## Build bin/wasmrec.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/wasmrec ./cmd/wasmrec
 
 # The image deploy/deployment.yaml runs, built with no container engine (internal/cmd/image):
@@ -47,17 +47,17 @@ image: build plugins ## Build the host image into bin/image/ (an OCI layout) and
 INSTALL_DIR = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 
 .PHONY: install
-install: controlplane ## Install wasmrec, and etcd and kube-apiserver for `wasmrec dev`, into $(go env GOBIN) or $(go env GOPATH)/bin.
-	CGO_ENABLED=0 $(GO) install -ldflags "-X main.version=$(VERSION)" ./cmd/wasmrec
+install: controlplane sdk-modules ## Install wasmrec, and etcd and kube-apiserver for `wasmrec dev`, into $(go env GOBIN) or $(go env GOPATH)/bin.
+	CGO_ENABLED=0 $(GO) install -trimpath -ldflags "-X main.version=$(VERSION)" ./cmd/wasmrec
 	install -m 0755 $(BIN)/etcd $(BIN)/kube-apiserver $(INSTALL_DIR)/
 	@echo ">> installed wasmrec, etcd and kube-apiserver into $(INSTALL_DIR)"
 
-# abi and sdk/go as a file-based module proxy (GOPROXY=file://$(BIN)/goproxy), at the version
-# plugins outside this repository require (internal/release): what the e2e tests build plugins
-# against, as an author would against the published modules.
-.PHONY: goproxy
-goproxy:
-	$(GO) run ./internal/cmd/goproxy -o $(BIN)/goproxy
+# abi and sdk/go at the version plugins require (internal/release), written from the tree as a
+# file-based module proxy that bin/wasmrec embeds and serves to the go command when it makes or
+# builds a Go plugin (internal/sdkproxy): authors need no published copy of them.
+.PHONY: sdk-modules
+sdk-modules:
+	@$(GO) run ./internal/cmd/goproxy -o internal/sdkproxy/modules
 
 .PHONY: controlplane
 controlplane: $(BIN)/etcd $(BIN)/kube-apiserver ## Build etcd and kube-apiserver into bin/ from the Go module proxy.
@@ -166,7 +166,7 @@ FUZZTIME_OBJECT ?= 50000x
 FUZZTIME_INSTRUMENT ?= 20000x
 
 .PHONY: test
-test: controlplane build plugins testguests registry-tool goproxy $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
+test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
 	$(BIN)/sdk-c-test
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd (the scale-out e2e runs several host processes for about 2 minutes)"
 	@rm -f $(BIN)/scaleout.txt

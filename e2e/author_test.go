@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +23,10 @@ import (
 )
 
 // author is a plugin author's machine, as far as the tests can make one: an empty folder
-// outside this repository, a PATH with the wasmrec binary, Go and clang, the published modules
-// served from the file-based module proxy that `make goproxy` writes (bin/goproxy), and a cache
-// directory of its own.
+// outside this repository, a PATH with wasmrec as `make install` installs it (with etcd and
+// kube-apiserver beside it), Go and clang, a module cache of its own, a cache directory of its
+// own, and a module proxy that refuses this project's modules, as the public one does while they
+// are unpublished: the Go SDK comes from the wasmrec binary or from nowhere.
 type author struct {
 	t     *testing.T
 	home  string // the empty folder
@@ -35,36 +38,71 @@ type author struct {
 	transcript bytes.Buffer
 }
 
+var (
+	installOnce sync.Once
+	installDir  string // where `make install` put wasmrec, etcd and kube-apiserver
+	installErr  error
+	installOut  []byte
+)
+
+// installed runs README's `make install` from this clone once, into a folder of the test run's
+// own (GOBIN), and returns that folder.
+func installed(t *testing.T) string {
+	t.Helper()
+	installOnce.Do(func() {
+		if installDir, installErr = os.MkdirTemp("", "wasmrec-install-"); installErr != nil {
+			return
+		}
+		cmd := exec.Command("make", "--no-print-directory", "install")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "GOBIN="+installDir)
+		installOut, installErr = cmd.CombinedOutput()
+	})
+	if installErr != nil {
+		t.Fatalf("make install: %v\n%s", installErr, installOut)
+	}
+	return installDir
+}
+
+// removeInstalled removes what installed installed; TestMain calls it.
+func removeInstalled() {
+	if installDir != "" {
+		_ = os.RemoveAll(installDir)
+	}
+}
+
+// refusingProxy answers every request 403, as the public module proxy answers for this project's
+// modules while they are unpublished.
+func refusingProxy(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 func newAuthor(t *testing.T) *author {
 	t.Helper()
-	repoBin, err := filepath.Abs("../bin")
-	must(t, err)
-	proxy := filepath.Join(repoBin, "goproxy")
-	if _, err := os.Stat(filepath.Join(proxy, "github.com", "wasmrec", "wasmrec", "sdk", "go", "@v", "list")); err != nil {
-		t.Fatalf("no module proxy in %s: run `make goproxy` (make test does)", proxy)
-	}
+	pathDir := installed(t)
 	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
 	must(t, err)
 	tmp := t.TempDir()
 	a := &author{t: t, home: filepath.Join(tmp, "work"), cache: filepath.Join(tmp, "cache")}
-	pathDir := filepath.Join(tmp, "path") // wasmrec only; go and clang come from the PATH
-	must(t, os.MkdirAll(pathDir, 0o755))
 	must(t, os.MkdirAll(a.home, 0o755))
-	// A link, as an installed binary is: wasmrec finds etcd and kube-apiserver beside the file
-	// it links to, as it does beside an installed one (make install).
 	a.bin = filepath.Join(pathDir, "wasmrec")
-	must(t, os.Symlink(filepath.Join(repoBin, "wasmrec"), a.bin))
 	for _, kv := range os.Environ() {
 		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "KUBEBUILDER_ASSETS", "GOFLAGS", "GOWORK", "GOPROXY", "GONOSUMDB", "GOMODCACHE", "XDG_CACHE_HOME", "PATH", "KUBECONFIG":
+		case "KUBEBUILDER_ASSETS", "GOFLAGS", "GOWORK", "GOPROXY", "GONOSUMDB", "GONOSUMCHECK", "GONOPROXY", "GOPRIVATE", "GOSUMDB",
+			"GOMODCACHE", "XDG_CACHE_HOME", "PATH", "KUBECONFIG":
 		default:
 			a.env = append(a.env, kv)
 		}
 	}
 	a.env = append(a.env,
 		"PATH="+pathDir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"GOPROXY=file://"+proxy, "GONOSUMDB=github.com/wasmrec/wasmrec", "GOFLAGS=-modcacherw",
-		"GOMODCACHE="+filepath.Join(tmp, "modcache"), // fresh: the proxy's zips change with the tree
+		"GOPROXY="+refusingProxy(t),
+		"GOFLAGS=-modcacherw", // so that the test can remove its module cache
+		"GOMODCACHE="+filepath.Join(tmp, "modcache"),
 		"GOCACHE="+strings.TrimSpace(string(gocache)),
 		"XDG_CACHE_HOME="+a.cache,
 	)
@@ -133,6 +171,10 @@ func TestAuthorJourney(t *testing.T) {
 	}
 	readme, err := os.ReadFile("../docs/plugin-authors.md")
 	must(t, err)
+	// The install the journey uses (newAuthor) is the one the guide gives.
+	if !strings.Contains(string(readme), "```sh\nmake install\n```") {
+		t.Error("docs/plugin-authors.md lacks `make install` as its install block")
+	}
 	var transcripts []string
 	for _, tc := range []struct {
 		lang, name string
@@ -151,6 +193,7 @@ func TestAuthorJourney(t *testing.T) {
 		}
 		t.Run(tc.lang, func(t *testing.T) {
 			a := newAuthor(t)
+			a.note("(wasmrec from make install; a fresh module cache; a module proxy that refuses the SDK)\n")
 			start := time.Now()
 			a.run("", tc.new)
 			a.note("$ cd %s\n", tc.name)

@@ -41,6 +41,7 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
 	var err error
+	defer removeInstalled()
 	// envtest logs through controller-runtime's logger; a control plane started later than 30 s
 	// into the run (TestShardedPluginWithoutTheGate's) would otherwise print a stack about it.
 	ctrllog.SetLogger(logr.Discard())

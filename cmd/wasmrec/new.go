@@ -3,12 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/wasmrec/wasmrec/internal/build"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 	"github.com/wasmrec/wasmrec/internal/scaffold"
 )
@@ -22,7 +22,8 @@ func newNewCommand(stdout io.Writer) *cobra.Command {
 main_test.go (a test against the SDK's fake cluster) and go.mod; for C, NAME.c. Both get a
 host.yaml whose grant matches the plugin's manifest and samples/NAME.yaml, an object of the kind
 the plugin reconciles. The plugin marks each object it reconciles with an annotation: replace
-that with your logic. For Go, new runs 'go mod tidy' when Go is installed.`,
+that with your logic. For Go, new runs 'go mod tidy' when Go is installed, with the Go SDK
+this wasmrec carries (no published copy is needed).`,
 		Example: `  # A Go plugin for ConfigMaps, then its test, its build and a local run:
   wasmrec new hello --for v1/ConfigMap
   cd hello && go test ./...
@@ -46,14 +47,12 @@ that with your logic. For Go, new runs 'go mod tidy' when Go is installed.`,
 				fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(dir, f))
 			}
 			if o.Lang == "go" {
-				if gobin, err := exec.LookPath("go"); err != nil {
-					fmt.Fprintf(stdout, "go is not on PATH: run 'go mod tidy' in %s once it is\n", dir)
+				if _, err := exec.LookPath("go"); err != nil {
+					fmt.Fprintf(stdout, "go is not on PATH: once it is, wasmrec build in %s tidies the module first\n", dir)
 				} else {
-					tidy := exec.Command(gobin, "mod", "tidy")
-					tidy.Dir, tidy.Stdout, tidy.Stderr = dir, stdout, os.Stderr
-					fmt.Fprintln(stdout, "running go mod tidy (fetches the Go SDK)")
-					if err := tidy.Run(); err != nil {
-						return fmt.Errorf("go mod tidy in %s: %w: the files are written; fix the module setup and run it again", dir, err)
+					fmt.Fprintln(stdout, "running go mod tidy (the Go SDK comes with wasmrec)")
+					if err := build.Tidy(dir, build.Options{Warnings: stdout}); err != nil {
+						return fmt.Errorf("%w\nthe files are written: once the cause is fixed, run wasmrec build in %s (it tidies a module that has no go.sum yet)", err, dir)
 					}
 				}
 			}

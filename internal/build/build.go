@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/wasmrec/wasmrec/internal/sdkproxy"
 	"github.com/wasmrec/wasmrec/sdk"
 )
 
@@ -80,14 +82,66 @@ func Build(dir string, o Options) (string, error) {
 }
 
 func buildGo(dir string, o Options) error {
+	// A folder never tidied (wasmrec new ran where go was not installed): tidy it first, with the
+	// Go SDK this binary carries, as new would have.
+	if _, err := os.Stat(filepath.Join(dir, "go.sum")); errors.Is(err, fs.ErrNotExist) {
+		if err := Tidy(dir, o); err != nil {
+			return err
+		}
+	}
+	cmd, err := goCommand(dir, "build", "-buildmode=c-shared", "-trimpath", "-o", o.Out, ".")
+	if err != nil {
+		return err
+	}
+	cmd.Env = append(cmd.Env, "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
+	return goAdvice(runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o), dir)
+}
+
+// Tidy runs go mod tidy in a Go plugin's folder, as wasmrec new does after writing it, with the
+// Go SDK this binary carries (package sdkproxy) offered to the go command.
+func Tidy(dir string, o Options) error {
+	cmd, err := goCommand(dir, "mod", "tidy")
+	if err != nil {
+		return err
+	}
+	return goAdvice(runTool(cmd, "", o), dir)
+}
+
+// goCommand is the go command with args, run in dir, with the environment that offers it the
+// Go SDK this binary carries.
+func goCommand(dir string, args ...string) (*exec.Cmd, error) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		return errors.New("go is not on PATH: install Go 1.24 or later (https://go.dev/dl) to build Go plugins")
+		return nil, errors.New("go is not on PATH: install Go 1.24 or later (https://go.dev/dl) to build Go plugins")
 	}
-	cmd := exec.Command(gobin, "build", "-buildmode=c-shared", "-trimpath", "-o", o.Out, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	return runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o)
+	env, err := sdkproxy.Env(os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(gobin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	return cmd, nil
+}
+
+// goAdvice adds what to do to a go command's failure to get the Go SDK.
+func goAdvice(err error, dir string) error {
+	var te *ToolError
+	if !errors.As(err, &te) {
+		return err
+	}
+	for _, m := range sdkproxy.Modules {
+		if !strings.Contains(te.Output, m.Path) {
+			continue
+		}
+		switch {
+		case !sdkproxy.Carried():
+			te.Advice = sdkproxy.ErrNotCarried.Error()
+		case strings.Contains(te.Output, "missing go.sum entry"):
+			te.Advice = fmt.Sprintf("go.sum lacks the Go SDK's checksums: remove %s and run wasmrec build again (it tidies a folder with no go.sum, with the SDK this wasmrec carries)", filepath.Join(dir, "go.sum"))
+		}
+		return err
+	}
+	return err
 }
 
 // WASI_SYSROOT, if set, is the wasi-libc sysroot; otherwise /usr/share/wasi-sysroot where it

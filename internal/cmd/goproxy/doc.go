@@ -2,8 +2,8 @@
 // release.Version, from the working tree) as a file-based Go module proxy, the layout
 // GOPROXY=file:///DIR reads: DIR/<module>/@v/{list,<version>.info,.mod,.zip}.
 //
-// It is how this repository proves that a plugin outside it builds with no replace line, and how
-// `make check` tidies the modules that require abi and sdk/go before those are tagged.
+// `make build` and `make install` run it to write internal/sdkproxy/modules, which the wasmrec
+// binary carries and serves to the go command (package sdkproxy).
 //
-//	go run ./internal/cmd/goproxy -o bin/goproxy
+//	go run ./internal/cmd/goproxy -o internal/sdkproxy/modules
 package main
