@@ -271,7 +271,12 @@ type devProcess struct {
 
 func startDev(t *testing.T, a *author, dir string) *devProcess {
 	t.Helper()
-	line := "wasmrec dev --plugin ."
+	return startDevWith(t, a, dir, "wasmrec dev --plugin .")
+}
+
+// startDevWith starts line, a wasmrec dev command, in dir and waits for its kubeconfig.
+func startDevWith(t *testing.T, a *author, dir, line string) *devProcess {
+	t.Helper()
 	d := &devProcess{out: &syncBuffer{}, done: make(chan error, 1)}
 	d.cmd = a.command(dir, line)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out

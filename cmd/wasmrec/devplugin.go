@@ -73,7 +73,7 @@ func loadDevPlugins(ctx context.Context, paths []string, stdout io.Writer) ([]*d
 				return nil, err
 			}
 			start := time.Now()
-			if err := dp.build(); err != nil {
+			if _, err := dp.build(); err != nil {
 				return nil, fmt.Errorf("--plugin %s: %w", p, err)
 			}
 			fmt.Fprintf(stdout, "built %s in %s\n", dp.module, time.Since(start).Round(100*time.Millisecond))
@@ -99,13 +99,20 @@ func loadDevPlugins(ctx context.Context, paths []string, stdout io.Writer) ([]*d
 
 // build compiles the folder to a file beside the module and renames it into place, so that the
 // host's file watcher sees one whole new module.
-func (dp *devPlugin) build() error {
+// build builds the plugin's module; changed is false when it is the same, byte for byte, as the
+// module already there, which is then left as it is.
+func (dp *devPlugin) build() (changed bool, err error) {
 	tmp := dp.module + ".building"
 	defer os.Remove(tmp)
 	if _, err := build.Build(dp.dir, build.Options{Out: tmp, Warnings: dp.warnings}); err != nil {
-		return err
+		return false, err
 	}
-	return os.Rename(tmp, dp.module)
+	if old, err := os.ReadFile(dp.module); err == nil {
+		if built, err := os.ReadFile(tmp); err == nil && bytes.Equal(old, built) {
+			return false, nil
+		}
+	}
+	return true, os.Rename(tmp, dp.module)
 }
 
 // sources fingerprints what a build reads: the names, sizes and times of the folder's files,
@@ -208,12 +215,16 @@ func (r *devRebuilder) Start(ctx context.Context) error {
 			}
 			seen[dp] = now
 			start := time.Now()
-			if err := dp.build(); err != nil {
+			changed, err := dp.build()
+			switch {
+			case err != nil:
 				fmt.Fprintf(r.out, "%s: build failed:\n%v\n", dp.dir, err)
 				log.Error(nil, "build failed (the compiler's output is above): the running version stays")
-				continue
+			case !changed:
+				log.Info("rebuilt: the same module as the one running, nothing to swap", "took", time.Since(start).Round(100*time.Millisecond).String())
+			default:
+				log.Info("rebuilt: swapping to the new module", "took", time.Since(start).Round(100*time.Millisecond).String())
 			}
-			log.Info("rebuilt: swapping to the new module", "took", time.Since(start).Round(100*time.Millisecond).String())
 		}
 	}
 }

@@ -29,7 +29,9 @@ type Options struct {
 	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 
 	// ReconcileTimeout bounds one Reconcile call: its context is cancelled after this long and a
-	// call that overran counts as an error. Defaults to 0, no timeout.
+	// call that overran counts as an error: the reconciler's own if it wraps
+	// context.DeadlineExceeded (it says what timed out), else "reconcile timed out after ...".
+	// Defaults to 0, no timeout.
 	ReconcileTimeout time.Duration
 
 	// CacheSyncTimeout bounds how long Start waits for the sources' first lists.
@@ -324,12 +326,12 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 	case terminal:
 		result = "error"
 		q.Forget(req)
-		log.Error(err, "reconciler error: terminal, not retried")
+		log.Error(err, "reconciler error: terminal, not retried", stackOf(err)...)
 	case err != nil:
 		result = "error"
 		// Log before requeueing, so the log's order is the order of events: the retry's delay
 		// starts after this line.
-		log.Error(err, "reconciler error", "retries", q.NumRequeues(req)+1)
+		log.Error(err, "reconciler error", append([]any{"retries", q.NumRequeues(req) + 1}, stackOf(err)...)...)
 		q.AddRateLimited(req)
 	case res.RequeueAfter > 0:
 		result = "requeue_after"
@@ -374,9 +376,21 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (res 
 	}()
 	res, err = c.do.Reconcile(ctx, req)
 	if c.opts.ReconcileTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return reconcile.Result{}, false, err // the reconciler said what timed out
+		}
 		return reconcile.Result{}, false, fmt.Errorf("reconcile timed out after %s: %w", c.opts.ReconcileTimeout, errors.Join(context.DeadlineExceeded, err))
 	}
 	return res, false, err
+}
+
+// stackOf is the "stack" key and value of an error that carries its own (reconcile.Stacker).
+func stackOf(err error) []any {
+	var s reconcile.Stacker
+	if errors.As(err, &s) && s.Stack() != "" {
+		return []any{"stack", s.Stack()}
+	}
+	return nil
 }
 
 func newQueue(rl workqueue.TypedRateLimiter[reconcile.Request], clk clock.WithTicker) handler.Queue {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -325,6 +326,62 @@ func TestReconcileTimeoutIsAnError(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want a deadline error", err)
 	}
+}
+
+// A reconciler's own timeout error, which says what timed out, is the error as it is.
+func TestReconcileTimeoutExplainedByTheReconciler(t *testing.T) {
+	own := fmt.Errorf("the guest ran past its 10ms timeout: %w", context.DeadlineExceeded)
+	c, err := New("slow", reconcile.Func(func(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+		<-ctx.Done()
+		return reconcile.Result{}, own
+	}), Options{ReconcileTimeout: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err = c.reconcile(context.Background(), req("a")); err != own {
+		t.Fatalf("err = %v, want the reconciler's own", err)
+	}
+}
+
+type stackError struct{}
+
+func (stackError) Error() string { return "it panicked" }
+func (stackError) Stack() string { return "goroutine 1 [running]:\nmain.reconcile()" }
+
+// An error with a stack of its own (a plugin's panic) is logged with the stack beside it.
+func TestErrorStackIsLogged(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	src := newQueueSource(req("a"))
+	var calls atomic.Int32
+	c, err := New("stacky", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		if calls.Add(1) == 1 {
+			return reconcile.Result{}, fmt.Errorf("plugin %q: %w", "p", stackError{})
+		}
+		return reconcile.Result{}, nil
+	}), Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Watch(src)
+	startController(t, c)
+	waitFor(t, "the retry", func() bool { return calls.Load() >= 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	for _, l := range lines {
+		if strings.Contains(l, "reconciler error") {
+			if !strings.Contains(l, `"stack"="goroutine 1 [running]:\nmain.reconcile()"`) {
+				t.Errorf("the error line lacks the stack: %s", l)
+			}
+			return
+		}
+	}
+	t.Fatalf("no error line in %q", lines)
 }
 
 // Eight workers, keys added from several goroutines while they are reconciled: one key is never

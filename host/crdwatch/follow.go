@@ -2,6 +2,7 @@ package crdwatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/internal/backoff"
-	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // Follow returns a runnable that runs r only while every kind in kinds is served: it waits for
@@ -78,18 +78,12 @@ func (f *Following) poke() {
 	}
 }
 
-// missing lists the kinds not served now.
+// missing lists the kinds not served now (see Watcher.NotServed).
 func (f *Following) missing() []string {
 	f.mu.Lock()
 	kinds := f.kinds
 	f.mu.Unlock()
-	var out []string
-	for _, k := range kinds {
-		if !f.w.Served(k) {
-			out = append(out, notServed(k))
-		}
-	}
-	return out
+	return f.w.NotServed(kinds)
 }
 
 // Start follows the kinds until ctx is done or the wrapped runnable fails.
@@ -115,7 +109,11 @@ func (f *Following) Start(ctx context.Context) error {
 	restarts := backoff.Restart.Start()
 	for {
 		if m := f.missing(); len(m) > 0 {
-			f.log.Info("waiting: not served", "runnable", f.Name(), "kinds", strings.Join(m, "; "))
+			if strings.Contains(strings.Join(m, ""), "did you mean") { // a typo, most likely: it will wait for ever
+				f.log.Error(errors.New(strings.Join(m, "; ")), "waiting for a kind no API serves", "runnable", f.Name())
+			} else {
+				f.log.Info("waiting: not served", "runnable", f.Name(), "kinds", strings.Join(m, "; "))
+			}
 			for len(f.missing()) > 0 {
 				select {
 				case <-ctx.Done():
@@ -166,15 +164,4 @@ func (f *Following) Start(ctx context.Context) error {
 			}
 		}
 	}
-}
-
-// notServed says which kind is not served and what would serve it.
-func notServed(gvk schema.GroupVersionKind) string {
-	if kinds.BuiltInGroup(gvk.Group) {
-		if k := kinds.Lookup(gvk); !k.BuiltIn {
-			return kinds.GVK(gvk) + " (" + kinds.NotBuiltIn(gvk) + ")"
-		}
-		return kinds.GVK(gvk) + " (an API this API server does not enable)"
-	}
-	return kinds.GVK(gvk) + " (install the CRD that serves it, " + kinds.Lookup(gvk).Resource + "." + gvk.Group + ")"
 }

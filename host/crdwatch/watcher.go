@@ -3,6 +3,9 @@ package crdwatch
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -172,6 +175,56 @@ func (w *Watcher) Served(gvk schema.GroupVersionKind) bool {
 	}
 	_, err := w.cache.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
 	return err == nil || !meta.IsNoMatchError(err)
+}
+
+// NotServed lists, one line each, the kinds of gvks the API server does not serve now, each
+// with what would serve it or what was most likely meant:
+//
+//	Widgt.v1.example.com (no CRD serves it: did you mean Widget, which example.com serves?)
+//	Widget.v2.example.com (example.com serves Widget at v1 only)
+//	Gadget.v1.example.com (install the CRD that serves it, gadgets.example.com)
+//	ConfigMaps.v1 (v1 has no kind ConfigMaps: did you mean ConfigMap?)
+func (w *Watcher) NotServed(gvks []schema.GroupVersionKind) []string {
+	var out []string
+	for _, k := range gvks {
+		if !w.Served(k) {
+			out = append(out, w.notServed(k))
+		}
+	}
+	return out
+}
+
+// notServed says what would serve gvk, which is not served, or what was most likely meant: a
+// kind of the same group that a CRD serves.
+func (w *Watcher) notServed(gvk schema.GroupVersionKind) string {
+	if kinds.BuiltInGroup(gvk.Group) {
+		if k := kinds.Lookup(gvk); !k.BuiltIn {
+			return kinds.GVK(gvk) + " (" + kinds.NotBuiltIn(gvk) + ")"
+		}
+		return kinds.GVK(gvk) + " (an API this API server does not enable)"
+	}
+	var versions, names []string // of gvk's kind; of the group's kinds
+	w.mu.Lock()
+	for _, served := range w.crds {
+		for _, k := range served {
+			if k.Group != gvk.Group {
+				continue
+			}
+			if k.Kind == gvk.Kind {
+				versions = append(versions, k.Version)
+			}
+			names = append(names, k.Kind)
+		}
+	}
+	w.mu.Unlock()
+	if len(versions) > 0 {
+		slices.Sort(versions)
+		return fmt.Sprintf("%s (%s serves %s at %s only)", kinds.GVK(gvk), gvk.Group, gvk.Kind, strings.Join(slices.Compact(versions), ", "))
+	}
+	if m := kinds.Closest(gvk.Kind, names); m != "" {
+		return fmt.Sprintf("%s (no CRD serves it: did you mean %s, which %s serves?)", kinds.GVK(gvk), m, gvk.Group)
+	}
+	return kinds.GVK(gvk) + " (install the CRD that serves it, " + kinds.Lookup(gvk).Resource + "." + gvk.Group + ")"
 }
 
 // Subscribe returns a channel that receives after each change of the served kinds, and a

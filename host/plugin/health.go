@@ -202,3 +202,52 @@ func notReady(started bool, failures []cache.Failure, pluginsNeed map[cache.Key]
 	slices.Sort(out)
 	return out
 }
+
+// FailingAfter is how many reconciles in a row must fail, with none succeeding, before Failing
+// says the plugin is failing: one failure is a conflict or a missing object soon put right;
+// five in a row, the first few retries of one key apart, are a plugin that does not work.
+const FailingAfter = 5
+
+// Failing says, once FailingAfter reconciles in a row have failed (errors, panics, timeouts),
+// that the plugin is failing, with the last error; "" again from the next reconcile that
+// succeeds. The code that writes a plugin's status sets Degraded from it; OnFailing says when it
+// changes.
+func (p *Plugin) Failing() string { return p.failures.message() }
+
+// failureStreak counts a plugin's reconciles failed since the last one that succeeded.
+type failureStreak struct {
+	mu    sync.Mutex
+	n     int
+	since time.Time // when the first of them failed
+	last  string    // the last one's error
+}
+
+// record counts one reconcile's outcome, and tells onChange (if set) when message changes from
+// "" or back to it, without the lock held.
+func (f *failureStreak) record(err error, onChange func(string)) {
+	f.mu.Lock()
+	was := f.n >= FailingAfter
+	if err == nil {
+		f.n, f.last = 0, ""
+	} else {
+		if f.n == 0 {
+			f.since = time.Now()
+		}
+		f.n++
+		f.last = err.Error()
+	}
+	now := f.n >= FailingAfter
+	f.mu.Unlock()
+	if was != now && onChange != nil {
+		onChange(f.message())
+	}
+}
+
+func (f *failureStreak) message() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n < FailingAfter {
+		return ""
+	}
+	return fmt.Sprintf("every reconcile since %s has failed (%d or more in a row); the last error: %s", f.since.UTC().Format(time.RFC3339), FailingAfter, f.last)
+}

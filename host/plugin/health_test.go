@@ -60,3 +60,36 @@ func TestReadinessRule(t *testing.T) {
 		})
 	}
 }
+
+// A plugin is failing after FailingAfter failed reconciles in a row, with the last error, and
+// not from the next success; the callback hears of each change, once.
+func TestFailureStreak(t *testing.T) {
+	var f failureStreak
+	var told []string
+	tell := func(s string) { told = append(told, s) }
+	for i := range FailingAfter - 1 {
+		f.record(errors.New("conflict"), tell)
+		if f.message() != "" {
+			t.Fatalf("failing after %d failures, want %d", i+1, FailingAfter)
+		}
+	}
+	f.record(nil, tell) // one success starts the count again
+	for range FailingAfter - 1 {
+		f.record(errors.New("conflict"), tell)
+	}
+	if f.message() != "" || len(told) != 0 {
+		t.Fatalf("failing (%q, told %q) though a reconcile succeeded %d failures ago", f.message(), told, FailingAfter-1)
+	}
+	f.record(errors.New(`plugin "p": boom`), tell)
+	f.record(errors.New(`plugin "p": bang`), tell)
+	if m := f.message(); !strings.HasPrefix(m, "every reconcile since ") || !strings.HasSuffix(m, `the last error: plugin "p": bang`) {
+		t.Fatalf("message %q", m)
+	}
+	if len(told) != 1 || !strings.Contains(told[0], "boom") {
+		t.Fatalf("told %q, want the one change, with the error at that time", told)
+	}
+	f.record(nil, tell)
+	if f.message() != "" || len(told) != 2 || told[1] != "" {
+		t.Fatalf("after a success: %q, told %q", f.message(), told)
+	}
+}

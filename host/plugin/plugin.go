@@ -252,6 +252,11 @@ type Plugin struct {
 	// (none: it has all it needs again), in order, from the cache's goroutine or a reconcile's:
 	// it must not block (enqueueing the Plugin object whose status says it is what it is for).
 	OnUnavailable func([]string)
+
+	failures failureStreak // reconciles failed since the last success
+	// OnFailing, if set before Run, is told when Failing changes from "" or back to it, from a
+	// reconcile's goroutine: it must not block.
+	OnFailing func(string)
 }
 
 var (
@@ -562,6 +567,11 @@ func (p *Plugin) InFlight() []string {
 // served (its CRD is missing), or on a replica that is not the leader.
 func (p *Plugin) Running() bool { return p.running.Load() }
 
+// Waiting lists, one line each, the kinds the plugin watches that the API server does not serve
+// now, with what would serve each or what was most likely meant (crdwatch.Watcher.NotServed);
+// none when its controller can run. It is the same on every replica.
+func (p *Plugin) Waiting() []string { return p.host.crds.NotServed(p.Kinds()) }
+
 // Kinds are the kinds the plugin watches: For, Owns and Watches.
 func (p *Plugin) Kinds() []schema.GroupVersionKind {
 	var out []schema.GroupVersionKind
@@ -849,15 +859,36 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		res, _, err = p.run(ctx, req, call, nil, true, log, nil)
 	}
 	switch {
+	case errors.Is(err, wasm.ErrTimedOut):
+		err = &timedOut{plugin: p.cfg.Name, timeout: p.cfg.ReconcileTimeout(), err: err}
 	case err != nil:
-		return reconcile.Result{}, err
 	case res.Failed && res.Terminal:
-		return reconcile.Result{}, reconcile.TerminalError(fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err))
+		err = reconcile.TerminalError(fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err))
 	case res.Failed:
-		return reconcile.Result{}, fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err)
+		err = fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err)
+	}
+	p.failures.record(err, p.OnFailing)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	return reconcile.Result{Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}, nil
 }
+
+// timedOut is a reconcile the host stopped at the plugin's timeout, said in the terms of the
+// setting an author or operator changes. It wraps what the module reported (wasm.ErrTimedOut)
+// and context.DeadlineExceeded, so that the controller does not say it again.
+type timedOut struct {
+	plugin  string
+	timeout time.Duration
+	err     error
+}
+
+func (e *timedOut) Error() string {
+	return fmt.Sprintf("plugin %q: reconcile stopped at its timeout, %s (the plugin's timeout setting: timeout in host.yaml, spec.timeout in a Plugin object): make the reconcile return sooner, or raise the timeout",
+		e.plugin, e.timeout)
+}
+
+func (e *timedOut) Unwrap() []error { return []error{e.err, context.DeadlineExceeded} }
 
 // run runs one reconcile on version v (nil: the live one), its host calls set up by calls if
 // set. A reconcile runs whole on one version: one that picked a version just as a swap or a

@@ -56,6 +56,9 @@ type SuperviseOptions struct {
 	// OnUnavailable, if set, is told when what the plugin needs but the host cannot list or
 	// watch changes (see Plugin.Unavailable).
 	OnUnavailable func([]string)
+	// OnFailing, if set, is told when the plugin starts failing every reconcile, or succeeds
+	// again (see Plugin.Failing).
+	OnFailing func(string)
 	// Reporting says whether this replica logs the plugin's failures (replicas that load the
 	// same plugins let one of them speak). Defaults to always.
 	Reporting func() bool
@@ -264,7 +267,7 @@ func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 			return nil, ReasonLoadFailed, err
 		}
 	}
-	p.OnSwap, p.OnRollout, p.OnRunning, p.OnUnavailable = s.opts.OnSwap, s.opts.OnRollout, s.opts.OnRunning, s.opts.OnUnavailable
+	p.OnSwap, p.OnRollout, p.OnRunning, p.OnUnavailable, p.OnFailing = s.opts.OnSwap, s.opts.OnRollout, s.opts.OnRunning, s.opts.OnUnavailable, s.opts.OnFailing
 	if p.Module().Digest() != digest { // the version that served: the new one rolls out from it
 		s.log.Info("the plugin's module changed while the host was away: loaded the version that served, rolling out the new one from it", "live", p.Module().ShortDigest(), "new", wasmShort(digest))
 		_ = p.swap(ctx, wasm, "", nil) // a refusal is told to OnSwap, and the live version serves on

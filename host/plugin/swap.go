@@ -58,6 +58,11 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		if onlyFrom == "" || p.ModuleRef() == onlyFrom {
 			if digest == p.Module().Digest() { // back to the live version: a rollout running ends
 				p.endRolloutLocked(p.ro.Load(), StageAborted, "the plugin's module is the live version's again", false)
+				// A refusal of what the source held in between no longer applies.
+				p.log.Info("the new module is the one serving already: nothing to swap", "serving", p.Module().ShortDigest())
+				if p.OnSwap != nil {
+					p.OnSwap(SwapEvent{From: digest, To: digest, Unchanged: true})
+				}
 			}
 			p.setSource(to)
 		}
@@ -172,6 +177,9 @@ type SwapEvent struct {
 	From, To string // module digests; To is empty for a refused swap
 	// Rollback is true for a swap to a version that served before and was kept compiled.
 	Rollback bool
+	// Unchanged is true when the source holds the module serving already (From and To): there
+	// was nothing to swap, and a refusal of what it held before no longer applies.
+	Unchanged bool
 	Err      error // what refused the swap; nil for one that happened
 }
 

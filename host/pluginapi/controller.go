@@ -359,6 +359,8 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			OnRunning: func(bool) { r.ctrl.Enqueue(again) },
 			// A kind it needs that the host cannot list makes it Degraded, naming what is missing.
 			OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
+			// So does a plugin failing every reconcile, until one succeeds.
+			OnFailing: func(string) { r.ctrl.Enqueue(again) },
 			Reporting:     r.leading,
 			Live:          live, // a rollout the host was in the middle of starts again
 		})
@@ -513,15 +515,21 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(plugin.
 	again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 	return func(s plugin.SwapEvent) {
 		r.mu.Lock()
-		if s.Err != nil {
+		switch {
+		case s.Err != nil:
 			l.lastErr, l.lastWhy = s.Err.Error(), "SwapRefused"
 			l.refusals++
-		} else {
+		case s.Unchanged:
+			if l.lastWhy == "SwapRefused" {
+				l.lastErr, l.lastWhy = "", ""
+			}
+		default:
 			l.lastErr, l.lastWhy = "", ""
 			l.swaps++
 		}
 		r.mu.Unlock()
 		switch {
+		case s.Unchanged:
 		case s.Err != nil:
 			r.event(u, corev1.EventTypeWarning, "SwapRefused", "%s keeps serving: %v", s.From, s.Err)
 		case s.Rollback:
@@ -633,6 +641,7 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy}
 		r.mu.Unlock()
 		s.digest, s.running, s.kinds, s.plugin, s.unavailable = p.Module().Digest(), p.Running(), p.Kinds(), p, p.Unavailable()
+		s.failing, s.waiting = p.Failing(), p.Waiting()
 		s.rollout = p.Rollout()
 	}
 	st := map[string]any{}
@@ -667,6 +676,8 @@ type serving struct {
 	kinds           []schema.GroupVersionKind
 	plugin          *plugin.Plugin
 	unavailable     []string // what it needs that the host cannot list or watch
+	failing         string   // Plugin.Failing: every reconcile fails
+	waiting         []string // Plugin.Waiting: kinds it needs that no API serves
 	rollout         *plugin.RolloutStatus
 }
 
@@ -703,18 +714,26 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool)
 	switch {
 	case paused:
 		set("Ready", false, "Paused", "spec.paused is set")
-		set("Degraded", false, "Paused", "")
 	case s == nil:
 		set("Ready", false, "NotLoaded", lastErr)
-		set("Degraded", true, why, lastErr)
+	case len(s.waiting) > 0:
+		// Its controller cannot start, whichever replica leads: no CRD serves a kind it needs.
+		set("Ready", false, "WaitingForKinds", "waiting until these are served: "+strings.Join(s.waiting, "; "))
 	case lastErr != "":
 		set("Ready", true, "Serving", "the last good module serves")
-		set("Degraded", true, why, lastErr)
-	case len(s.unavailable) > 0:
-		set("Ready", true, "Serving", "the module serves")
-		set("Degraded", true, "Unavailable", strings.Join(s.unavailable, "; "))
 	default:
 		set("Ready", true, "Serving", "the module serves")
+	}
+	switch {
+	case paused:
+		set("Degraded", false, "Paused", "")
+	case s == nil || lastErr != "":
+		set("Degraded", true, why, lastErr)
+	case len(s.unavailable) > 0:
+		set("Degraded", true, "Unavailable", strings.Join(s.unavailable, "; "))
+	case s.failing != "":
+		set("Degraded", true, "ReconcilesFailing", s.failing)
+	default:
 		set("Degraded", false, "Healthy", "")
 	}
 	switch {

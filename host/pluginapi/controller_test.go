@@ -160,6 +160,24 @@ func TestStatusSaysWhatServes(t *testing.T) {
 		t.Errorf("Degraded's message %q does not name what the host cannot list", m)
 	}
 
+	// A plugin whose every reconcile fails is Degraded, saying so, though it serves.
+	failing := statusOf(u, &serving{digest: "sha256:b", running: true, kinds: things, failing: "every reconcile since 2026-01-01T00:00:00Z has failed (5 or more in a row); the last error: boom"}, nil, false)
+	c = conditions(t, failing)
+	want(t, c, "Ready", metav1.ConditionTrue, "Serving")
+	want(t, c, "Degraded", metav1.ConditionTrue, "ReconcilesFailing")
+	if m := meta.FindStatusCondition(c, "Degraded").Message; !strings.Contains(m, "the last error: boom") {
+		t.Errorf("Degraded's message %q does not give the last error", m)
+	}
+
+	// One waiting for a kind no API serves is not Ready, and says what was meant.
+	waiting := statusOf(u, &serving{digest: "sha256:b", kinds: things, waiting: []string{"Thng.v1.follow.wasmrec.dev (no CRD serves it: did you mean Thing, which follow.wasmrec.dev serves?)"}}, nil, false)
+	c = conditions(t, waiting)
+	want(t, c, "Ready", metav1.ConditionFalse, "WaitingForKinds")
+	want(t, c, "Degraded", metav1.ConditionFalse, "Healthy")
+	if m := meta.FindStatusCondition(c, "Ready").Message; !strings.Contains(m, "did you mean Thing") {
+		t.Errorf("Ready's message %q does not say what was meant", m)
+	}
+
 	paused := pluginObject(t, `{"module":"x.wasm","paused":true}`)
 	want(t, conditions(t, statusOf(paused, nil, nil, false)), "Ready", metav1.ConditionFalse, "Paused")
 }

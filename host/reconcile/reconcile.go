@@ -84,3 +84,10 @@ func Stopping(ctx context.Context) <-chan struct{} {
 	stop, _ := ctx.Value(stoppingKey{}).(<-chan struct{})
 	return stop
 }
+
+// Stacker is an error that carries the stack where it happened, a plugin's own panic say: the
+// controller logs the stack beside the error, under "stack".
+type Stacker interface {
+	error
+	Stack() string
+}

@@ -159,6 +159,12 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	interrupted := stop != nil && !stop()
 	inst.stdout.flush()
 	inst.stderr.flush()
+	panicLines := inst.stderr.takePanic()
+	if callErr == nil {
+		for _, l := range panicLines { // it only wrote what looked like a panic, and went on
+			inst.stderr.log([]byte(l), 1)
+		}
+	}
 	inst.endOutput()
 	inst.cur, inst.pending = nil, nil
 
@@ -169,6 +175,9 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 			return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTimedOut, explain(callErr, m.opts))
 		}
 		m.stats.Traps.Add(1)
+		if len(panicLines) > 0 {
+			return abi.Result{}, newGuestPanic(m.opts.Name, panicLines)
+		}
 		return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
 	}
 	if inst.interrupt != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -447,6 +456,25 @@ type lineWriter struct {
 	// panicked is the first "panic: ..." line written, kept for the error of a call that
 	// traps: a Go guest's panic message says what went wrong better than "unreachable".
 	panicked string
+	// panicking holds, during a reconcile, a "panic: ..." line on stderr and what followed it
+	// (a Go guest's goroutine stack), held back from the log: the call's error says it, if the
+	// call traps (see GuestPanic), and the lines are logged as they are if it does not.
+	panicking    []string
+	panickingLen int
+}
+
+// Bounds on a guest panic's stack kept for its error: a deep recursion's is cut.
+const (
+	maxPanicLines = 200
+	maxPanicBytes = 32 << 10
+)
+
+// takePanic returns the lines held back as a panic's during the reconcile that ended, if
+// any, and forgets them.
+func (w *lineWriter) takePanic() []string {
+	lines := w.panicking
+	w.panicking, w.panickingLen = nil, 0
+	return lines
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -485,9 +513,21 @@ func (w *lineWriter) flush() {
 // emit logs one line of output, if the log limit admits it: the line and the end bytes (the
 // newline) the guest wrote after it, which count against the limit and, dropped, as dropped.
 func (w *lineWriter) emit(line []byte, end int) {
+	if w.stream == "stderr" && w.inst.cur != nil && (len(w.panicking) > 0 || bytes.HasPrefix(line, []byte("panic: "))) {
+		if len(w.panicking) < maxPanicLines && w.panickingLen+len(line) <= maxPanicBytes {
+			w.panicking = append(w.panicking, string(bytes.TrimRight(line, "\r")))
+			w.panickingLen += len(line)
+		}
+		return
+	}
 	if w.panicked == "" && bytes.HasPrefix(line, []byte("panic: ")) {
 		w.panicked = string(bytes.TrimPrefix(bytes.TrimRight(line, "\r"), []byte("panic: ")))
 	}
+	w.log(line, end)
+}
+
+// log logs one line of output, if the log limit admits it.
+func (w *lineWriter) log(line []byte, end int) {
 	if w.inst.admit(len(line) + end) {
 		w.inst.logger().Info(string(bytes.TrimRight(line, "\r")), "stream", w.stream)
 	}

@@ -150,6 +150,31 @@ var (
 	ErrTimedOut = errors.New("reconcile interrupted at its deadline")
 )
 
+// GuestPanic is a reconcile whose guest panicked: it wrote a "panic: ..." line to stderr, as a
+// Go guest's runtime does, then trapped. Its error is the guest's own message; the lines it wrote
+// after it (a Go guest's goroutine stack) are its Stack, and the wasm trap that ended it, which
+// says only "unreachable", is left out. It wraps ErrTrapped.
+type GuestPanic struct {
+	Plugin     string
+	Message    string // the panic line, less "panic: "
+	GuestStack string // what the guest wrote after it, cut past 200 lines or 32 KiB
+}
+
+func newGuestPanic(plugin string, lines []string) *GuestPanic {
+	return &GuestPanic{
+		Plugin:     plugin,
+		Message:    strings.TrimPrefix(lines[0], "panic: "),
+		GuestStack: strings.Trim(strings.Join(lines[1:], "\n"), "\n"),
+	}
+}
+
+func (e *GuestPanic) Error() string { return fmt.Sprintf("plugin %q panicked: %s", e.Plugin, e.Message) }
+
+// Stack is the guest's stack: the controller logs it beside the error (reconcile.Stacker).
+func (e *GuestPanic) Stack() string { return e.GuestStack }
+
+func (e *GuestPanic) Unwrap() error { return ErrTrapped }
+
 // Stats counts what happened to a module's instances.
 type Stats struct {
 	Live                              atomic.Int64 // instances alive now, idle or busy

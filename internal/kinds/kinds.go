@@ -88,10 +88,7 @@ func Suggest(gvk schema.GroupVersionKind) string {
 		if known.Group != gvk.Group {
 			continue
 		}
-		score := distance(strings.ToLower(gvk.Kind), strings.ToLower(known.Kind))
-		if singular := strings.TrimSuffix(strings.ToLower(gvk.Kind), "s"); singular == strings.ToLower(known.Kind) {
-			score = 0
-		}
+		score := closeness(gvk.Kind, known.Kind)
 		name := known.Kind
 		if known.Version != gvk.Version {
 			score++
@@ -102,6 +99,26 @@ func Suggest(gvk schema.GroupVersionKind) string {
 		}
 	}
 	return best
+}
+
+// Closest returns the name among names that kind most likely misspells (by edit distance, case
+// aside, or a plural), or "" when none is close.
+func Closest(kind string, names []string) string {
+	best, bestScore := "", 3
+	for _, name := range names {
+		if score := closeness(kind, name); score < bestScore || score == bestScore && name < best {
+			best, bestScore = name, score
+		}
+	}
+	return best
+}
+
+// closeness is how far kind is from name: the edit distance, case aside; 0 for name's plural.
+func closeness(kind, name string) int {
+	if strings.TrimSuffix(strings.ToLower(kind), "s") == strings.ToLower(name) {
+		return 0
+	}
+	return distance(strings.ToLower(kind), strings.ToLower(name))
 }
 
 // builtIn is every kind of client-go's scheme that is an object (has metadata), not a list or
