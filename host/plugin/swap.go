@@ -180,7 +180,7 @@ type SwapEvent struct {
 	// Unchanged is true when the source holds the module serving already (From and To): there
 	// was nothing to swap, and a refusal of what it held before no longer applies.
 	Unchanged bool
-	Err      error // what refused the swap; nil for one that happened
+	Err       error // what refused the swap; nil for one that happened
 }
 
 func (p *Plugin) swapRefused(from string, err error) error {

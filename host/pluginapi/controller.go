@@ -361,8 +361,8 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
 			// So does a plugin failing every reconcile, until one succeeds.
 			OnFailing: func(string) { r.ctrl.Enqueue(again) },
-			Reporting:     r.leading,
-			Live:          live, // a rollout the host was in the middle of starts again
+			Reporting: r.leading,
+			Live:      live, // a rollout the host was in the middle of starts again
 		})
 		if err := r.reserve(u, name, l); err != nil {
 			return reconcile.Result{}, r.refuse(ctx, u, "OverBudget", err)

@@ -168,7 +168,9 @@ func newGuestPanic(plugin string, lines []string) *GuestPanic {
 	}
 }
 
-func (e *GuestPanic) Error() string { return fmt.Sprintf("plugin %q panicked: %s", e.Plugin, e.Message) }
+func (e *GuestPanic) Error() string {
+	return fmt.Sprintf("plugin %q panicked: %s", e.Plugin, e.Message)
+}
 
 // Stack is the guest's stack: the controller logs it beside the error (reconcile.Stacker).
 func (e *GuestPanic) Stack() string { return e.GuestStack }
