@@ -156,8 +156,7 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 	if ran == 0 {
 		return fmt.Errorf("no case's name matches --run %q", o.run)
 	}
-	if failed > 0 {
-		fmt.Fprintf(stdout, "%d of %d cases failed\n", failed, ran)
+	if failed > 0 { // said once, as the command's error
 		return fmt.Errorf("%d of %d cases failed", failed, ran)
 	}
 	fmt.Fprintf(stdout, "%d cases passed\n", ran)

@@ -316,3 +316,28 @@ func TestBadFiles(t *testing.T) {
 		}
 	}
 }
+
+// The example of docs/plugin-authors.md, "Testing without a cluster", passes: it is a test of
+// plugins/app-c.
+func TestDocsExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/plugin-authors.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Testing without a cluster")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal(`docs/plugin-authors.md has no yaml block under "## Testing without a cluster"`)
+	}
+	s := suite(t, "plugins", "app-c", Options{})
+	outcomes := run(t, s, block)
+	if len(outcomes) < 2 {
+		t.Errorf("the example has %d cases", len(outcomes))
+	}
+	for _, o := range outcomes {
+		if !o.Passed() {
+			t.Errorf("%s failed:\n%s", o.Case, strings.Join(o.Failures, "\n"))
+		}
+	}
+}
