@@ -100,7 +100,8 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 	}
 
 	opts := plugintest.Options{CacheDir: o.cacheDir}
-	if err := readGrant(dir, o.hostConfig, &opts); err != nil {
+	grantFrom, err := readGrant(dir, o.hostConfig, &opts)
+	if err != nil {
 		return err
 	}
 	if err := readKinds(dir, &opts); err != nil {
@@ -109,7 +110,6 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 	path := o.module
 	if path == "" {
 		start := time.Now()
-		var err error
 		if path, err = build.Build(dir, build.Options{Warnings: stderr}); err != nil {
 			return err
 		}
@@ -135,6 +135,8 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 			ran++
 			out, err := s.Run(ctx, c)
 			switch {
+			case errors.Is(err, plugintest.ErrRefused): // every case would say it
+				return fmt.Errorf("%w (the grant: %s)", err, grantFrom)
 			case err != nil:
 				failed++
 				fmt.Fprintf(stdout, "  FAIL  %s: the case cannot run: %v\n", c.Name, err)
@@ -157,10 +159,17 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 		return fmt.Errorf("no case's name matches --run %q", o.run)
 	}
 	if failed > 0 { // said once, as the command's error
-		return fmt.Errorf("%d of %d cases failed", failed, ran)
+		return fmt.Errorf("%d of %s failed", failed, cases(ran))
 	}
-	fmt.Fprintf(stdout, "%d cases passed\n", ran)
+	fmt.Fprintf(stdout, "%s passed\n", cases(ran))
 	return nil
+}
+
+func cases(n int) string {
+	if n == 1 {
+		return "1 case"
+	}
+	return fmt.Sprintf("%d cases", n)
 }
 
 func printLogs(w io.Writer, logs []string) {
@@ -190,27 +199,27 @@ func relative(path string) string {
 
 // readGrant sets the plugin's name, grant and namespaces from the host config: the one given,
 // or DIR/host.yaml if there is one (the grant as it will be in production). It must hold
-// exactly one plugin, as for wasmrec dev.
-func readGrant(dir, path string, opts *plugintest.Options) error {
+// exactly one plugin, as for wasmrec dev. It returns where the grant comes from.
+func readGrant(dir, path string, opts *plugintest.Options) (string, error) {
 	if path == "" {
 		path = filepath.Join(dir, "host.yaml")
 		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil
+			return "the manifest's own permissions, as there is no " + path, nil
 		}
 	}
 	hc, err := plugin.LoadHostConfig(path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if len(hc.Plugins) != 1 {
-		return fmt.Errorf("%s holds %d plugins: test takes the grant of exactly one (give another file with --host-config)", path, len(hc.Plugins))
+		return "", fmt.Errorf("%s holds %d plugins: test takes the grant of exactly one (give another file with --host-config)", path, len(hc.Plugins))
 	}
 	p := hc.Plugins[0]
 	opts.Name, opts.Grant, opts.Namespaces = p.Name, p.Permissions, p.Namespaces
 	if opts.Grant == nil { // nothing granted, not the manifest's own
 		opts.Grant = []abi.Permission{}
 	}
-	return nil
+	return "the permissions of " + relative(path), nil
 }
 
 // readKinds tells the cluster the custom resources of DIR/crds/*.yaml.

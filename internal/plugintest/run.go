@@ -110,6 +110,11 @@ type Outcome struct {
 // Passed reports whether the case got what it expected.
 func (o Outcome) Passed() bool { return len(o.Failures) == 0 }
 
+// ErrRefused is the error of a case run for a plugin the host would refuse at load: its
+// manifest asks for more than the grant, or watches a kind without list and watch on it. Every
+// case of the Suite gets it.
+var ErrRefused = errors.New("the host would refuse this plugin")
+
 // Run runs one case. An error is a case that could not run (its objects do not fit the
 // cluster, or the host would refuse the plugin), not a case that failed.
 func (s *Suite) Run(ctx context.Context, c Case) (Outcome, error) {
@@ -136,8 +141,8 @@ func (s *Suite) Run(ctx context.Context, c Case) (Outcome, error) {
 	}), wasmrec.Request{Namespace: req.Namespace, Name: req.Name, Retries: int(req.Retries)})
 	out.Duration = time.Since(start)
 	out.Logs = s.logs.all()
-	if !ran {
-		return out, errors.New(strings.TrimPrefix(err.Error(), "fake: ")) // the host would refuse the plugin
+	if !ran { // the fake refused to run it
+		return out, fmt.Errorf("%w: %s", ErrRefused, strings.TrimPrefix(err.Error(), "fake: the host would refuse this plugin: "))
 	}
 	if runErr != nil { // a trap or a timeout: a failed reconcile
 		res = abi.Result{Failed: true, Err: strings.TrimPrefix(runErr.Error(), fmt.Sprintf("plugin %q: ", s.module.Name()))}
