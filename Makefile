@@ -134,7 +134,7 @@ c-toolchain:
 	fi
 
 C_PACKAGES   := clang lld wasi-libc libclang-rt-dev-wasm32 libclang-rt-dev
-C_TEST_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -O1 -Wall -Werror -Wno-unknown-attributes -Wno-unused-parameter
+C_TEST_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -O1 -Wall -Werror -Wno-unused-parameter
 
 # The C SDK's JSON helpers, tested natively under the address and undefined-behaviour sanitizers.
 $(BIN)/sdk-c-test: sdk/c/wasmrec_test.c $(SDK_C) | c-toolchain

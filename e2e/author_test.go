@@ -162,7 +162,7 @@ func (a *author) edit(path, old, new string) {
 
 // TestAuthorJourney is docs/plugin-authors.md, "Writing a plugin": from an empty folder outside the repository
 // to a plugin reconciling an object on the local control plane, for Go (new, go test, build,
-// dev) and C (new, build, dev), then an edit of the source that dev rebuilds and swaps in. The
+// dev) and C (new, test, build, dev), then an edit of the source that dev rebuilds and swaps in. The
 // commands and their wall times go to bin/author-journey.txt (make test prints it).
 func TestAuthorJourney(t *testing.T) {
 	t.Parallel() // see e2e/doc.go: what may run beside others
@@ -184,7 +184,7 @@ func TestAuthorJourney(t *testing.T) {
 		value      string   // the annotation's value in it
 	}{
 		{"go", "hello", "wasmrec new hello --for v1/ConfigMap", []string{"go test ./...", "wasmrec build"}, "main.go", `"true"`},
-		{"c", "hello-c", "wasmrec new hello-c --lang c --for v1/ConfigMap", []string{"wasmrec build"}, "hello-c.c", `\"true\"`},
+		{"c", "hello-c", "wasmrec new hello-c --lang c --for v1/ConfigMap", []string{"wasmrec test", "wasmrec build"}, "hello-c.c", `\"true\"`},
 	} {
 		// docs/plugin-authors.md shows these very commands, in this order.
 		block := strings.Join(append(append([]string{tc.new, "cd " + tc.name}, tc.steps...), "wasmrec dev --plugin ."), "\n")

@@ -19,19 +19,21 @@ func newNewCommand(stdout io.Writer) *cobra.Command {
 		Use:   "new NAME",
 		Short: "Make a plugin's folder: source, a test, a host.yaml and a sample object",
 		Long: `new makes the folder NAME with a plugin that builds and tests as it is: for Go, main.go,
-main_test.go (a test against the SDK's fake cluster) and go.mod; for C, NAME.c. Both get a
+main_test.go (a test against the SDK's fake cluster) and go.mod; for C, NAME.c. Both get
+tests/NAME.yaml (cases 'wasmrec test' runs without a cluster, whatever the language), a
 host.yaml whose grant matches the plugin's manifest and samples/NAME.yaml, an object of the kind
-the plugin reconciles. The plugin marks each object it reconciles with an annotation: replace
-that with your logic. For Go, new runs 'go mod tidy' when Go is installed, with the Go SDK
-this wasmrec carries (no published copy is needed).`,
+the plugin reconciles. The plugin marks each object it reconciles with an annotation and
+records an Event: replace that with your logic. For Go, new runs 'go mod tidy' when Go is
+installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 		Example: `  # A Go plugin for ConfigMaps, then its test, its build and a local run:
   wasmrec new hello --for v1/ConfigMap
   cd hello && go test ./...
   wasmrec build
   wasmrec dev --plugin .
 
-  # A C plugin for Deployments:
-  wasmrec new rollout --lang c --for apps/v1/Deployment`,
+  # A C plugin for Deployments, then its test cases (tests/rollout.yaml):
+  wasmrec new rollout --lang c --for apps/v1/Deployment
+  cd rollout && wasmrec test`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name = args[0]
@@ -63,6 +65,8 @@ this wasmrec carries (no published copy is needed).`,
 			fmt.Fprintf(stdout, "\nnext:\n  cd %s\n", dir)
 			if o.Lang == "go" {
 				fmt.Fprintln(stdout, "  go test ./...")
+			} else {
+				fmt.Fprintln(stdout, "  wasmrec test")
 			}
 			fmt.Fprintln(stdout, "  wasmrec build\n  wasmrec dev --plugin .")
 			return nil

@@ -75,6 +75,7 @@ func Write(o Options) ([]string, error) {
 		"host.yaml":                   "templates/host.yaml.tmpl",
 		"samples/" + o.Name + ".yaml": "templates/sample.yaml.tmpl",
 		".gitignore":                  "templates/gitignore.tmpl",
+		"tests/" + o.Name + ".yaml":   "templates/tests/cases.yaml.tmpl",
 	}
 	if o.Lang == "go" {
 		files["go.mod"] = "templates/go/go.mod.tmpl"

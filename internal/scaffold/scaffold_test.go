@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/internal/plugintest"
 	"github.com/wasmrec/wasmrec/internal/release"
 )
 
@@ -17,7 +18,7 @@ func TestWriteGo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{".gitignore", "go.mod", "host.yaml", "main.go", "main_test.go", "samples/hello.yaml"}
+	want := []string{".gitignore", "go.mod", "host.yaml", "main.go", "main_test.go", "samples/hello.yaml", "tests/hello.yaml"}
 	if !slices.Equal(files, want) {
 		t.Errorf("files = %v, want %v", files, want)
 	}
@@ -36,6 +37,9 @@ func TestWriteGo(t *testing.T) {
 	}
 	if len(p.Permissions) != 2 || p.Permissions[0].Group != "apps" || !slices.Equal(p.Permissions[0].Resources, []string{"deployments"}) {
 		t.Errorf("host.yaml grants %+v", p.Permissions)
+	}
+	if _, err := plugintest.ReadFile(filepath.Join(dir, "tests", "hello.yaml")); err != nil {
+		t.Error(err)
 	}
 	main, _ := os.ReadFile(filepath.Join(dir, "main.go"))
 	if !strings.Contains(string(main), `{Group: "apps", Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}}`) {
@@ -62,6 +66,21 @@ func TestWriteC(t *testing.T) {
 	sample, _ := os.ReadFile(filepath.Join(dir, "samples", "nodes.yaml"))
 	if strings.Contains(string(sample), "namespace:") {
 		t.Errorf("the sample of a cluster-scoped kind has a namespace:\n%s", sample)
+	}
+	// The test cases read as wasmrec test reads them (e2e runs them), with no namespace for a
+	// cluster-scoped kind.
+	cases, err := plugintest.ReadFile(filepath.Join(dir, "tests", "nodes.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases.Cases) != 3 || cases.Cases[0].Request.Namespace != "" || cases.Cases[0].Request.Name != "nodes-sample" {
+		t.Errorf("tests/nodes.yaml: %+v", cases.Cases)
+	}
+	c, _ := os.ReadFile(filepath.Join(dir, "nodes.c"))
+	for _, want := range []string{`wasmrec_event(`, `"reason\":\"Marked\"`, `if (done) return`} {
+		if !strings.Contains(string(c), want) {
+			t.Errorf("nodes.c lacks %s:\n%s", want, c)
+		}
 	}
 }
 

@@ -6,19 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define IMPORT(name) __attribute__((import_module("wasmrec"), import_name(name)))
+/* The exports the host calls; compiled natively (a unit test) they are plain functions. The
+ * imports are declared in wasmrec.h. */
+#if defined(__wasm__)
 #define EXPORT(name) __attribute__((export_name(name)))
-
-IMPORT("read") int32_t wasmrec_host_read(void *ptr, uint32_t len);
-IMPORT("log") void wasmrec_host_log(int32_t level, const void *ptr, uint32_t len);
-IMPORT("get") uint64_t wasmrec_host_get(const void *ptr, uint32_t len);
-IMPORT("list") uint64_t wasmrec_host_list(const void *ptr, uint32_t len);
-IMPORT("create") uint64_t wasmrec_host_create(const void *ptr, uint32_t len);
-IMPORT("update") uint64_t wasmrec_host_update(const void *ptr, uint32_t len);
-IMPORT("update_status") uint64_t wasmrec_host_update_status(const void *ptr, uint32_t len);
-IMPORT("patch") uint64_t wasmrec_host_patch(const void *ptr, uint32_t len);
-IMPORT("delete") uint64_t wasmrec_host_delete(const void *ptr, uint32_t len);
-IMPORT("event") uint64_t wasmrec_host_event(const void *ptr, uint32_t len);
+#else
+#define EXPORT(name)
+#endif
 
 EXPORT("wasmrec_abi_v1") void wasmrec_abi_v1(void) {}
 

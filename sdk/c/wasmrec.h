@@ -140,6 +140,28 @@ int wasmrec_json_iter_init(wasmrec_json_iter *it, const char *json, const char *
 int wasmrec_json_next(wasmrec_json_iter *it, const char **key, const char **value_json, size_t *value_len);
 void wasmrec_json_iter_free(wasmrec_json_iter *it);
 
+/* The host's imports (module "wasmrec", abi/ABI.md), which the functions above call. In a
+ * module (clang --target=wasm32-wasi) they are imported from the host. Compiled natively, for a
+ * unit test of plugin code, the wasm attributes are left out (no warning) and these are plain
+ * functions the test defines, answering as the host would: read copies the pending response,
+ * the calls return status << 32 | response length. To test a whole plugin against a cluster in
+ * memory instead, with no stub to write, build the module and run `wasmrec test`. */
+#if defined(__wasm__)
+#define WASMREC_IMPORT(name) __attribute__((import_module("wasmrec"), import_name(name)))
+#else
+#define WASMREC_IMPORT(name)
+#endif
+WASMREC_IMPORT("read") int32_t wasmrec_host_read(void *ptr, uint32_t len);
+WASMREC_IMPORT("log") void wasmrec_host_log(int32_t level, const void *ptr, uint32_t len);
+WASMREC_IMPORT("get") uint64_t wasmrec_host_get(const void *ptr, uint32_t len);
+WASMREC_IMPORT("list") uint64_t wasmrec_host_list(const void *ptr, uint32_t len);
+WASMREC_IMPORT("create") uint64_t wasmrec_host_create(const void *ptr, uint32_t len);
+WASMREC_IMPORT("update") uint64_t wasmrec_host_update(const void *ptr, uint32_t len);
+WASMREC_IMPORT("update_status") uint64_t wasmrec_host_update_status(const void *ptr, uint32_t len);
+WASMREC_IMPORT("patch") uint64_t wasmrec_host_patch(const void *ptr, uint32_t len);
+WASMREC_IMPORT("delete") uint64_t wasmrec_host_delete(const void *ptr, uint32_t len);
+WASMREC_IMPORT("event") uint64_t wasmrec_host_event(const void *ptr, uint32_t len);
+
 /* Defined by the plugin. */
 const char *wasmrec_plugin_manifest(void);
 wasmrec_result wasmrec_plugin_reconcile(const wasmrec_request *req);

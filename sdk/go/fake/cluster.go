@@ -320,13 +320,23 @@ type transport struct{ c *Cluster }
 const maxRequest = 16 << 20
 
 func (t transport) Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	return t.c.Call(ctx, fn, req)
+}
+
+// Call answers one host call as the host would, at the level of the ABI: fn is the import's
+// name (abi.ImportGet, abi.ImportPatch...), req its JSON request (abi/ABI.md), and it returns
+// the status and the response: the call's answer, or a message saying what went wrong. It is
+// what a Client's calls come down to; call it to serve a plugin that does not use the Go SDK,
+// such as a module run by a WebAssembly runtime (wasmrec test does), from inside Reconcile so
+// that an Event without an object is about the object being reconciled. Calls are checked
+// against the manifest and the grant as the Client's are.
+func (c *Cluster) Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
 	if len(req) > maxRequest {
 		return abi.StatusTooLarge, fmt.Appendf(nil, "%s: request of %d bytes exceeds %d", fn, len(req), maxRequest)
 	}
 	if ctx != nil && ctx.Err() != nil {
 		return abi.StatusTimeout, []byte(fn + ": the reconcile's context is done: " + ctx.Err().Error())
 	}
-	c := t.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	resp, err := c.call(fn, req)

@@ -9,6 +9,9 @@
 //	cm, ok := c.Get("v1", "ConfigMap", "demo", "web")
 //	events, logs := c.Events(), c.Logs()
 //
+// Call answers a host call at the level of the ABI (a call's name and its JSON request), for a
+// plugin that does not use the Go SDK: `wasmrec test` serves a module of any language with it.
+//
 // What it does as the host and the API server do (the call table in testdata/calls, which the
 // host's tests run too, holds the two together):
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wasmrec/wasmrec/abi"
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
 	"github.com/wasmrec/wasmrec/sdk/go/fake"
 )
@@ -78,4 +79,27 @@ func Example() {
 	// event: Normal Applied about Greeting demo/hello: configmap hello holds the message
 	// log: info applied configmap=demo/hello bytes=8
 	// delete forbidden: true
+}
+
+// A plugin that does not use the Go SDK (a module in C, say) makes its host calls as names and
+// JSON requests: Call answers them as the host would, with the ABI's statuses.
+func ExampleCluster_Call() {
+	c := fake.NewCluster(greeterManifest, wasmrec.NewObject("demo.wasmrec.dev/v1", "Greeting", "demo", "hello"))
+	ctx := context.Background()
+	_, _ = c.Reconcile(ctx, wasmrec.ReconcilerFunc(func(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error) {
+		status, resp := c.Call(ctx, abi.ImportGet, []byte(`{"apiVersion":"demo.wasmrec.dev/v1","kind":"Greeting","namespace":"demo","name":"hello"}`))
+		fmt.Println("get:", status, len(resp) > 0)
+		status, _ = c.Call(ctx, abi.ImportEvent, []byte(`{"type":"Normal","reason":"Seen"}`))
+		fmt.Println("event:", status)
+		status, resp = c.Call(ctx, abi.ImportDelete, []byte(`{"apiVersion":"demo.wasmrec.dev/v1","kind":"Greeting","namespace":"demo","name":"hello"}`))
+		fmt.Printf("delete: %v: %s\n", status, resp)
+		return wasmrec.Result{}, nil
+	}), wasmrec.Request{Namespace: "demo", Name: "hello"})
+	fmt.Println("events:", len(c.Events()), c.Events()[0].Object.Name)
+
+	// Output:
+	// get: ok true
+	// event: ok
+	// delete: forbidden: forbidden: delete Greeting.v1.demo.wasmrec.dev: plugin "greeter" may delete nothing in API group demo.wasmrec.dev (no such rule is both asked for in its manifest and granted)
+	// events: 1 hello
 }

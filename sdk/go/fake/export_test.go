@@ -9,7 +9,7 @@ import (
 
 // RawCall makes a host call with a request the Client would not send.
 func RawCall(ctx context.Context, c *Cluster, fn, body string) error {
-	status, resp := transport{c}.Call(ctx, fn, []byte(body))
+	status, resp := c.Call(ctx, fn, []byte(body))
 	if status != abi.StatusOK {
 		return &wasmrec.StatusError{Call: fn, Status: status, Message: string(resp)}
 	}
@@ -18,8 +18,3 @@ func RawCall(ctx context.Context, c *Cluster, fn, body string) error {
 
 // RawLog logs a line the SDK would not send.
 func RawLog(c *Cluster, level int32, line string) { transport{c}.Log(level, []byte(line)) }
-
-// Call makes a host call with a request as it is, and returns the status and the response.
-func Call(ctx context.Context, c *Cluster, fn string, body []byte) (abi.Status, []byte) {
-	return transport{c}.Call(ctx, fn, body)
-}

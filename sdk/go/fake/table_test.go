@@ -175,7 +175,7 @@ func run(t *testing.T, tab callTable, tc tableCase) {
 		for i, call := range tc.Calls {
 			body, k := substitute(t, call, func(k tableKey) map[string]any { return stored(c, k) }, initial)
 			before := stored(c, k)
-			status, resp := fake.Call(ctx, c, call.Call, body)
+			status, resp := c.Call(ctx, call.Call, body)
 			for _, e := range check(call, status, resp, before) {
 				t.Errorf("call %d (%s %s): %s", i, call.Call, body, e)
 			}
