@@ -83,6 +83,10 @@ type Config struct {
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
 	// RecycleAbove replaces an instance whose memory grew past this. Defaults to half the limit.
 	RecycleAbove *resource.Quantity `json:"recycleAbove,omitempty"`
+	// IdleTimeout closes an instance that has reconciled nothing for this long, and gives its
+	// memory back: an idle plugin holds no instance, and its next reconcile starts one.
+	// Defaults to 2m; 0s keeps idle instances for ever.
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 	// Writes limits the plugin's writes to the API server (create, update, patch, delete,
 	// events). Defaults to 5000 qps, burst 10000: a bound on a plugin that spins, far above
 	// what a normal controller writes (controller-runtime patching 10000 ConfigMaps with 2
@@ -249,6 +253,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout != nil && c.Timeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: timeout must be positive", c.Name))
+	}
+	if c.IdleTimeout != nil && c.IdleTimeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("plugin %q: idleTimeout must not be negative (0s keeps idle instances for ever)", c.Name))
 	}
 	if c.MemoryLimit != nil && c.MemoryLimit.Value() < 1<<20 {
 		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit))

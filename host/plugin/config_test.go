@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A host config's mistakes are said with the file, the line, the plugin (by name, or by index
@@ -31,6 +34,7 @@ func TestBadHostConfigsSayWhereWhatAndHow(t *testing.T) {
 		{"a rollout typo", head + "    rollout: {shadow: {duraton: 1m}}\n", []string{"plugins[0] (app).rollout.shadow", `did you mean "duration"?`}},
 		{"a tolerance in percent", head + "    rollout: {shadow: {}, analysis: {tolerance: {errors: 5%}}}\n", []string{"plugins[0] (app).rollout.analysis.tolerance.errors", `"5%" is not a number`, "a fraction"}},
 		{"canary steps as a word", head + "    rollout: {canary: {steps: half}}\n", []string{"plugins[0] (app).rollout.canary.steps", "is not a list"}},
+		{"a negative idle timeout", head + "    idleTimeout: -1m\n", []string{`plugin "app": idleTimeout must not be negative`, "0s keeps idle instances"}},
 		{"a duration without a unit", head + "    timeout: 30\n", []string{"plugins[0] (app).timeout", "30 is not a duration", "like 30s"}},
 		{"plugins as a mapping", "plugins:\n  app: {module: a.wasm}\n", []string{"line 2", "plugins", "is not a list"}},
 		{"the object policy", head + "pluginObjects: {memoryBudget: huge}\n", []string{"pluginObjects.memoryBudget", `"huge" is not a quantity`}},
@@ -51,6 +55,22 @@ func TestBadHostConfigsSayWhereWhatAndHow(t *testing.T) {
 			if !strings.Contains(msg, w) {
 				t.Errorf("%s: %q\n  does not say %q", tc.name, msg, w)
 			}
+		}
+	}
+}
+
+// idleTimeout: unset is the engine's default, 0s never, anything else itself.
+func TestIdleTimeoutSetting(t *testing.T) {
+	for _, tc := range []struct {
+		in   *metav1.Duration
+		want time.Duration
+	}{
+		{nil, 0},
+		{&metav1.Duration{}, -1},
+		{&metav1.Duration{Duration: 10 * time.Minute}, 10 * time.Minute},
+	} {
+		if got := idleTimeout(tc.in); got != tc.want {
+			t.Errorf("idleTimeout(%v) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
 }

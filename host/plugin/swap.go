@@ -204,10 +204,22 @@ func (p *Plugin) moduleOptions() wasm.Options {
 		MaxInstances:  max(p.cfg.MaxConcurrentReconciles, 1),
 		MemoryLimit:   quantity(p.cfg.MemoryLimit),
 		RecycleAbove:  quantity(p.cfg.RecycleAbove),
+		IdleTimeout:   idleTimeout(p.cfg.IdleTimeout),
 		Interruptible: p.cfg.Interruptible,
 		Logger:        p.log,
 		LogLimit:      p.cfg.LogLimit,
 	}
+}
+
+// idleTimeout is the module's IdleTimeout for the setting: unset, the default; 0s, never.
+func idleTimeout(d *metav1.Duration) time.Duration {
+	switch {
+	case d == nil:
+		return 0
+	case d.Duration == 0:
+		return -1
+	}
+	return d.Duration
 }
 
 // checkSwap checks mod as the successor of old under the one permission policy: it asks for no

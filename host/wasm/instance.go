@@ -50,6 +50,8 @@ type instance struct {
 	cur            *Call  // the reconcile in progress, nil between reconciles
 	stdout, stderr *lineWriter
 
+	idleSince time.Time // when it went back to the pool, while it is there
+
 	wake    <-chan struct{} // ends the guest's sleeps: the reconcile's deadline or cancellation
 	stop    <-chan struct{} // ends them too: the host is stopping (reconcile.Stopping)
 	logged  int             // bytes the reconcile in progress has logged

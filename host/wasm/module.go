@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,12 @@ type Options struct {
 	// RecycleAbove replaces an instance after a reconcile that left its memory larger than
 	// this (wasm memory never shrinks). Defaults to half of MemoryLimit.
 	RecycleAbove uint64
+
+	// IdleTimeout closes an instance that has served no reconcile for this long, and gives its
+	// memory back to the OS: a plugin with nothing to do holds no instance, and the pool grows
+	// again on its next reconcile, at the cost of an instantiation. Defaults to
+	// DefaultIdleTimeout; negative keeps idle instances for ever.
+	IdleTimeout time.Duration
 
 	// Interruptible makes a reconcile's context deadline interrupt the guest wherever it is, a
 	// loop included. The module is instrumented with a check at the top of every loop (see
@@ -75,6 +82,11 @@ const (
 	DefaultLogPerReconcile   = 64 << 10
 )
 
+// DefaultIdleTimeout is how long an instance stays in the pool with nothing to do: long enough
+// that a controller busy now and then keeps its instances between bursts, short enough that a
+// host of many plugins holds memory for the busy ones only.
+const DefaultIdleTimeout = 2 * time.Minute
+
 const (
 	pageSize            = 64 << 10
 	DefaultMemoryLimit  = 128 << 20
@@ -95,6 +107,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RecycleAbove == 0 {
 		o.RecycleAbove = o.MemoryLimit / 2
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.Interruptible == nil {
 		t := true
@@ -133,8 +148,10 @@ type Module struct {
 
 	tokens chan struct{} // one per instance allowed; held while an instance is checked out
 	mu     sync.Mutex
-	idle   []*instance
+	idle   []*instance // the oldest first: get takes the last, put appends
 	closed bool
+	// shrink closes the instances idle past IdleTimeout; armed while any is idle.
+	shrink *time.Timer
 
 	stats Stats
 }
@@ -181,6 +198,7 @@ func (e *GuestPanic) Unwrap() error { return ErrTrapped }
 type Stats struct {
 	Live                              atomic.Int64 // instances alive now, idle or busy
 	Instantiated, Discarded, Recycled atomic.Int64
+	IdleClosed                        atomic.Int64 // closed after IdleTimeout with nothing to do
 	Traps, Timeouts, BadResults       atomic.Int64
 	LogDroppedLines, LogDroppedBytes  atomic.Int64 // guest output past the LogLimit
 }
@@ -291,6 +309,10 @@ func (m *Module) Retire(ctx context.Context) error {
 	m.mu.Lock()
 	idle := m.idle
 	m.idle = nil
+	if m.shrink != nil {
+		m.shrink.Stop()
+		m.shrink = nil
+	}
 	m.mu.Unlock()
 	for _, inst := range idle {
 		m.drop(context.WithoutCancel(ctx), inst, true)
@@ -366,12 +388,42 @@ func (m *Module) put(inst *instance, healthy bool) {
 	m.mu.Lock()
 	closed := m.closed
 	if healthy && !closed {
+		inst.idleSince = time.Now()
 		m.idle = append(m.idle, inst)
+		if m.opts.IdleTimeout > 0 && m.shrink == nil {
+			m.shrink = time.AfterFunc(m.opts.IdleTimeout, m.closeIdle)
+		}
 		m.mu.Unlock()
 		return
 	}
 	m.mu.Unlock()
 	m.drop(context.Background(), inst, closed)
+}
+
+// closeIdle closes the instances idle for IdleTimeout or longer, and arms itself again for the
+// next to be, if any. Their memory goes back to the OS as a closed module's does (reclaimer):
+// an idle plugin costs its compiled code, not its heaps.
+func (m *Module) closeIdle() {
+	m.mu.Lock()
+	now := time.Now()
+	n := 0
+	for n < len(m.idle) && now.Sub(m.idle[n].idleSince) >= m.opts.IdleTimeout {
+		n++
+	}
+	expired := slices.Clone(m.idle[:n])
+	m.idle = slices.Delete(m.idle, 0, n)
+	m.shrink = nil
+	if len(m.idle) > 0 {
+		m.shrink = time.AfterFunc(m.opts.IdleTimeout-now.Sub(m.idle[0].idleSince), m.closeIdle)
+	}
+	m.mu.Unlock()
+	for _, inst := range expired {
+		m.stats.IdleClosed.Add(1)
+		m.drop(context.Background(), inst, true)
+	}
+	if len(expired) > 0 {
+		m.opts.Logger.V(1).Info("closed instances idle past the idle timeout", "instances", len(expired), "idleTimeout", m.opts.IdleTimeout.String())
+	}
 }
 
 // drop closes inst. The memory of a closed module's instances is given back to the OS once it
