@@ -226,9 +226,14 @@ type devProcess struct {
 	done       chan error
 }
 
-func startDev(t *testing.T, a *author, dir string) *devProcess {
+// startDev starts `wasmrec dev --plugin .` in dir, or dev with args instead of --plugin ., and
+// waits until it prints where its kubeconfig is.
+func startDev(t *testing.T, a *author, dir string, args ...string) *devProcess {
 	t.Helper()
 	line := "wasmrec dev --plugin ."
+	if len(args) > 0 {
+		line = "wasmrec dev " + strings.Join(args, " ")
+	}
 	d := &devProcess{out: &syncBuffer{}, done: make(chan error, 1)}
 	d.cmd = a.command(dir, line)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
