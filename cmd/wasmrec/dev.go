@@ -312,9 +312,11 @@ func (w controllerManagerWatch) Start(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	case <-w.cp.ControllerManagerExited():
-		return fmt.Errorf("%w: dev stops, as the cluster no longer collects garbage or deletes namespaces", w.cp.ControllerManagerErr())
+		return fmt.Errorf("dev stops: nothing collects garbage or deletes namespaces any more: %w", w.cp.ControllerManagerErr())
 	}
 }
+
+func (controllerManagerWatch) Name() string { return "kube-controller-manager" }
 
 // NeedLeaderElection is false: it watches a process, not the cluster.
 func (controllerManagerWatch) NeedLeaderElection() bool { return false }

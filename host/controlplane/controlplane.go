@@ -151,8 +151,8 @@ func (cp *ControlPlane) ControllerManagerErr() error {
 }
 
 // FindBinDir returns dir if it holds the binaries (Binaries when none are named), else looks
-// where Options.BinDir says. The error names where it looked and says how to build what is
-// missing.
+// where Options.BinDir says. The error names where it looked, what a folder holding some of
+// them lacks, and how to build them.
 func FindBinDir(dir string, binaries ...string) (string, error) {
 	if len(binaries) == 0 {
 		binaries = Binaries
@@ -161,18 +161,28 @@ func FindBinDir(dir string, binaries ...string) (string, error) {
 		dir = os.Getenv("KUBEBUILDER_ASSETS")
 	}
 	if dir != "" {
-		if err := hasBinaries(dir, binaries); err != nil {
-			return "", err
+		if missing := lacks(dir, binaries); len(missing) > 0 {
+			return "", fmt.Errorf("controlplane: %s lacks %s: %s", dir, strings.Join(missing, ", "), remedy(binaries))
 		}
 		return filepath.Abs(dir)
 	}
 	var looked []string
+	// look returns whether d holds them all, and notes a folder holding some of them.
+	look := func(d string) bool {
+		missing := lacks(d, binaries)
+		if len(missing) > 0 && len(missing) < len(binaries) {
+			looked = append(looked, fmt.Sprintf("%s lacks %s", d, strings.Join(missing, ", ")))
+		}
+		return len(missing) == 0
+	}
 	if exe, err := os.Executable(); err == nil {
 		if exe, err := filepath.EvalSymlinks(exe); err == nil {
-			if hasBinaries(filepath.Dir(exe), binaries) == nil {
+			if look(filepath.Dir(exe)) {
 				return filepath.Dir(exe), nil // installed side by side (make install)
 			}
-			looked = append(looked, filepath.Dir(exe))
+			if len(looked) == 0 {
+				looked = append(looked, filepath.Dir(exe)+" (the wasmrec binary's) holds none")
+			}
 		}
 	}
 	wd, err := os.Getwd()
@@ -180,16 +190,16 @@ func FindBinDir(dir string, binaries ...string) (string, error) {
 		return "", err
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		if hasBinaries(filepath.Join(d, "bin"), binaries) == nil {
+		if look(filepath.Join(d, "bin")) {
 			return filepath.Join(d, "bin"), nil
 		}
 		if filepath.Dir(d) == d {
 			break
 		}
 	}
-	looked = append(looked, "bin/ in "+wd+" and every folder above it")
-	return "", fmt.Errorf("controlplane: no folder holds %s: looked in %s (and $KUBEBUILDER_ASSETS is not set): %s",
-		strings.Join(binaries, ", "), strings.Join(looked, ", "), remedy(binaries))
+	looked = append(looked, "no bin/ in "+wd+" or above holds them all")
+	return "", fmt.Errorf("controlplane: no folder holds %s ($KUBEBUILDER_ASSETS is not set): %s: %s",
+		strings.Join(binaries, ", "), strings.Join(looked, "; "), remedy(binaries))
 }
 
 // remedy says how to build the binaries.
@@ -197,21 +207,19 @@ func remedy(binaries []string) string {
 	return fmt.Sprintf("run `make install` in the wasmrec checkout (it installs %s beside the wasmrec binary) or `make controlplane` (into its bin/), or set KUBEBUILDER_ASSETS", strings.Join(binaries, ", "))
 }
 
-func hasBinaries(dir string, binaries []string) error {
-	var errs []error
+// lacks lists the binaries dir does not hold as executable files, each with why.
+func lacks(dir string, binaries []string) []string {
+	var missing []string
 	for _, b := range binaries {
 		st, err := os.Stat(filepath.Join(dir, b))
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", b, err))
+			missing = append(missing, b)
 		case st.Mode()&0o111 == 0:
-			errs = append(errs, fmt.Errorf("%s: not executable", filepath.Join(dir, b)))
+			missing = append(missing, b+" (not executable)")
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("controlplane: %s lacks binaries (%s): %w", dir, remedy(binaries), errors.Join(errs...))
-	}
-	return nil
+	return missing
 }
 
 // AddUser returns a config for a new user with no permissions beyond what every authenticated
