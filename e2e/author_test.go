@@ -241,12 +241,7 @@ func startDev(t *testing.T, a *author, dir string, args ...string) *devProcess {
 	must(t, d.cmd.Start())
 	a.note("$ %s    (runs until Ctrl-C)\n", line)
 	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
-			_ = d.cmd.Process.Kill()
-			<-d.done
-		}
-	})
+	t.Cleanup(d.end)
 	// dev prints where the kubeconfig is, as `export KUBECONFIG=...`.
 	deadline := time.Now().Add(2 * time.Minute)
 	for d.kubeconfig == "" {

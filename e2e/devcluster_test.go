@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,12 +216,7 @@ func startDevOn(t *testing.T, a *author, dir, kubeconfig string, env ...string) 
 	must(t, d.cmd.Start())
 	a.note("$ %s    (runs until Ctrl-C)\n", line)
 	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
-			_ = d.cmd.Process.Kill()
-			<-d.done
-		}
-	})
+	t.Cleanup(d.end)
 	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(d.out.String(), "running plugins [") {
 		select {
@@ -233,4 +229,20 @@ func startDevOn(t *testing.T, a *author, dir, kubeconfig string, env ...string) 
 		}
 	}
 	return d
+}
+
+// end stops a dev that a failed test left running: as Ctrl-C does first, so that it stops the
+// control plane it started (killed, it would leave etcd, kube-apiserver and
+// kube-controller-manager running), and killed only if it is still running a minute later.
+func (d *devProcess) end() {
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-d.done:
+	case <-time.After(time.Minute):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
 }
