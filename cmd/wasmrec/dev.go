@@ -67,6 +67,8 @@ ConfigMap and a Service per App, rollout stamps a config hash on a Deployment wh
 changes, failing fails on purpose so its retries show the backoff; every few seconds dev edits
 something and the log shows the plugins answering.
 
+Ctrl-C stops it; the control plane and its data go with it.
+
 With --kubeconfig FILE, dev starts no control plane: it runs your plugins (--plugin is needed)
 against that file's cluster, as its current context's user, each held to its grant by the host.
 There dev installs each folder's crds/*.yaml (creating or updating those CRDs) and applies its
@@ -74,9 +76,7 @@ samples/*.yaml (server-side apply as the field manager wasmrec-dev; a sample who
 another manager owns is reported, not forced), when they change too. It makes no Plugin
 objects, ServiceAccounts, RBAC or namespaces and installs no Plugin CRDs: the plugins run in
 dev's process, and a host.yaml change needs a restart. Ctrl-C stops the plugins and leaves the
-cluster as it is: what dev installed or applied stays. dev reads the file named, not $KUBECONFIG.
-
-Ctrl-C stops it; the control plane and its data go with it.`,
+cluster as it is: what dev installed or applied stays. dev reads the file named, not $KUBECONFIG.`,
 		Example: `  # Run the plugin in the working directory, rebuilding it when its sources change:
   wasmrec dev --plugin .
 
