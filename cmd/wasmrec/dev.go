@@ -57,8 +57,8 @@ a kubeconfig for it. kube-controller-manager logs to a file beside that kubeconf
 
 With --plugin, it runs your plugins: a folder is built (as 'wasmrec build' does) and built again
 whenever its sources change, and the host swaps to the new module without a restart; a .wasm file
-is run as it is, and swapped when it changes. Each runs as a Plugin object (kubectl get plugins
-shows its state). A folder's host.yaml gives the plugin's grant (else it gets what its manifest
+is run as it is, and swapped when it changes. Each runs as a ClusterPlugin object (kubectl get
+clusterplugins shows its state). A folder's host.yaml gives the plugin's grant (else it gets what its manifest
 asks for) and applies again when it changes; its crds/*.yaml are installed and its samples/*.yaml
 applied, at start and when they change.
 
