@@ -47,10 +47,10 @@ image: build plugins ## Build the host image into bin/image/ (an OCI layout) and
 INSTALL_DIR = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 
 .PHONY: install
-install: controlplane sdk-modules ## Install wasmrec, and etcd and kube-apiserver for `wasmrec dev`, into $(go env GOBIN) or $(go env GOPATH)/bin.
+install: controlplane sdk-modules ## Install wasmrec, and etcd, kube-apiserver and kube-controller-manager for `wasmrec dev`, into $(go env GOBIN) or $(go env GOPATH)/bin.
 	CGO_ENABLED=0 $(GO) install -trimpath -ldflags "-X main.version=$(VERSION)" ./cmd/wasmrec
-	install -m 0755 $(BIN)/etcd $(BIN)/kube-apiserver $(INSTALL_DIR)/
-	@echo ">> installed wasmrec, etcd and kube-apiserver into $(INSTALL_DIR)"
+	install -m 0755 $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(INSTALL_DIR)/
+	@echo ">> installed wasmrec, etcd, kube-apiserver and kube-controller-manager into $(INSTALL_DIR)"
 
 # abi and sdk/go at the version plugins require (internal/release), written from the tree as a
 # file-based module proxy that bin/wasmrec embeds and serves to the go command when it makes or
@@ -60,7 +60,7 @@ sdk-modules:
 	@$(GO) run ./internal/cmd/goproxy -o internal/sdkproxy/modules
 
 .PHONY: controlplane
-controlplane: $(BIN)/etcd $(BIN)/kube-apiserver ## Build etcd and kube-apiserver into bin/ from the Go module proxy.
+controlplane: $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager ## Build etcd, kube-apiserver and kube-controller-manager into bin/ from the Go module proxy.
 
 $(BIN)/etcd: e2e/controlplane/etcd/go.mod e2e/controlplane/etcd/go.sum
 	@echo ">> building etcd from the Go module proxy into bin/ (about a minute the first time)"
@@ -72,6 +72,15 @@ $(BIN)/kube-apiserver: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/k
 	cd e2e/controlplane/kube-apiserver && GOWORK=off $(GO) build -o $@ \
 		-ldflags "-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)" \
 		k8s.io/kubernetes/cmd/kube-apiserver
+
+# From the same pinned k8s.io/kubernetes as kube-apiserver: `wasmrec dev` runs it for garbage
+# collection, namespace deletion and ServiceAccount tokens.
+$(BIN)/kube-controller-manager: e2e/controlplane/kube-apiserver/go.mod e2e/controlplane/kube-apiserver/go.sum
+	@test -n "$(KUBE_VERSION)" || { echo "cannot read the pinned k8s.io/kubernetes version from e2e/controlplane/kube-apiserver/go.mod"; exit 1; }
+	@echo ">> building kube-controller-manager $(KUBE_VERSION) from the Go module proxy into bin/ (about 2 minutes once kube-apiserver's build is cached)"
+	cd e2e/controlplane/kube-apiserver && GOWORK=off $(GO) build -o $@ \
+		-ldflags "-X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION) -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)" \
+		k8s.io/kubernetes/cmd/kube-controller-manager
 
 # --- plugins: Go with GOOS=wasip1, C with clang + wasi-libc. Never committed. ---
 

@@ -269,14 +269,14 @@ type devProcess struct {
 	done       chan error
 }
 
-func startDev(t *testing.T, a *author, dir string) *devProcess {
+// startDev starts `wasmrec dev --plugin .` in dir, or dev with args instead of --plugin ., and
+// waits until it prints where its kubeconfig is.
+func startDev(t *testing.T, a *author, dir string, args ...string) *devProcess {
 	t.Helper()
-	return startDevWith(t, a, dir, "wasmrec dev --plugin .")
-}
-
-// startDevWith starts line, a wasmrec dev command, in dir and waits for its kubeconfig.
-func startDevWith(t *testing.T, a *author, dir, line string) *devProcess {
-	t.Helper()
+	line := "wasmrec dev --plugin ."
+	if len(args) > 0 {
+		line = "wasmrec dev " + strings.Join(args, " ")
+	}
 	d := &devProcess{out: &syncBuffer{}, done: make(chan error, 1)}
 	d.cmd = a.command(dir, line)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
@@ -284,12 +284,7 @@ func startDevWith(t *testing.T, a *author, dir, line string) *devProcess {
 	must(t, d.cmd.Start())
 	a.note("$ %s    (runs until Ctrl-C)\n", line)
 	go func() { d.done <- d.cmd.Wait() }()
-	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
-			_ = d.cmd.Process.Kill()
-			<-d.done
-		}
-	})
+	t.Cleanup(d.end)
 	// dev prints where the kubeconfig is, as `export KUBECONFIG=...`.
 	deadline := time.Now().Add(2 * time.Minute)
 	for d.kubeconfig == "" {

@@ -34,7 +34,7 @@ func TestFailuresInTheAuthorsWords(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(a.home, "widgets", "crds", "widgets.yaml"), crd, 0o644))
 	a.edit("widgets/main.go", `kind       = "Widget"`, `kind       = "Widgt"`) // the CRD serves Widget
 
-	d := startDevWith(t, a, "", "wasmrec dev --plugin ./oops --plugin ./widgets")
+	d := startDev(t, a, "", "--plugin", "./oops", "--plugin", "./widgets")
 	c, err := clientcmd.BuildConfigFromFlags("", d.kubeconfig)
 	must(t, err)
 	dc, err := dynamic.NewForConfig(c)

@@ -168,8 +168,26 @@ func (dp *devPlugin) objectFiles() string {
 type devRebuilder struct {
 	plugins []*devPlugin
 	cfg     *rest.Config
-	log     logr.Logger
-	out     io.Writer
+	// onCluster: the plugins run against a cluster of the user's (dev --kubeconfig), as a host
+	// config's plugins, not as Plugin objects: host.yaml applies at the next start, and samples
+	// are not forced over fields another manager owns.
+	onCluster bool
+	log       logr.Logger
+	out       io.Writer
+}
+
+// newDevRebuilder follows the plugins that are folders; nil if none is.
+func newDevRebuilder(plugins []*devPlugin, cfg *rest.Config, onCluster bool, log logr.Logger, out io.Writer) *devRebuilder {
+	var watched []*devPlugin
+	for _, dp := range plugins {
+		if dp.dir != "" {
+			watched = append(watched, dp)
+		}
+	}
+	if len(watched) == 0 {
+		return nil
+	}
+	return &devRebuilder{plugins: watched, cfg: cfg, onCluster: onCluster, log: log.WithName("dev"), out: out}
 }
 
 func (r *devRebuilder) Start(ctx context.Context) error {
@@ -189,11 +207,14 @@ func (r *devRebuilder) Start(ctx context.Context) error {
 			log := r.log.WithValues("plugin", dp.config.Name)
 			if now := dp.objectFiles(); now != crds[dp] {
 				crds[dp] = now
-				if err := installFolderObjects(ctx, r.cfg, []*devPlugin{{dir: dp.dir}}, r.out); err != nil {
+				if err := installFolderObjects(ctx, r.cfg, []*devPlugin{{dir: dp.dir}}, r.out, !r.onCluster); err != nil {
 					log.Error(err, "installing the folder's CRDs")
 				}
 			}
-			if now := dp.fingerprint("host.yaml"); now != grants[dp] {
+			if now := dp.fingerprint("host.yaml"); now != grants[dp] && r.onCluster {
+				grants[dp] = now
+				log.Info("host.yaml changed: restart dev to apply it (on a cluster of yours, dev's plugins are no Plugin objects that could take it at once)")
+			} else if now != grants[dp] {
 				err := dp.reloadHostYAML(ctx, r.cfg)
 				if err != nil {
 					// An editor that truncates and writes may be caught between the two: a
@@ -230,9 +251,10 @@ func (r *devRebuilder) Start(ctx context.Context) error {
 }
 
 // installFolderObjects installs each plugin folder's crds/*.yaml, then applies its
-// samples/*.yaml, so that the plugin has something to reconcile. A sample whose kind is not
-// served is said and skipped.
-func installFolderObjects(ctx context.Context, cfg *rest.Config, plugins []*devPlugin, stdout io.Writer) error {
+// samples/*.yaml, so that the plugin has something to reconcile; force takes over the fields
+// of a sample that another field manager owns. A sample whose kind is not served is said and
+// skipped.
+func installFolderObjects(ctx context.Context, cfg *rest.Config, plugins []*devPlugin, stdout io.Writer, force bool) error {
 	for _, dp := range plugins {
 		if dp.dir == "" {
 			continue
@@ -250,7 +272,7 @@ func installFolderObjects(ctx context.Context, cfg *rest.Config, plugins []*devP
 		}
 		samples, _ := filepath.Glob(filepath.Join(dp.dir, "samples", "*.yaml"))
 		for _, s := range samples {
-			if err := applyFile(ctx, cfg, s, stdout); err != nil {
+			if err := applyFile(ctx, cfg, s, stdout, force); err != nil {
 				fmt.Fprintf(stdout, "%v: fix the file; the plugin runs without it\n", err)
 			}
 		}
@@ -258,8 +280,9 @@ func installFolderObjects(ctx context.Context, cfg *rest.Config, plugins []*devP
 	return nil
 }
 
-// applyFile server-side applies every object of a YAML file, as the field manager wasmrec-dev.
-func applyFile(ctx context.Context, cfg *rest.Config, path string, stdout io.Writer) error {
+// applyFile server-side applies every object of a YAML file, as the field manager wasmrec-dev,
+// forcing conflicts if force is set.
+func applyFile(ctx context.Context, cfg *rest.Config, path string, stdout io.Writer, force bool) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -305,7 +328,6 @@ func applyFile(ctx context.Context, cfg *rest.Config, path string, stdout io.Wri
 		if err != nil {
 			return err
 		}
-		force := true
 		if _, err := ri.Patch(ctx, u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
 			return fmt.Errorf("%s: applying %s %s: %w", path, kinds.String(u.GetAPIVersion(), u.GetKind()), u.GetName(), err)
 		}

@@ -35,7 +35,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 // seen (a cold compile of the 16 MB rollout module can take a minute on a busy machine), then is
 // interrupted and must stop cleanly.
 func TestDev(t *testing.T) {
-	if _, err := controlplane.FindBinDir(""); err != nil {
+	if _, err := controlplane.FindBinDir("", controlplane.AllBinaries...); err != nil {
 		testenv.Missing(t, err, "controlplane")
 	}
 	if _, err := os.Stat("../../bin/plugins/app.wasm"); err != nil {
