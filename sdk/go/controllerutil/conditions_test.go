@@ -124,7 +124,7 @@ func TestFindStatusCondition(t *testing.T) {
 func TestIsStatusCondition(t *testing.T) {
 	o := withConditions(t, `[{"type":"Ready","status":"True"},{"type":"Synced","status":"False"},{"type":"Healthy","status":"Unknown"},{"type":"Ready","status":"False"}]`)
 	for _, tc := range []struct {
-		typ           string
+		typ             string
 		isTrue, isFalse bool
 	}{
 		{"Ready", true, false}, // the first of the type decides
