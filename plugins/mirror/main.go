@@ -65,7 +65,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req wasmrec.Request) (wasmre
 		}
 		return controllerutil.SetControllerReference(src, cp)
 	})
-	if owned := (*controllerutil.AlreadyOwnedError)(nil); errors.As(err, &owned) {
+	var owned *controllerutil.AlreadyOwnedError
+	if errors.As(err, &owned) {
 		_ = r.Client.Event(ctx, "Warning", "CopyNameTaken", err.Error()) // the error says it too
 		return wasmrec.Result{}, wasmrec.TerminalError(err)
 	}
