@@ -84,7 +84,7 @@ $(BIN)/kube-controller-manager: e2e/controlplane/kube-apiserver/go.mod e2e/contr
 
 # --- plugins: Go with GOOS=wasip1, C with clang + wasi-libc. Never committed. ---
 
-GO_PLUGINS := app failing rollout
+GO_PLUGINS := app failing mirror rollout
 C_PLUGINS  := app-c
 TESTGUESTS := misbehave tenant abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
 CLANG      ?= clang

@@ -16,7 +16,7 @@ const appAPIVersion = "demo.wasmrec.dev/v1"
 func init() {
 	wasmrec.Register(wasmrec.Manifest{
 		Name: "app",
-		For:  wasmrec.Watch{APIVersion: appAPIVersion, Kind: "App", Predicates: []wasmrec.Predicate{{Type: "GenerationChanged"}}},
+		For:  wasmrec.Watch{APIVersion: appAPIVersion, Kind: "App", Predicates: []wasmrec.Predicate{{Type: wasmrec.PredicateGenerationChanged}}},
 		Owns: []wasmrec.Watch{{APIVersion: "v1", Kind: "ConfigMap"}, {APIVersion: "v1", Kind: "Service"}},
 		Permissions: []wasmrec.Permission{
 			{Group: "demo.wasmrec.dev", Resources: []string{"apps"}, Verbs: []string{"get", "list", "watch"}},

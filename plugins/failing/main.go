@@ -14,7 +14,7 @@ func init() {
 	wasmrec.Register(wasmrec.Manifest{
 		Name: "failing",
 		For: wasmrec.Watch{APIVersion: "v1", Kind: "ConfigMap", Predicates: []wasmrec.Predicate{{
-			Type:     "LabelSelector",
+			Type:     wasmrec.PredicateLabelSelector,
 			Selector: &wasmrec.LabelSelector{MatchLabels: map[string]string{"wasmrec.dev/demo": "always-fails"}},
 		}}},
 		Permissions: []wasmrec.Permission{{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}},

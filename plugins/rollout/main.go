@@ -31,8 +31,8 @@ func init() {
 		Name: "rollout",
 		For:  wasmrec.Watch{APIVersion: "apps/v1", Kind: "Deployment"},
 		Watches: []wasmrec.Watch{
-			{APIVersion: "v1", Kind: "ConfigMap", Map: "namespace"},
-			{APIVersion: "v1", Kind: "Secret", Map: "namespace"},
+			{APIVersion: "v1", Kind: "ConfigMap", Map: wasmrec.MapNamespace},
+			{APIVersion: "v1", Kind: "Secret", Map: wasmrec.MapNamespace},
 		},
 		Permissions: []wasmrec.Permission{
 			{Group: "apps", Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}},

@@ -7,6 +7,12 @@
 // Object (a JSON map, no k8s.io imports); authors who want typed objects import k8s.io/api
 // themselves and convert with Object.Into and FromTyped.
 //
+// Package controllerutil (github.com/wasmrec/wasmrec/sdk/go/controllerutil) has the helpers a
+// controller-runtime user reaches for, under its names: CreateOrUpdate and CreateOrPatch,
+// SetControllerReference and the other owner references, finalizers, and status conditions
+// (SetStatusCondition...). Manifests name predicate types and watch mappings with the
+// Predicate* and Map* constants.
+//
 // To test a reconciler with go test, give it the Client of a fake.Cluster (package
 // github.com/wasmrec/wasmrec/sdk/go/fake): objects in memory, answered as the host would.
 package wasmrec

@@ -1,6 +1,7 @@
 package wasmrec
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -38,6 +39,50 @@ func (o *Object) Into(v any) error {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// DeepCopy returns a copy of the object that shares nothing with it: maps and arrays are
+// copied all the way down, and values of other types (a []string or map[string]string set with
+// SetNested, say) become their JSON's ([]any, map[string]any), as the API server would return
+// them.
+func (o *Object) DeepCopy() *Object {
+	if o == nil {
+		return nil
+	}
+	if o.Object == nil {
+		return &Object{}
+	}
+	return &Object{Object: deepCopy(o.Object).(map[string]any)}
+}
+
+func deepCopy(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(v))
+		for i, e := range v {
+			s[i] = deepCopy(e)
+		}
+		return s
+	case nil, string, bool, float64, float32, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, json.Number:
+		return v
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v // not JSON: nothing the client could send either
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var out any
+	if d.Decode(&out) != nil {
+		return v
+	}
+	return out
 }
 
 // MarshalJSON encodes the object.
@@ -170,7 +215,10 @@ func (o *Object) SetNested(value any, fields ...string) error {
 	return nil
 }
 
-// SetControllerOwner makes owner the controller owner of o.
+// SetControllerOwner makes owner the controller owner of o, replacing all of o's owner
+// references: for an object the plugin builds whole and applies. To add a controller reference
+// to an object read from the cluster, keeping its other owners and refusing one another
+// controller owns, use controllerutil.SetControllerReference.
 func (o *Object) SetControllerOwner(owner *Object) error {
 	return o.SetNested([]any{map[string]any{
 		"apiVersion": owner.APIVersion(), "kind": owner.Kind(), "name": owner.Name(), "uid": owner.UID(),

@@ -1,0 +1,50 @@
+package wasmrec
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func TestDeepCopySharesNothing(t *testing.T) {
+	o := NewObject("v1", "ConfigMap", "demo", "web")
+	o.SetNested(map[string]any{"a": "1", "nested": map[string]any{"b": []any{"x", map[string]any{"c": 1.0}}}}, "data")
+	o.SetNested([]string{"one", "two"}, "metadata", "finalizers")
+	o.SetNested(map[string]string{"k": "v"}, "metadata", "labels")
+	o.SetNested(json.Number("12345678901234567890"), "spec", "big")
+
+	c := o.DeepCopy()
+	want := map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "web", "namespace": "demo", "finalizers": []any{"one", "two"}, "labels": map[string]any{"k": "v"}},
+		"data":     map[string]any{"a": "1", "nested": map[string]any{"b": []any{"x", map[string]any{"c": 1.0}}}},
+		"spec":     map[string]any{"big": json.Number("12345678901234567890")},
+	}
+	if !reflect.DeepEqual(c.Object, want) {
+		t.Fatalf("copy:\n got %#v\nwant %#v", c.Object, want)
+	}
+
+	// Changing the copy anywhere leaves the original as it was.
+	inner, _ := c.NestedSlice("data", "nested", "b")
+	inner[1].(map[string]any)["c"] = 2.0
+	inner[0] = "y"
+	c.SetNested("changed", "data", "a")
+	c.Object["metadata"].(map[string]any)["labels"].(map[string]any)["k"] = "w"
+	if v, _ := o.NestedString("data", "a"); v != "1" {
+		t.Errorf("original data.a = %q", v)
+	}
+	b, _ := o.NestedSlice("data", "nested", "b")
+	if b[0] != "x" || b[1].(map[string]any)["c"] != 1.0 {
+		t.Errorf("original data.nested.b = %v", b)
+	}
+	if l, _ := o.Nested("metadata", "labels"); l.(map[string]string)["k"] != "v" {
+		t.Errorf("original labels = %v", l)
+	}
+
+	if (*Object)(nil).DeepCopy() != nil {
+		t.Error("nil.DeepCopy() is not nil")
+	}
+	if e := (&Object{}).DeepCopy(); e == nil || e.Object != nil {
+		t.Errorf("empty.DeepCopy() = %#v", e)
+	}
+}
