@@ -43,12 +43,13 @@ image: build plugins ## Build the host image into bin/image/ (an OCI layout) and
 	@env -u GOOS -u GOARCH $(GO) run ./internal/cmd/image -o $(BIN)/image -binary $(BIN)/wasmrec -plugins $(BIN)/plugins \
 		-version $(VERSION) $(if $(GOARCH),-arch $(GOARCH)) $(if $(IMAGE_PUSH),-push $(IMAGE_PUSH)) $(if $(IMAGE_REPO),-repo $(IMAGE_REPO)) $(IMAGE_FLAGS)
 
-# GOBIN, or GOPATH/bin, as go install does.
-INSTALL_DIR = $(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
+# GOBIN, or GOPATH/bin, as go install does; GOBIN given to make (make install GOBIN=DIR) as well
+# as in the environment.
+INSTALL_DIR = $(or $(GOBIN),$(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 
 .PHONY: install
 install: controlplane sdk-modules ## Install wasmrec, and etcd, kube-apiserver and kube-controller-manager for `wasmrec dev`, into $(go env GOBIN) or $(go env GOPATH)/bin.
-	CGO_ENABLED=0 $(GO) install -trimpath -ldflags "-X main.version=$(VERSION)" ./cmd/wasmrec
+	CGO_ENABLED=0 GOBIN=$(INSTALL_DIR) $(GO) install -trimpath -ldflags "-X main.version=$(VERSION)" ./cmd/wasmrec
 	install -m 0755 $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(INSTALL_DIR)/
 	@echo ">> installed wasmrec, etcd, kube-apiserver and kube-controller-manager into $(INSTALL_DIR)"
 

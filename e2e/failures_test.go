@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,12 +25,12 @@ func TestFailuresInTheAuthorsWords(t *testing.T) {
 	a := newAuthor(t)
 	a.run("", "wasmrec new oops --for v1/ConfigMap")
 	a.edit("oops/host.yaml", "    module: oops.wasm\n", "    module: oops.wasm\n    timeout: 2s\n")
-	a.run("", "wasmrec new widgets --for e2e.wasmrec.dev/v1/Widget")
-	crd, err := os.ReadFile("testdata/widgets.yaml")
-	must(t, err)
-	must(t, os.MkdirAll(filepath.Join(a.home, "widgets", "crds"), 0o755))
-	must(t, os.WriteFile(filepath.Join(a.home, "widgets", "crds", "widgets.yaml"), crd, 0o644))
-	a.edit("widgets/main.go", `kind       = "Widget"`, `kind       = "Widgt"`) // the CRD serves Widget
+	a.run("", "wasmrec new widgets --for e2e.wasmrec.dev/v1/Widget") // with crds/, a CRD of Widget
+	a.edit("widgets/main.go", `kind       = "Widget"`, `kind       = "Widgt"`)
+	// wasmrec build checks the kinds against the folder's CRDs.
+	if out := a.fails("widgets", "wasmrec build"); !strings.Contains(out, "watches Widgt.v1.e2e.wasmrec.dev, which crds/*.yaml do not define: did you mean Widget?") {
+		t.Errorf("wasmrec build of a misspelt kind says:\n%s", out)
+	}
 
 	d := startDev(t, a, "", "--plugin", "./oops", "--plugin", "./widgets")
 	c, err := clientcmd.BuildConfigFromFlags("", d.kubeconfig)

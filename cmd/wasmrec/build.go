@@ -3,10 +3,17 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/internal/build"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -46,6 +53,9 @@ exports, imports, manifest) and prints what it found.`,
 				return err
 			}
 			in, err := checkModule(cmd.Context(), path, b, cacheDir)
+			if err == nil {
+				err = checkFolderKinds(dir, in.Manifest)
+			}
 			if err != nil {
 				return fmt.Errorf("built %s, but it is not a usable plugin: %w", path, err)
 			}
@@ -67,4 +77,44 @@ func sizeString(n int) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// checkFolderKinds checks the kinds m watches of the groups DIR/crds/*.yaml define against those
+// CRDs: a kind they do not serve is most likely misspelt, and would wait for ever on a cluster.
+func checkFolderKinds(dir string, m *abi.Manifest) error {
+	paths, _ := filepath.Glob(filepath.Join(dir, "crds", "*.yaml"))
+	if len(paths) == 0 {
+		return nil
+	}
+	crds, err := crd.Read(paths...)
+	if err != nil {
+		return err
+	}
+	served := map[string]map[string][]string{} // group -> kind -> versions
+	for _, c := range crds {
+		if served[c.Spec.Group] == nil {
+			served[c.Spec.Group] = map[string][]string{}
+		}
+		for _, v := range c.Spec.Versions {
+			if v.Served {
+				served[c.Spec.Group][c.Spec.Names.Kind] = append(served[c.Spec.Group][c.Spec.Names.Kind], v.Name)
+			}
+		}
+	}
+	for _, w := range append(append([]abi.Watch{m.For}, m.Owns...), m.Watches...) {
+		gvk := schema.FromAPIVersionAndKind(w.APIVersion, w.Kind)
+		group, ok := served[gvk.Group]
+		if !ok || slices.Contains(group[gvk.Kind], gvk.Version) {
+			continue
+		}
+		where := filepath.Join(dir, "crds", "*.yaml")
+		if versions, ok := group[gvk.Kind]; ok {
+			return fmt.Errorf("plugin %q watches %s, but %s serve %s at %s only", m.Name, kinds.GVK(gvk), where, gvk.Kind, strings.Join(versions, ", "))
+		}
+		if k := kinds.Closest(gvk.Kind, slices.Sorted(maps.Keys(group))); k != "" {
+			return fmt.Errorf("plugin %q watches %s, which %s do not define: did you mean %s?", m.Name, kinds.GVK(gvk), where, k)
+		}
+		return fmt.Errorf("plugin %q watches %s, which %s do not define (they define %s of %s)", m.Name, kinds.GVK(gvk), where, strings.Join(slices.Sorted(maps.Keys(group)), ", "), gvk.Group)
+	}
+	return nil
 }

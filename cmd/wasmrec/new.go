@@ -5,6 +5,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,9 +35,14 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
   # A C plugin for Deployments, then its test cases (tests/rollout.yaml):
   wasmrec new rollout --lang c --for apps/v1/Deployment
   cd rollout && wasmrec test`,
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("name the plugin, once: wasmrec new NAME (lowercase letters, digits and dashes), got %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.Name = args[0]
+			o.Name, o.Lang = args[0], strings.ToLower(o.Lang)
 			files, err := scaffold.Write(o)
 			if err != nil {
 				return err
@@ -59,10 +65,13 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 				}
 			}
 			if k, err := kinds.ParseFor(o.For); err == nil && !k.BuiltIn {
-				fmt.Fprintf(stdout, "\n%s is not a built-in kind: put its CRD in %s (wasmrec dev --plugin installs it), or install it on the cluster\n",
-					kinds.String(k.APIVersion(), k.Kind), filepath.Join(dir, "crds")+string(filepath.Separator))
+				fmt.Fprintf(stdout, "\n%s is not a built-in kind: %s is a CRD to start from (wasmrec dev --plugin installs it); describe its fields in its schema\n",
+					kinds.String(k.APIVersion(), k.Kind), filepath.Join(dir, "crds", k.Resource+"."+k.Group+".yaml"))
 			}
-			fmt.Fprintf(stdout, "\nnext:\n  cd %s\n", dir)
+			fmt.Fprintln(stdout, "\nnext:")
+			if filepath.Clean(dir) != "." {
+				fmt.Fprintf(stdout, "  cd %s\n", dir)
+			}
 			if o.Lang == "go" {
 				fmt.Fprintln(stdout, "  go test ./...")
 			} else {

@@ -124,6 +124,9 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 		return fmt.Errorf("%s is not a usable plugin: %w", relative(path), err)
 	}
 	defer s.Close(context.WithoutCancel(ctx))
+	if err := checkFolderKinds(dir, s.Manifest()); err != nil {
+		return fmt.Errorf("%s is not a usable plugin: %w", relative(path), err)
+	}
 
 	var ran, failed int
 	for _, tf := range suites {

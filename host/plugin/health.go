@@ -216,29 +216,42 @@ func (p *Plugin) Failing() string { return p.failures.message() }
 
 // failureStreak counts a plugin's reconciles failed since the last one that succeeded.
 type failureStreak struct {
-	mu    sync.Mutex
-	n     int
-	since time.Time // when the first of them failed
-	last  string    // the last one's error
+	mu     sync.Mutex
+	n      int
+	since  time.Time // when the first of them failed
+	last   string    // the last one's error, its first line
+	told   string    // the last error onChange was told of
+	toldAt time.Time
 }
 
-// record counts one reconcile's outcome, and tells onChange (if set) when message changes from
-// "" or back to it, without the lock held.
+// failingRetell is how often at most a plugin that goes on failing has its status told a new
+// last error: often enough to follow an author's edits, rarely enough that a plugin failing on
+// thousands of keys does not write its status for each.
+const failingRetell = 5 * time.Second
+
+// record counts one reconcile's outcome, and tells onChange (if set), without the lock held,
+// when message changes from "" or back to it, and when the last error changed since it was last
+// told, at most every failingRetell.
 func (f *failureStreak) record(err error, onChange func(string)) {
 	f.mu.Lock()
 	was := f.n >= FailingAfter
+	now := time.Now()
 	if err == nil {
 		f.n, f.last = 0, ""
 	} else {
 		if f.n == 0 {
-			f.since = time.Now()
+			f.since = now
 		}
 		f.n++
-		f.last = err.Error()
+		f.last, _, _ = strings.Cut(err.Error(), "\n") // a trap's wasm stack stays in the log
 	}
-	now := f.n >= FailingAfter
+	failing := f.n >= FailingAfter
+	tell := was != failing || failing && f.last != f.told && now.Sub(f.toldAt) >= failingRetell
+	if tell {
+		f.told, f.toldAt = f.last, now
+	}
 	f.mu.Unlock()
-	if was != now && onChange != nil {
+	if tell && onChange != nil {
 		onChange(f.message())
 	}
 }

@@ -88,8 +88,18 @@ func TestFailureStreak(t *testing.T) {
 	if len(told) != 1 || !strings.Contains(told[0], "boom") {
 		t.Fatalf("told %q, want the one change, with the error at that time", told)
 	}
+	// Another error, some time later: told again, its first line only.
+	f.toldAt = f.toldAt.Add(-failingRetell)
+	f.record(errors.New("reconcile trapped: wasm error: unreachable\nwasm stack trace:\n\tabort"), tell)
+	if len(told) != 2 || !strings.HasSuffix(told[1], "the last error: reconcile trapped: wasm error: unreachable") {
+		t.Fatalf("told %q, want the new last error's first line", told)
+	}
+	f.record(errors.New("again at once"), tell)
+	if len(told) != 2 {
+		t.Fatalf("told %q within %s of the last", told, failingRetell)
+	}
 	f.record(nil, tell)
-	if f.message() != "" || len(told) != 2 || told[1] != "" {
+	if f.message() != "" || len(told) != 3 || told[2] != "" {
 		t.Fatalf("after a success: %q, told %q", f.message(), told)
 	}
 }

@@ -246,7 +246,7 @@ func (p *Plugin) checkSwap(ctx context.Context, old *version, mod *wasm.Module) 
 		return next, nil, nil
 	}
 	if nm.For.APIVersion != om.For.APIVersion || nm.For.Kind != om.For.Kind {
-		return nil, nil, fmt.Errorf("the new module reconciles %s %s, the running one %s %s: a plugin keeps its For kind; run it as another plugin",
+		return nil, nil, fmt.Errorf("the new module reconciles %s %s, the running one %s %s: a plugin keeps its For kind: run the new module as another plugin, or start this one anew (restart the host or wasmrec dev, or delete and create its Plugin object)",
 			nm.For.APIVersion, nm.For.Kind, om.For.APIVersion, om.For.Kind)
 	}
 	if len(unresolved) > 0 {

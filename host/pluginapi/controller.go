@@ -742,7 +742,7 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool)
 	case s.running:
 		set("Running", true, "Reconciling", "the controller runs")
 	default:
-		set("Running", false, "Waiting", fmt.Sprintf("waiting until %s are served (their CRDs installed) and this replica leads", kinds.GVKs(s.kinds)))
+		set("Running", false, "Waiting", fmt.Sprintf("not running: it waits for %s to be served (their CRDs installed) and for this replica to lead", kinds.GVKs(s.kinds)))
 	}
 	st["conditions"] = conds
 	st["lastError"] = nil // a merge patch: null removes it

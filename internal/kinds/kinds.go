@@ -41,6 +41,9 @@ func ParseFor(s string) (Kind, error) {
 	if err != nil || gv.Version == "" {
 		return Kind{}, fmt.Errorf("--for %q: %q is not an apiVersion: write APIVERSION/KIND, as in v1/ConfigMap or apps/v1/Deployment", s, s[:i])
 	}
+	if gv.Group == "" && strings.Contains(gv.Version, ".") { // example.com/Widget
+		return Kind{}, fmt.Errorf("--for %q: %q is an API group without its version: write GROUP/VERSION/KIND, as in %s/v1/%s", s, gv.Version, gv.Version, s[i+1:])
+	}
 	k := Lookup(gv.WithKind(s[i+1:]))
 	if BuiltInGroup(gv.Group) && !k.BuiltIn {
 		return Kind{}, fmt.Errorf("--for %q: %s", s, NotBuiltIn(gv.WithKind(s[i+1:])))
@@ -81,16 +84,28 @@ func NotBuiltIn(gvk schema.GroupVersionKind) string {
 }
 
 // Suggest returns the built-in kind gvk's kind most likely misspells ("apps/v1 Deployment" when
-// the version differs), or "" when none is close.
+// the version differs, or the kind is of another group), or "" when none is close.
 func Suggest(gvk schema.GroupVersionKind) string {
+	if s := suggestIn(gvk, true); s != "" {
+		return s
+	}
+	return suggestIn(gvk, false) // v1 Deployment: apps/v1 Deployment
+}
+
+// suggestIn is Suggest among the kinds of gvk's group, or else among the kinds of the same name
+// (case aside) and a stable version in other groups.
+func suggestIn(gvk schema.GroupVersionKind, sameGroup bool) string {
 	best, bestScore := "", 3
 	for known := range builtIn() {
-		if known.Group != gvk.Group {
+		if sameGroup != (known.Group == gvk.Group) {
+			continue
+		}
+		if !sameGroup && (!strings.EqualFold(known.Kind, gvk.Kind) || strings.Contains(known.Version, "beta") || strings.Contains(known.Version, "alpha")) {
 			continue
 		}
 		score := closeness(gvk.Kind, known.Kind)
 		name := known.Kind
-		if known.Version != gvk.Version {
+		if known.Version != gvk.Version || known.Group != gvk.Group {
 			score++
 			name = known.GroupVersion().String() + " " + known.Kind
 		}

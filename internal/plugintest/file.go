@@ -7,9 +7,11 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/internal/configcheck"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // File is a file of test cases (tests/*.yaml in a plugin's folder).
@@ -174,6 +176,12 @@ func checkObject(o map[string]any) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%s missing: an object needs apiVersion, kind and metadata.name (and metadata.namespace if namespaced)", strings.Join(missing, ", "))
+	}
+	// A kind of the API server's own groups that it does not have is a misspelling: the case
+	// would hold an object no plugin ever sees.
+	gvk := schema.FromAPIVersionAndKind(o["apiVersion"].(string), o["kind"].(string))
+	if kinds.BuiltInGroup(gvk.Group) && !kinds.Lookup(gvk).BuiltIn {
+		return fmt.Errorf("kind: %s", kinds.NotBuiltIn(gvk))
 	}
 	return nil
 }

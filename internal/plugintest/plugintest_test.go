@@ -306,6 +306,7 @@ func TestBadFiles(t *testing.T) {
 		{"cases:\n  - name: marks\n    gone: [{kind: ConfigMap, name: x}]\n", `tests/x.yaml: cases[0] (marks).gone[0]: name an object with apiVersion`},
 		{"cases:\n  - name: marks\n    events: [{type: Info, reason: X}]\n", `tests/x.yaml: cases[0] (marks).events[0].type: "Info": use Normal or Warning`},
 		{"cases:\n  - name: marks\n    events: [{type: Normal}]\n", `tests/x.yaml: cases[0] (marks).events[0]: reason is missing`},
+		{"cases:\n  - name: marks\n    before:\n      - {apiVersion: v1, kind: Configmap, metadata: {name: x}}\n", `tests/x.yaml: cases[0] (marks).before[0]: kind: v1 has no kind Configmap: did you mean ConfigMap?`},
 		{"cases:\n  - name: a\n  - name: a\n", `tests/x.yaml: cases[1] (a): another case has this name`},
 		{"cases:\n  - before: []\n", `tests/x.yaml: cases[0]: a case needs a name`},
 		{"cases: []\n", `tests/x.yaml: no cases`},
@@ -340,5 +341,14 @@ func TestDocsExample(t *testing.T) {
 		if !o.Passed() {
 			t.Errorf("%s failed:\n%s", o.Case, strings.Join(o.Failures, "\n"))
 		}
+	}
+}
+
+// A request outside the plugin's namespaces fails the case: the host never reconciles it.
+func TestRequestOutsideTheNamespaces(t *testing.T) {
+	s := suite(t, "plugins", "app-c", Options{Namespaces: []string{"other"}})
+	o := run(t, s, "cases:\n  - name: outside\n    before:"+app+"\n")[0]
+	if o.Passed() || len(o.Failures) != 1 || !strings.Contains(o.Failures[0], "request: demo-c/web is outside the plugin's namespaces [other]: the host never reconciles it") {
+		t.Fatalf("failures %q", o.Failures)
 	}
 }

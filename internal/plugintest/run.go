@@ -125,6 +125,11 @@ func (s *Suite) Run(ctx context.Context, c Case) (Outcome, error) {
 	if err != nil {
 		return out, err
 	}
+	if len(s.opts.Namespaces) > 0 && req.Namespace != "" && !slices.Contains(s.opts.Namespaces, req.Namespace) {
+		out.Failures = append(out.Failures, fmt.Sprintf("request: %s/%s is outside the plugin's namespaces %v: the host never reconciles it (its watches see only those namespaces)",
+			req.Namespace, req.Name, s.opts.Namespaces))
+		return out, nil
+	}
 	s.logs.reset()
 	start := time.Now()
 	ran := false

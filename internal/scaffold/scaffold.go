@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"text/template"
 
 	"github.com/wasmrec/wasmrec/internal/kinds"
@@ -36,8 +37,10 @@ var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 type data struct {
 	Name, Module, SDKVersion string
+	ModuleFile               string // what wasmrec build writes: the folder's name.wasm
 	APIVersion, Group, Kind  string
 	Resource, Annotation     string
+	Version, Singular        string // a custom resource's, for its CRD
 	Namespaced               bool
 }
 
@@ -65,17 +68,25 @@ func Write(o Options) ([]string, error) {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	abs, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
 	d := data{
-		Name: o.Name, Module: o.Module, SDKVersion: release.Version,
+		Name: o.Name, Module: o.Module, SDKVersion: release.Version, ModuleFile: filepath.Base(abs) + ".wasm",
 		APIVersion: k.APIVersion(), Group: k.Group, Kind: k.Kind,
 		Resource: k.Resource, Namespaced: k.Namespaced,
 		Annotation: "wasmrec.dev/" + o.Name,
+		Version:    k.Version, Singular: strings.ToLower(k.Kind),
 	}
 	files := map[string]string{
 		"host.yaml":                   "templates/host.yaml.tmpl",
 		"samples/" + o.Name + ".yaml": "templates/sample.yaml.tmpl",
 		".gitignore":                  "templates/gitignore.tmpl",
 		"tests/" + o.Name + ".yaml":   "templates/tests/cases.yaml.tmpl",
+	}
+	if !k.BuiltIn { // a custom resource: a CRD to start from
+		files["crds/"+k.Resource+"."+k.Group+".yaml"] = "templates/crd.yaml.tmpl"
 	}
 	if o.Lang == "go" {
 		files["go.mod"] = "templates/go/go.mod.tmpl"

@@ -103,3 +103,43 @@ func TestWriteRefuses(t *testing.T) {
 		}
 	}
 }
+
+// host.yaml names the module wasmrec build writes, the folder's name, whatever the plugin's.
+func TestHostYAMLNamesTheBuiltModule(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "otherdir")
+	if _, err := Write(Options{Name: "named", Lang: "c", For: "v1/ConfigMap", Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "host.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "    module: otherdir.wasm\n") || !strings.Contains(string(b), "  - name: named\n") {
+		t.Errorf("host.yaml:\n%s\nwant the plugin named named, its module otherdir.wasm", b)
+	}
+}
+
+// A plugin for a custom resource gets a CRD for it, one the API server accepts as it is (the
+// e2e TestFailuresInTheAuthorsWords installs one).
+func TestCustomResourceGetsACRD(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "widget")
+	files, err := Write(Options{Name: "widget", Lang: "go", For: "example.com/v1/Widget", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(files, "crds/widgets.example.com.yaml") {
+		t.Fatalf("files %q lack crds/widgets.example.com.yaml", files)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "crds", "widgets.example.com.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"name: widgets.example.com\n", "group: example.com\n", "scope: Namespaced\n", "kind: Widget\n", "plural: widgets\n", "singular: widget\n", "- name: v1\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("the CRD lacks %q:\n%s", want, b)
+		}
+	}
+	if _, err := Write(Options{Name: "cms", Lang: "go", For: "v1/ConfigMap", Dir: filepath.Join(t.TempDir(), "cms")}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmrec/wasmrec/abi"
+)
+
+const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {kind: Widget, plural: widgets, singular: widget, listKind: WidgetList}
+  versions:
+    - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+`
+
+// A kind of a group the folder's CRDs define, which they do not serve, is named with what was
+// meant; kinds of other groups are not the folder's business.
+func TestCheckFolderKinds(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "widget")
+	if err := os.MkdirAll(filepath.Join(dir, "crds"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "crds", "widget.yaml"), []byte(widgetCRD), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		apiVersion, kind, want string
+	}{
+		{"example.com/v1", "Widget", ""},
+		{"example.com/v1", "Widgt", `widget/crds/*.yaml do not define: did you mean Widget?`},
+		{"example.com/v2", "Widget", `widget/crds/*.yaml serve Widget at v1 only`},
+		{"example.com/v1", "Sprocket", `widget/crds/*.yaml do not define (they define Widget of example.com)`},
+		{"other.example.com/v1", "Gadget", ""},
+		{"v1", "ConfigMap", ""},
+	} {
+		m := &abi.Manifest{Name: "w", For: abi.Watch{APIVersion: "v1", Kind: "ConfigMap"}, Watches: []abi.Watch{{APIVersion: tc.apiVersion, Kind: tc.kind}}}
+		err := checkFolderKinds(dir, m)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s %s: %v", tc.apiVersion, tc.kind, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s %s: %v, want %q", tc.apiVersion, tc.kind, err, tc.want)
+		}
+	}
+	if err := checkFolderKinds(t.TempDir(), &abi.Manifest{For: abi.Watch{APIVersion: "example.com/v1", Kind: "Widgt"}}); err != nil {
+		t.Errorf("a folder without crds/: %v", err)
+	}
+}
