@@ -95,7 +95,7 @@ func TestFailuresInTheAuthorsWords(t *testing.T) {
 	// A reconcile that never returns: stopped at the plugin's timeout, which the error names.
 	mark = len(d.output())
 	a.edit("oops/main.go", "	panic(\"the sample has no owner\")\n", "	for n := 0; ; n++ {\n	}\n")
-	line = waitLine(mark, "level=ERROR", "reconcile stopped at its timeout, 2s (the plugin's timeout setting: timeout in host.yaml")
+	line = waitLine(mark, "level=ERROR", "reconcile timed out after 2s, the plugin's timeout (timeout in host.yaml")
 	if strings.Contains(line, "wasm error") {
 		t.Errorf("the timeout's line reads as a wasm trap:\n%s", line)
 	}

@@ -416,7 +416,7 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 	misbehaving(t, ns, "trap", "loop", "bomb", "garbage", "badflags", "forbidden")
 	for name, want := range map[string]string{
 		"trap":     "reconcile trapped",
-		"loop":     "reconcile interrupted at its deadline",
+		"loop":     "reconcile timed out after 1s, the plugin's timeout",
 		"bomb":     "reconcile trapped",
 		"garbage":  "malformed result envelope",
 		"badflags": "unknown flags",

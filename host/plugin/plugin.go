@@ -884,7 +884,7 @@ type timedOut struct {
 }
 
 func (e *timedOut) Error() string {
-	return fmt.Sprintf("plugin %q: reconcile stopped at its timeout, %s (the plugin's timeout setting: timeout in host.yaml, spec.timeout of its Plugin or ClusterPlugin): make the reconcile return sooner, or raise the timeout",
+	return fmt.Sprintf("plugin %q: reconcile timed out after %s, the plugin's timeout (timeout in host.yaml, spec.timeout of its Plugin or ClusterPlugin), and was stopped: make the reconcile return sooner, or raise the timeout",
 		e.plugin, e.timeout)
 }
 
