@@ -141,15 +141,20 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	c.runtime = rt
+	var compiled wazero.CompiledModule
 	defer func() {
-		if err != nil { // c is nil by now
+		if err != nil { // c is nil by now; a refused module's machine code goes too (see release)
+			if compiled != nil {
+				_ = compiled.Close(context.WithoutCancel(ctx))
+			}
 			_ = rt.Close(context.WithoutCancel(ctx))
 		}
 	}()
 	defer recoverPanic(&err)
-	if c.compiled, err = c.runtime.CompileModule(ctx, bin); err != nil {
+	if compiled, err = c.runtime.CompileModule(ctx, bin); err != nil {
 		return nil, fmt.Errorf("not a valid WebAssembly module: %w", err)
 	}
+	c.compiled = compiled
 	if c.describe, err = validate(c.compiled); err != nil {
 		return nil, err
 	}
@@ -183,7 +188,11 @@ func (e *Engine) release(ctx context.Context, c *code) error {
 	if !last {
 		return nil
 	}
-	return c.runtime.Close(ctx)
+	// With a compilation cache the runtimes share one compiling engine, and closing a runtime
+	// leaves its compiled modules in it: only closing the compiled module itself lets the
+	// engine drop its machine code (tens of MiB for a Go guest).
+	err := c.compiled.Close(ctx)
+	return errors.Join(err, c.runtime.Close(ctx))
 }
 
 // PanicError is a panic in the host (wazero's code or wasmrec's) while it served one plugin,

@@ -2,6 +2,10 @@ package wasm_test
 
 import (
 	"context"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,4 +76,65 @@ func TestIdleTimeoutCountsFromLastUse(t *testing.T) {
 	if n, _ := never.Instances(); n != 1 {
 		t.Fatalf("%d idle instances with no idle timeout, want the one", n)
 	}
+}
+
+// A module with no instance for its code idle timeout lets go of its compiled code, and what it
+// held goes back to the OS; the next key loads it again from the on-disk cache and is
+// reconciled.
+func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
+	e := engine(t)
+	wasmBytes := module(t, "plugins", "app") // a Go guest of 3.6 MB
+	debug.FreeOSMemory()
+	before := rss(t)
+	m := compile(t, e, wasmBytes, wasm.Options{Name: "app", IdleTimeout: 50 * time.Millisecond, CodeIdleTimeout: 100 * time.Millisecond})
+	debug.FreeOSMemory() // what compiling left behind is not the code's
+	loaded := rss(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Stats().CodeReleases.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the code was not let go of 10s after the pool went idle: %d live", m.Stats().Live.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// wazero unmaps compiled code in a finalizer: it runs after the collection that finds it
+	// garbage, and its memory goes back at the next.
+	for range 3 {
+		debug.FreeOSMemory()
+		time.Sleep(20 * time.Millisecond)
+	}
+	released := rss(t)
+	t.Logf("RSS before the module %d MiB, with its code loaded %d MiB, after letting it go %d MiB", before>>20, loaded>>20, released>>20)
+	// Most of what the module added goes: its machine code and decoded module (the wasm bytes,
+	// kept to load it again, and the Go runtime's own growth stay).
+	if added := loaded - before; !raceDetector && loaded-released < added/2 {
+		t.Errorf("RSS went from %d MiB to %d MiB when the code was let go, want at least half of the %d MiB the module added back", loaded>>20, released>>20, added>>20)
+	}
+	start := time.Now()
+	if _, err := m.Reconcile(context.Background(), call("none")); err != nil {
+		t.Fatalf("the next key: %v", err)
+	}
+	t.Logf("the next key took %s, the code loaded again from the on-disk cache", time.Since(start))
+	if got := m.Stats().CodeReloads.Load(); got != 1 {
+		t.Fatalf("loaded the code %d times again, want 1", got)
+	}
+}
+
+// rss is the process's resident memory.
+func rss(t *testing.T) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip("no /proc/self/status")
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }

@@ -44,6 +44,13 @@ type Options struct {
 	// DefaultIdleTimeout; negative keeps idle instances for ever.
 	IdleTimeout time.Duration
 
+	// CodeIdleTimeout lets go of the compiled module once no instance has been alive for this
+	// long: a host holds compiled code (tens of MiB for a Go guest) for its busy plugins only.
+	// The next reconcile loads it again, from the engine's on-disk compilation cache when it
+	// has one (a fraction of a second for a Go guest, against seconds to compile). Defaults to
+	// DefaultCodeIdleTimeout; negative keeps it for ever.
+	CodeIdleTimeout time.Duration
+
 	// Interruptible makes a reconcile's context deadline interrupt the guest wherever it is, a
 	// loop included. The module is instrumented with a check at the top of every loop (see
 	// instrumentLoops); a module using instructions beyond WebAssembly 2.0 is interrupted by
@@ -87,6 +94,9 @@ const (
 // host of many plugins holds memory for the busy ones only.
 const DefaultIdleTimeout = 2 * time.Minute
 
+// DefaultCodeIdleTimeout is how long a module with no instance keeps its compiled code.
+const DefaultCodeIdleTimeout = 10 * time.Minute
+
 const (
 	pageSize            = 64 << 10
 	DefaultMemoryLimit  = 128 << 20
@@ -111,6 +121,9 @@ func (o Options) withDefaults() Options {
 	if o.IdleTimeout == 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
+	if o.CodeIdleTimeout == 0 {
+		o.CodeIdleTimeout = DefaultCodeIdleTimeout
+	}
 	if o.Interruptible == nil {
 		t := true
 		o.Interruptible = &t
@@ -134,10 +147,18 @@ func (o Options) withDefaults() Options {
 type Module struct {
 	opts     Options
 	engine   *Engine
-	code     *code // shared with the other Modules of the same bytes and settings
+	wasm     []byte // what code is loaded from again after it was let go
 	digest   string
 	manifest *abi.Manifest
+	describe Describe
 	released sync.Once // code released, by Close
+
+	// code is shared with the other Modules of the same bytes and settings; nil while it is let
+	// go (CodeIdleTimeout). It changes under codeMu, only while every token is held, so an
+	// instance being made (its token held) always finds it.
+	codeMu     sync.Mutex
+	code       *code
+	unloadCode *time.Timer // armed while the pool is empty
 
 	// logLines and logBytes pace the guest's output over all instances; dropNote says now and
 	// then what was dropped since it last did (dropped), and which limits were met.
@@ -199,6 +220,7 @@ type Stats struct {
 	Live                              atomic.Int64 // instances alive now, idle or busy
 	Instantiated, Discarded, Recycled atomic.Int64
 	IdleClosed                        atomic.Int64 // closed after IdleTimeout with nothing to do
+	CodeReleases, CodeReloads         atomic.Int64 // the compiled module let go, and loaded again
 	Traps, Timeouts, BadResults       atomic.Int64
 	LogDroppedLines, LogDroppedBytes  atomic.Int64 // guest output past the LogLimit
 }
@@ -233,6 +255,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 	if m.code, err = e.load(ctx, wasm, m.digest, opts); err != nil {
 		return nil, err
 	}
+	m.wasm, m.describe = wasm, m.code.describe
 	defer func() {
 		if err != nil {
 			_ = e.release(context.WithoutCancel(ctx), m.code)
@@ -269,7 +292,7 @@ func ShortDigest(digest string) string {
 func (m *Module) Manifest() *abi.Manifest { return m.manifest }
 
 // Describe lists the module's exports and imports.
-func (m *Module) Describe() Describe { return m.code.describe }
+func (m *Module) Describe() Describe { return m.describe }
 
 // Name is the plugin's name.
 func (m *Module) Name() string { return m.opts.Name }
@@ -337,13 +360,102 @@ func (m *Module) Close(ctx context.Context) error {
 	if err := m.Retire(ctx); err != nil {
 		go func() {
 			_ = m.Retire(context.Background())
-			m.released.Do(func() { _ = m.engine.release(context.Background(), m.code) })
+			m.released.Do(func() { _ = m.releaseCode(context.Background()) })
 		}()
 		return err
 	}
 	var err error
-	m.released.Do(func() { err = m.engine.release(context.WithoutCancel(ctx), m.code) })
+	m.released.Do(func() { err = m.releaseCode(context.WithoutCancel(ctx)) })
 	return err
+}
+
+// releaseCode lets go of the module's code, if it holds it.
+func (m *Module) releaseCode(ctx context.Context) error {
+	m.codeMu.Lock()
+	defer m.codeMu.Unlock()
+	if m.unloadCode != nil {
+		m.unloadCode.Stop()
+		m.unloadCode = nil
+	}
+	c := m.code
+	m.code = nil
+	if c == nil {
+		return nil
+	}
+	return m.engine.release(ctx, c)
+}
+
+// codeFor returns the module's code, loading it again if it was let go. The caller holds a
+// token.
+func (m *Module) codeFor(ctx context.Context) (*code, error) {
+	m.codeMu.Lock()
+	defer m.codeMu.Unlock()
+	if m.code != nil {
+		return m.code, nil
+	}
+	start := time.Now()
+	c, err := m.engine.load(ctx, m.wasm, m.digest, m.opts)
+	if err != nil {
+		return nil, fmt.Errorf("loading the compiled module again: %w", err)
+	}
+	m.code = c
+	m.stats.CodeReloads.Add(1)
+	m.opts.Logger.V(1).Info("loaded the compiled module again", "took", time.Since(start).Round(time.Millisecond).String())
+	return c, nil
+}
+
+// armCodeUnload arms the let-go of the code, the pool being empty. m.mu is held.
+func (m *Module) armCodeUnload() {
+	if m.opts.CodeIdleTimeout < 0 || m.closed {
+		return
+	}
+	m.codeMu.Lock()
+	defer m.codeMu.Unlock()
+	if m.unloadCode == nil && m.code != nil {
+		m.unloadCode = time.AfterFunc(m.opts.CodeIdleTimeout, m.unloadIdleCode)
+	}
+}
+
+// unloadIdleCode lets go of the code if no instance is alive or being made: it takes every
+// token at once, or leaves the code to the reconciles that hold one.
+func (m *Module) unloadIdleCode() {
+	taken := 0
+	defer func() {
+		for range taken {
+			m.tokens <- struct{}{}
+		}
+	}()
+	for range cap(m.tokens) {
+		select {
+		case <-m.tokens:
+			taken++
+			continue
+		default:
+		}
+		break
+	}
+	m.codeMu.Lock()
+	m.unloadCode = nil
+	m.codeMu.Unlock()
+	m.mu.Lock()
+	idle := taken == cap(m.tokens) && len(m.idle) == 0 && m.stats.Live.Load() == 0 && !m.closed
+	m.mu.Unlock()
+	if !idle {
+		return
+	}
+	m.codeMu.Lock()
+	c := m.code
+	m.code = nil
+	m.codeMu.Unlock()
+	if c == nil {
+		return
+	}
+	m.stats.CodeReleases.Add(1)
+	if err := m.engine.release(context.Background(), c); err != nil {
+		m.opts.Logger.Error(err, "letting go of the compiled module")
+		return
+	}
+	m.opts.Logger.V(1).Info("let go of the compiled module: no instance for the code idle timeout", "codeIdleTimeout", m.opts.CodeIdleTimeout.String())
 }
 
 // get checks out an instance, creating one if the pool has room and none is idle.
@@ -415,6 +527,8 @@ func (m *Module) closeIdle() {
 	m.shrink = nil
 	if len(m.idle) > 0 {
 		m.shrink = time.AfterFunc(m.opts.IdleTimeout-now.Sub(m.idle[0].idleSince), m.closeIdle)
+	} else {
+		m.armCodeUnload()
 	}
 	m.mu.Unlock()
 	for _, inst := range expired {
@@ -461,14 +575,18 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 		WithNanosleep(inst.sleep).
 		WithRandSource(rand.Reader).
 		WithStartFunctions(abi.ExportInitialize)
-	mod, err := m.engine.instantiate(ctx, m.code.runtime, m.code.compiled, cfg)
+	code, err := m.codeFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := m.engine.instantiate(ctx, code.runtime, code.compiled, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("instantiating: %w", explainPanic(explain(err, m.opts), inst.stderr))
 	}
 	inst.mod = mod
 	inst.mem = mod.Memory()
 	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
-	if m.code.loopChecks && *m.opts.Interruptible {
+	if code.loopChecks && *m.opts.Interruptible {
 		flag, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
 		if !ok {
 			_ = mod.Close(ctx)
