@@ -87,6 +87,10 @@ type Config struct {
 	// memory back: an idle plugin holds no instance, and its next reconcile starts one.
 	// Defaults to 2m; 0s keeps idle instances for ever.
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+	// CodeIdleTimeout lets go of the plugin's compiled module once it has had no instance for
+	// this long; its next reconcile loads it again from the compilation cache. Defaults to 10m;
+	// 0s keeps it for ever.
+	CodeIdleTimeout *metav1.Duration `json:"codeIdleTimeout,omitempty"`
 	// Writes limits the plugin's writes to the API server (create, update, patch, delete,
 	// events). Defaults to 5000 qps, burst 10000: a bound on a plugin that spins, far above
 	// what a normal controller writes (controller-runtime patching 10000 ConfigMaps with 2
@@ -256,6 +260,9 @@ func (c *Config) Validate() error {
 	}
 	if c.IdleTimeout != nil && c.IdleTimeout.Duration < 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: idleTimeout must not be negative (0s keeps idle instances for ever)", c.Name))
+	}
+	if c.CodeIdleTimeout != nil && c.CodeIdleTimeout.Duration < 0 {
+		errs = append(errs, fmt.Errorf("plugin %q: codeIdleTimeout must not be negative (0s keeps the compiled module for ever)", c.Name))
 	}
 	if c.MemoryLimit != nil && c.MemoryLimit.Value() < 1<<20 {
 		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit))

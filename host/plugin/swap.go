@@ -200,18 +200,20 @@ func (p *Plugin) refused(err error) error {
 
 func (p *Plugin) moduleOptions() wasm.Options {
 	return wasm.Options{
-		Name:          p.cfg.Name,
-		MaxInstances:  max(p.cfg.MaxConcurrentReconciles, 1),
-		MemoryLimit:   quantity(p.cfg.MemoryLimit),
-		RecycleAbove:  quantity(p.cfg.RecycleAbove),
-		IdleTimeout:   idleTimeout(p.cfg.IdleTimeout),
-		Interruptible: p.cfg.Interruptible,
-		Logger:        p.log,
-		LogLimit:      p.cfg.LogLimit,
+		Name:            p.cfg.Name,
+		MaxInstances:    max(p.cfg.MaxConcurrentReconciles, 1),
+		MemoryLimit:     quantity(p.cfg.MemoryLimit),
+		RecycleAbove:    quantity(p.cfg.RecycleAbove),
+		IdleTimeout:     idleTimeout(p.cfg.IdleTimeout),
+		CodeIdleTimeout: idleTimeout(p.cfg.CodeIdleTimeout),
+		Interruptible:   p.cfg.Interruptible,
+		Logger:          p.log,
+		LogLimit:        p.cfg.LogLimit,
 	}
 }
 
-// idleTimeout is the module's IdleTimeout for the setting: unset, the default; 0s, never.
+// idleTimeout is the module's IdleTimeout (or CodeIdleTimeout) for the setting: unset, the
+// default; 0s, never.
 func idleTimeout(d *metav1.Duration) time.Duration {
 	switch {
 	case d == nil:

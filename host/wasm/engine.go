@@ -191,8 +191,9 @@ func (e *Engine) release(ctx context.Context, c *code) error {
 	// With a compilation cache the runtimes share one compiling engine, and closing a runtime
 	// leaves its compiled modules in it: only closing the compiled module itself lets the
 	// engine drop its machine code (tens of MiB for a Go guest).
-	err := c.compiled.Close(ctx)
-	return errors.Join(err, c.runtime.Close(ctx))
+	err := errors.Join(c.compiled.Close(ctx), c.runtime.Close(ctx))
+	e.reclaim.soon()
+	return err
 }
 
 // PanicError is a panic in the host (wazero's code or wasmrec's) while it served one plugin,

@@ -138,3 +138,30 @@ func rss(t *testing.T) uint64 {
 	t.Fatal("no VmRSS in /proc/self/status")
 	return 0
 }
+
+// Letting go of compiled code runs two collections soon after, so that the machine code that
+// wazero unmaps in a finalizer goes back to the OS, and none after them.
+func TestReleasedCodeIsCollected(t *testing.T) {
+	e := engine(t)
+	m := compile(t, e, module(t, "testguests", "noop"), wasm.Options{Name: "noop", IdleTimeout: -1})
+	_, before := wasm.Reclaiming(e)
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if pending, runs := wasm.Reclaiming(e); pending == 0 && runs >= before+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, runs := wasm.Reclaiming(e)
+			t.Fatalf("%d collections after the code was let go, want 2", runs-before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, runs := wasm.Reclaiming(e)
+	time.Sleep(500 * time.Millisecond)
+	if _, again := wasm.Reclaiming(e); again != runs || runs-before != 2 {
+		t.Fatalf("%d collections, then %d more, want 2 and none", runs-before, again-runs)
+	}
+}

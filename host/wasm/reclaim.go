@@ -34,6 +34,20 @@ type reclaimer struct {
 	delay   time.Duration        // until the next collection; 0 when none is scheduled
 	force   func()               // debug.FreeOSMemory; tests replace it
 	runs    int                  // collections run, for tests
+	extra   int                  // collections still to run for soon, whatever is pending
+}
+
+// soon runs two collections soon, for memory not tracked by add: released compiled code, whose
+// machine code wazero unmaps in a finalizer (which runs after the collection that finds it
+// garbage) and whose decoded module goes back with the heap the collection frees.
+func (r *reclaimer) soon() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.extra = max(r.extra, 2)
+	if r.delay == 0 {
+		r.delay = reclaimFirst
+		time.AfterFunc(r.delay, r.run)
+	}
 }
 
 func newReclaimer(log logr.Logger) *reclaimer {
@@ -71,9 +85,15 @@ func (r *reclaimer) run() {
 	}
 	clear(r.pending[len(held):])
 	r.pending = held
+	if r.extra > 0 {
+		r.extra--
+	}
 	switch {
-	case len(held) == 0:
+	case len(held) == 0 && r.extra == 0:
 		r.delay = 0
+	case len(held) == 0: // one more, asked for by soon
+		r.delay = reclaimFirst
+		time.AfterFunc(r.delay, r.run)
 	case r.delay >= reclaimLast:
 		r.log.Info("the memory of closed plugin instances is still held; the Go runtime returns it when it collects next", "instances", len(held))
 		r.pending, r.delay = nil, 0
