@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/abi"
@@ -82,11 +83,7 @@ func sizeString(n int) string {
 // checkFolderKinds checks the kinds m watches of the groups DIR/crds/*.yaml define against those
 // CRDs: a kind they do not serve is most likely misspelt, and would wait for ever on a cluster.
 func checkFolderKinds(dir string, m *abi.Manifest) error {
-	paths, _ := filepath.Glob(filepath.Join(dir, "crds", "*.yaml"))
-	if len(paths) == 0 {
-		return nil
-	}
-	crds, err := crd.Read(paths...)
+	crds, err := folderCRDs(dir)
 	if err != nil {
 		return err
 	}
@@ -117,4 +114,14 @@ func checkFolderKinds(dir string, m *abi.Manifest) error {
 		return fmt.Errorf("plugin %q watches %s, which %s do not define (they define %s of %s)", m.Name, kinds.GVK(gvk), where, strings.Join(slices.Sorted(maps.Keys(group)), ", "), gvk.Group)
 	}
 	return nil
+}
+
+// folderCRDs reads a plugin folder's crds/*.yaml, the CRDs wasmrec dev installs: none when it
+// has none.
+func folderCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	paths, _ := filepath.Glob(filepath.Join(dir, "crds", "*.yaml"))
+	if len(paths) == 0 {
+		return nil, nil
+	}
+	return crd.Read(paths...)
 }

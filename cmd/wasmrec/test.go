@@ -16,7 +16,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/wasmrec/wasmrec/abi"
-	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/internal/build"
 	"github.com/wasmrec/wasmrec/internal/plugintest"
@@ -227,11 +226,7 @@ func readGrant(dir, path string, opts *plugintest.Options) (string, error) {
 
 // readKinds tells the cluster the custom resources of DIR/crds/*.yaml.
 func readKinds(dir string, opts *plugintest.Options) error {
-	paths, _ := filepath.Glob(filepath.Join(dir, "crds", "*.yaml"))
-	if len(paths) == 0 {
-		return nil
-	}
-	crds, err := crd.Read(paths...)
+	crds, err := folderCRDs(dir)
 	if err != nil {
 		return err
 	}
