@@ -258,11 +258,13 @@ func (c *Config) Validate() error {
 	if c.Timeout != nil && c.Timeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: timeout must be positive", c.Name))
 	}
-	if c.IdleTimeout != nil && c.IdleTimeout.Duration < 0 {
-		errs = append(errs, fmt.Errorf("plugin %q: idleTimeout must not be negative (0s keeps idle instances for ever)", c.Name))
+	// Below a second, a plugin would start an instance, or load its code, for nearly every
+	// reconcile: the host's CPU, spent at the word of whoever writes the setting.
+	if c.IdleTimeout != nil && c.IdleTimeout.Duration != 0 && c.IdleTimeout.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("plugin %q: idleTimeout %s: use 1s or more (0s keeps idle instances for ever)", c.Name, c.IdleTimeout.Duration))
 	}
-	if c.CodeIdleTimeout != nil && c.CodeIdleTimeout.Duration < 0 {
-		errs = append(errs, fmt.Errorf("plugin %q: codeIdleTimeout must not be negative (0s keeps the compiled module for ever)", c.Name))
+	if c.CodeIdleTimeout != nil && c.CodeIdleTimeout.Duration != 0 && c.CodeIdleTimeout.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("plugin %q: codeIdleTimeout %s: use 1s or more (0s keeps the compiled module for ever)", c.Name, c.CodeIdleTimeout.Duration))
 	}
 	if c.MemoryLimit != nil && c.MemoryLimit.Value() < 1<<20 {
 		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit))

@@ -229,6 +229,10 @@ type failureStreak struct {
 // thousands of keys does not write its status for each.
 const failingRetell = 5 * time.Second
 
+// maxFailingError bounds the last error Failing quotes: a condition's message must stay well
+// within what the API server takes (32 KiB), or the status could never be written.
+const maxFailingError = 1024
+
 // record counts one reconcile's outcome, and tells onChange (if set), without the lock held,
 // when message changes from "" or back to it, and when the last error changed since it was last
 // told, at most every failingRetell.
@@ -244,6 +248,9 @@ func (f *failureStreak) record(err error, onChange func(string)) {
 		}
 		f.n++
 		f.last, _, _ = strings.Cut(err.Error(), "\n") // a trap's wasm stack stays in the log
+		if len(f.last) > maxFailingError {            // a guest's panic message may be long
+			f.last = strings.ToValidUTF8(f.last[:maxFailingError], "") + "..."
+		}
 	}
 	failing := f.n >= FailingAfter
 	tell := was != failing || failing && f.last != f.told && now.Sub(f.toldAt) >= failingRetell

@@ -98,8 +98,15 @@ func TestFailureStreak(t *testing.T) {
 	if len(told) != 2 {
 		t.Fatalf("told %q within %s of the last", told, failingRetell)
 	}
+	// A long message is cut.
+	f.toldAt = f.toldAt.Add(-failingRetell)
+	f.record(errors.New(strings.Repeat("x", 10*maxFailingError)), tell)
+	if m := f.message(); len(m) > 2*maxFailingError || !strings.HasSuffix(m, "xxx...") {
+		t.Fatalf("message of %d bytes: %.80q...", len(m), m)
+	}
+	told = told[:3]
 	f.record(nil, tell)
-	if f.message() != "" || len(told) != 3 || told[2] != "" {
+	if f.message() != "" || len(told) != 4 || told[3] != "" {
 		t.Fatalf("after a success: %q, told %q", f.message(), told)
 	}
 }

@@ -43,17 +43,9 @@ type MutateFn func() error
 // not written (the status subresource keeps them out). "Changed" is compared in JSON: a field
 // mutate sets to a value the API server then defaults differently makes every call an update.
 func CreateOrUpdate(ctx context.Context, c *wasmrec.Client, obj *wasmrec.Object, mutate MutateFn) (OperationResult, error) {
-	ref := obj.Ref()
-	exists, err := get(ctx, c, obj)
-	if err != nil {
-		return OperationResultNone, err
-	}
-	if !exists {
-		return create(ctx, c, obj, ref, mutate)
-	}
-	before := obj.DeepCopy()
-	if err := callMutate(mutate, ref, obj); err != nil {
-		return OperationResultNone, err
+	before, res, err := mutateOrCreate(ctx, c, obj, mutate)
+	if err != nil || before == nil {
+		return res, err
 	}
 	if jsonEqual(before.Object, obj.Object) {
 		return OperationResultNone, nil
@@ -81,16 +73,9 @@ func CreateOrUpdate(ctx context.Context, c *wasmrec.Client, obj *wasmrec.Object,
 // resource's /status for status changes).
 func CreateOrPatch(ctx context.Context, c *wasmrec.Client, obj *wasmrec.Object, mutate MutateFn) (OperationResult, error) {
 	ref := obj.Ref()
-	exists, err := get(ctx, c, obj)
-	if err != nil {
-		return OperationResultNone, err
-	}
-	if !exists {
-		return create(ctx, c, obj, ref, mutate)
-	}
-	before := obj.DeepCopy()
-	if err := callMutate(mutate, ref, obj); err != nil {
-		return OperationResultNone, err
+	before, res, err := mutateOrCreate(ctx, c, obj, mutate)
+	if err != nil || before == nil {
+		return res, err
 	}
 	after, err := normalize(obj.Object)
 	if err != nil {
@@ -225,4 +210,23 @@ func jsonEqual(a, b any) bool {
 	x, err1 := json.Marshal(a)
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// mutateOrCreate gets obj into obj; if it does not exist it creates it after mutate and returns
+// what create did, with before nil; else it runs mutate on it and returns it as it was before.
+func mutateOrCreate(ctx context.Context, c *wasmrec.Client, obj *wasmrec.Object, mutate MutateFn) (before *wasmrec.Object, created OperationResult, err error) {
+	ref := obj.Ref()
+	exists, err := get(ctx, c, obj)
+	if err != nil {
+		return nil, OperationResultNone, err
+	}
+	if !exists {
+		res, err := create(ctx, c, obj, ref, mutate)
+		return nil, res, err
+	}
+	before = obj.DeepCopy()
+	if err := callMutate(mutate, ref, obj); err != nil {
+		return nil, OperationResultNone, err
+	}
+	return before, OperationResultNone, nil
 }
