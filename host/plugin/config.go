@@ -91,6 +91,11 @@ type Config struct {
 	// this long; its next reconcile loads it again from the compilation cache. Defaults to 10m;
 	// 0s keeps it for ever.
 	CodeIdleTimeout *metav1.Duration `json:"codeIdleTimeout,omitempty"`
+	// Snapshots starts the plugin's instances from a copy of the first one's memory right
+	// after its initialisation, instead of running it again in each. Defaults to true; set
+	// false for a plugin whose initialisation draws what must differ between instances (a
+	// random seed it keeps: math/rand's in a Go guest).
+	Snapshots *bool `json:"snapshots,omitempty"`
 	// Writes limits the plugin's writes to the API server (create, update, patch, delete,
 	// events). Defaults to 5000 qps, burst 10000: a bound on a plugin that spins, far above
 	// what a normal controller writes (controller-runtime patching 10000 ConfigMaps with 2

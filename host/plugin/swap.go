@@ -207,6 +207,7 @@ func (p *Plugin) moduleOptions() wasm.Options {
 		IdleTimeout:     idleTimeout(p.cfg.IdleTimeout),
 		CodeIdleTimeout: idleTimeout(p.cfg.CodeIdleTimeout),
 		Interruptible:   p.cfg.Interruptible,
+		Snapshots:       p.cfg.Snapshots,
 		Logger:          p.log,
 		LogLimit:        p.cfg.LogLimit,
 	}

@@ -323,3 +323,29 @@ func BenchmarkWazeroCallFloor(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewInstance measures what a reconcile costs when it needs a new instance (the first
+// after the pool shrank to zero, or after a trap): every reconcile here replaces its instance
+// (RecycleAbove of one byte). "snapshot" starts each from a copy of the first one's state after
+// _initialize, "init" runs _initialize in each, as a module that cannot be snapshotted does.
+func BenchmarkNewInstance(b *testing.B) {
+	e := engine(b)
+	for _, guest := range []struct{ name, file string }{{"go-17MB", "bench-go"}, {"go", "hash-go"}, {"c", "benchc"}} {
+		wasmBytes := module(b, "testguests", guest.file)
+		for _, mode := range []string{"init", "snapshot"} {
+			b.Run(guest.name+"/"+mode, func(b *testing.B) {
+				snapshots := mode == "snapshot"
+				m := compile(b, e, wasmBytes, wasm.Options{Name: "bench-" + guest.name, RecycleAbove: 1, Snapshots: &snapshots})
+				call := &wasm.Call{Request: abi.Request{Namespace: "bench", Name: "noop"}, Host: cannedHost{}, Logger: logr.Discard()}
+				for b.Loop() {
+					if res, err := m.Reconcile(context.Background(), call); err != nil || res.Failed {
+						b.Fatalf("%+v, %v", res, err)
+					}
+				}
+				if got := m.Stats().FromSnapshot.Load() > 0; got != snapshots {
+					b.Fatalf("instances from a snapshot: %d, want some: %t", m.Stats().FromSnapshot.Load(), snapshots)
+				}
+			})
+		}
+	}
+}

@@ -97,6 +97,7 @@ type code struct {
 	compiled   wazero.CompiledModule
 	describe   Describe
 	loopChecks bool // instrumented by instrumentLoops: yields to Go in loops, and has the flag global
+	snapshots  snapshotPlan
 }
 
 // load returns the code of wasm for opts, compiling it unless a Module already holds it. Loads
@@ -128,12 +129,13 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	// up the Go runtime's stop-the-world, whether or not the deadline may interrupt it.
 	bin, closeOnDone := wasm, false
 	var notInstrumented error // why the module is interrupted by wazero's mechanism instead
-	if instrumented, err := instrumentLoops(wasm); err == nil {
-		bin, c.loopChecks = instrumented, true
+	if instrumented, plan, err := instrumentLoops(wasm); err == nil {
+		bin, c.loopChecks, c.snapshots = instrumented, true, plan
 	} else if errors.Is(err, ErrReservedExport) {
 		return nil, err
 	} else {
 		closeOnDone, notInstrumented = interruptible, err
+		c.snapshots.refuse("the host could not instrument it: " + err.Error())
 	}
 	cfg := wazero.NewRuntimeConfigCompiler().
 		WithCompilationCache(e.cache).

@@ -42,7 +42,7 @@ func TestInstrumentLoops(t *testing.T) {
 	defer r.Close(ctx)
 	for name, b := range builtModules(t) {
 		start := time.Now()
-		out, err := instrumentLoops(b)
+		out, _, err := instrumentLoops(b)
 		took := time.Since(start)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -68,7 +68,7 @@ func FuzzInstrumentLoops(f *testing.F) {
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
 	defer r.Close(ctx)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out, err := instrumentLoops(b)
+		out, _, err := instrumentLoops(b)
 		if err != nil {
 			return
 		}
@@ -88,7 +88,7 @@ func BenchmarkInstrumentLoops(b *testing.B) {
 	}
 	b.SetBytes(int64(len(wasm)))
 	for b.Loop() {
-		if _, err := instrumentLoops(wasm); err != nil {
+		if _, _, err := instrumentLoops(wasm); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -119,7 +119,7 @@ func TestInstrumentLoopsRefuses(t *testing.T) {
 		"not wasm":         []byte("not a module"),
 		"truncated module": module(types, funcs, memory, code(0x03, 0x40, 0x0b, 0x0b))[:20],
 	} {
-		if _, err := instrumentLoops(b); !errors.Is(err, errNotInstrumentable) {
+		if _, _, err := instrumentLoops(b); !errors.Is(err, errNotInstrumentable) {
 			t.Errorf("%s: err = %v, want errNotInstrumentable", name, err)
 		}
 	}
@@ -127,11 +127,11 @@ func TestInstrumentLoopsRefuses(t *testing.T) {
 	name := []byte(interruptExport)
 	exports := append([]byte{0x07, byte(len(name) + 4), 0x01, byte(len(name))}, name...)
 	exports = append(exports, 0x00, 0x00) // func 0
-	if _, err := instrumentLoops(module(types, funcs, memory, exports, code(0x0b))); !errors.Is(err, ErrReservedExport) {
+	if _, _, err := instrumentLoops(module(types, funcs, memory, exports, code(0x0b))); !errors.Is(err, ErrReservedExport) {
 		t.Errorf("a module exporting %s: err = %v, want ErrReservedExport", interruptExport, err)
 	}
 	// And the same module with a memory is instrumented.
-	if _, err := instrumentLoops(module(types, funcs, memory, code(0x03, 0x40, 0x0b, 0x0b))); err != nil {
+	if _, _, err := instrumentLoops(module(types, funcs, memory, code(0x03, 0x40, 0x0b, 0x0b))); err != nil {
 		t.Errorf("a loop in a module with a memory: %v", err)
 	}
 }

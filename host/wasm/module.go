@@ -60,6 +60,15 @@ type Options struct {
 	// runtime and delays nothing else. Defaults to true.
 	Interruptible *bool
 
+	// Snapshots starts instances from a copy of the first one, taken right after its
+	// _initialize, instead of running _initialize in each: a copy of what the initialisation
+	// wrote (about 1 MiB for a Go guest) against the start of the guest's runtime (tens of
+	// milliseconds for Go). What the initialisation drew from random_get or the clocks is then
+	// the same in every instance: a Go guest's math/rand sequence, say. A module whose state
+	// does not all lie in its memory and mutable globals starts plainly, and the module logs
+	// why. Defaults to true.
+	Snapshots *bool
+
 	// Logger receives the guest's stdout, stderr and log calls, and what the module says of its
 	// instances. Give it the plugin's name as a value: lines here do not repeat it. Defaults to
 	// logr.Discard().
@@ -128,6 +137,10 @@ func (o Options) withDefaults() Options {
 		t := true
 		o.Interruptible = &t
 	}
+	if o.Snapshots == nil {
+		t := true
+		o.Snapshots = &t
+	}
 	if o.Logger.GetSink() == nil {
 		o.Logger = logr.Discard()
 	}
@@ -159,6 +172,12 @@ type Module struct {
 	codeMu     sync.Mutex
 	code       *code
 	unloadCode *time.Timer // armed while the pool is empty
+	// snap is what new instances start from, taken from the first one made with the code, and
+	// let go with it; taking says one is being taken, noSnapshot that taking one failed (the
+	// Module does not try again). All are guarded by codeMu.
+	snap       *snapshot
+	taking     bool
+	noSnapshot bool
 
 	// logLines and logBytes pace the guest's output over all instances; dropNote says now and
 	// then what was dropped since it last did (dropped), and which limits were met.
@@ -220,6 +239,7 @@ type Stats struct {
 	Live                              atomic.Int64 // instances alive now, idle or busy
 	Instantiated, Discarded, Recycled atomic.Int64
 	IdleClosed                        atomic.Int64 // closed after IdleTimeout with nothing to do
+	FromSnapshot                      atomic.Int64 // instances started from a snapshot
 	CodeReleases, CodeReloads         atomic.Int64 // the compiled module let go, and loaded again
 	Traps, Timeouts, BadResults       atomic.Int64
 	LogDroppedLines, LogDroppedBytes  atomic.Int64 // guest output past the LogLimit
@@ -256,6 +276,9 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 		return nil, err
 	}
 	m.wasm, m.describe = wasm, m.code.describe
+	if why := m.code.snapshots.why; why != "" && *opts.Snapshots {
+		opts.Logger.Info("instances of this plugin start by running its initialisation, not from a snapshot", "reason", why)
+	}
 	defer func() {
 		if err != nil {
 			_ = e.release(context.WithoutCancel(ctx), m.code)
@@ -378,7 +401,7 @@ func (m *Module) releaseCode(ctx context.Context) error {
 		m.unloadCode = nil
 	}
 	c := m.code
-	m.code = nil
+	m.code, m.snap = nil, nil
 	if c == nil {
 		return nil
 	}
@@ -445,7 +468,7 @@ func (m *Module) unloadIdleCode() {
 	}
 	m.codeMu.Lock()
 	c := m.code
-	m.code = nil
+	m.code, m.snap = nil, nil
 	m.codeMu.Unlock()
 	if c == nil {
 		return
@@ -553,18 +576,33 @@ func (m *Module) drop(ctx context.Context, inst *instance, closed bool) {
 	m.engine.reclaim.add(mem)
 }
 
-// newInstance instantiates the module. A panic in wazero while it does is recovered and
-// returned as a *PanicError, so that a pool's token is never lost to one.
+// newInstance instantiates the module: from its snapshot if it has one, else running
+// _initialize, and then it takes the snapshot from the new instance if it has none yet. A panic
+// in wazero while it does is recovered and returned as a *PanicError, so that a pool's token is
+// never lost to one.
 func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 	defer recoverPanic(&err)
+	code, err := m.codeFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m.codeMu.Lock()
+	snap := m.snap
+	m.codeMu.Unlock()
 	inst := &instance{module: m, stack: make([]uint64, 1)}
 	inst.stdout = &lineWriter{inst: inst, stream: "stdout"}
 	inst.stderr = &lineWriter{inst: inst, stream: "stderr"}
 	// The guest's monotonic clock starts with the instance: read from the host's, it would tell
 	// the plugin how long the host (or the machine) has been up. It starts at 1 ns, not 0: Go's
-	// runtime takes a first reading of 0 for a broken clock and throws. The wall clock is real.
+	// runtime takes a first reading of 0 for a broken clock and throws. An instance started from
+	// a snapshot goes on from the snapshot's reading: its runtime holds times read before. The
+	// wall clock is real.
 	hostNow := m.engine.nanotime
 	origin := hostNow() - 1
+	start := []string{abi.ExportInitialize}
+	if snap != nil {
+		origin, start = hostNow()-snap.clock, nil
+	}
 	cfg := wazero.NewModuleConfig().
 		WithName("").
 		WithArgs(m.opts.Name).
@@ -574,11 +612,7 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 		WithNanotime(func() int64 { return hostNow() - origin }, 1).
 		WithNanosleep(inst.sleep).
 		WithRandSource(rand.Reader).
-		WithStartFunctions(abi.ExportInitialize)
-	code, err := m.codeFor(ctx)
-	if err != nil {
-		return nil, err
-	}
+		WithStartFunctions(start...)
 	mod, err := m.engine.instantiate(ctx, code.runtime, code.compiled, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("instantiating: %w", explainPanic(explain(err, m.opts), inst.stderr))
@@ -586,6 +620,15 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 	inst.mod = mod
 	inst.mem = mod.Memory()
 	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
+	if snap != nil {
+		if err := snap.restore(mod, code.snapshots); err != nil {
+			_ = mod.Close(ctx)
+			return nil, fmt.Errorf("starting an instance from the snapshot: %w", err)
+		}
+		m.stats.FromSnapshot.Add(1)
+	} else {
+		m.takeSnapshot(ctx, code, inst, hostNow()-origin)
+	}
 	if code.loopChecks && *m.opts.Interruptible {
 		flag, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
 		if !ok {
@@ -599,6 +642,38 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 	m.stats.Instantiated.Add(1)
 	m.stats.Live.Add(1)
 	return inst, nil
+}
+
+// takeSnapshot makes the Module's snapshot from inst, which has just run _initialize, unless it
+// has one, one is being taken, snapshots are off, or the module cannot have one. If it fails,
+// the Module says why and its instances go on starting plainly.
+func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, clock int64) {
+	m.codeMu.Lock()
+	if m.snap != nil || m.taking || m.noSnapshot || m.code != c || !*m.opts.Snapshots || c.snapshots.why != "" {
+		m.codeMu.Unlock()
+		return
+	}
+	m.taking = true
+	m.codeMu.Unlock()
+	began := time.Now()
+	base, err := m.baseMemory(ctx, c)
+	var s *snapshot
+	if err == nil {
+		s, err = takeSnapshot(inst, c.snapshots, base, clock)
+	}
+	m.codeMu.Lock()
+	m.taking = false
+	if err != nil {
+		m.noSnapshot = true
+	} else if m.code == c {
+		m.snap = s
+	}
+	m.codeMu.Unlock()
+	if err != nil {
+		m.opts.Logger.Error(err, "taking a snapshot of a new instance; instances of this plugin start by running its initialisation")
+		return
+	}
+	m.opts.Logger.V(1).Info("took a snapshot of a new instance: the next ones start from it", "bytes", s.size, "took", time.Since(began).Round(time.Microsecond).String())
 }
 
 // explain adds what a guest's exit code or a trap most likely means.

@@ -1,0 +1,206 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+)
+
+// snapshotGlobalPrefix names the exports instrumentLoops adds for the mutable globals a module
+// defines, so that the host can read and set them; a module may not export names beginning
+// with it.
+const snapshotGlobalPrefix = "wasmrec:global:"
+
+// snapshotBlock is the unit a snapshot compares and keeps memory in.
+const snapshotBlock = 4 << 10
+
+// snapshotPlan is what instrumentLoops found of a module: the exports of its mutable globals,
+// and why its instances cannot start from a snapshot, if they cannot.
+type snapshotPlan struct {
+	globals []string
+	why     string
+}
+
+func (p *snapshotPlan) refuse(why string) {
+	if p.why == "" {
+		p.why = why
+	}
+}
+
+// snapshot is an instance's state right after _initialize, from which later instances of the
+// same Module start instead of running _initialize again: a copy, where a Go guest's runtime
+// takes tens of milliseconds to start. All of a module's state is in its linear memory and
+// mutable globals when its tables do not change and it has no passive data (snapshotPlan); the
+// host's side of an instance (its WASI context) holds nothing from _initialize, since the ABI
+// gives it no file, no environment and no host call then.
+//
+// Its memory is kept as the blocks that differ from a new instance's (data segments applied),
+// so what a Module holds is what its initialisation wrote: about 1 MiB for a Go guest.
+type snapshot struct {
+	pages   uint32 // the memory's size, in pages
+	runs    []memoryRun
+	globals []uint64 // the values of the plan's globals, in its order
+	clock   int64    // the instance's monotonic clock when it was taken
+	size    int      // bytes held in runs
+}
+
+// memoryRun is a run of consecutive changed blocks.
+type memoryRun struct {
+	off  uint32
+	data []byte
+}
+
+// takeSnapshot reads inst, which has just run _initialize and nothing else, and base, the
+// memory of an instance of the same code that ran nothing.
+func takeSnapshot(inst *instance, plan snapshotPlan, base []byte, clock int64) (*snapshot, error) {
+	size := inst.mem.Size()
+	mem, ok := inst.mem.Read(0, size)
+	if !ok {
+		return nil, fmt.Errorf("reading the instance's memory")
+	}
+	s := &snapshot{pages: size / pageSize, clock: clock}
+	var zero [snapshotBlock]byte
+	var run *memoryRun
+	for off := uint32(0); off < size; off += snapshotBlock {
+		block := mem[off:min(off+snapshotBlock, size)]
+		was := zero[:len(block)]
+		if int(off) < len(base) {
+			was = base[off:min(int(off)+len(block), len(base))]
+			if len(was) < len(block) {
+				was = append(append([]byte(nil), was...), zero[:len(block)-len(was)]...)
+			}
+		}
+		if bytes.Equal(block, was) {
+			run = nil
+			continue
+		}
+		if run == nil {
+			s.runs = append(s.runs, memoryRun{off: off})
+			run = &s.runs[len(s.runs)-1]
+		}
+		run.data = append(run.data, block...)
+		s.size += len(block)
+	}
+	for _, name := range plan.globals {
+		g := inst.mod.ExportedGlobal(name)
+		if g == nil {
+			return nil, fmt.Errorf("the instrumented module lacks its %s global", name)
+		}
+		s.globals = append(s.globals, g.Get())
+	}
+	return s, nil
+}
+
+// restore makes mod, an instance that ran nothing, what the snapshot's instance was.
+func (s *snapshot) restore(mod api.Module, plan snapshotPlan) error {
+	mem := mod.Memory()
+	if pages := mem.Size() / pageSize; pages < s.pages {
+		if _, ok := mem.Grow(s.pages - pages); !ok {
+			return fmt.Errorf("growing memory to the snapshot's %d pages", s.pages)
+		}
+	}
+	for _, r := range s.runs {
+		if !mem.Write(r.off, r.data) {
+			return fmt.Errorf("writing the snapshot's memory at %d", r.off)
+		}
+	}
+	for i, name := range plan.globals {
+		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
+		if !ok {
+			return fmt.Errorf("the instrumented module lacks its %s global", name)
+		}
+		g.Set(s.globals[i])
+	}
+	return nil
+}
+
+// baseMemory instantiates code without running anything and returns a copy of its memory: what
+// every instance starts with, its data segments applied.
+func (m *Module) baseMemory(ctx context.Context, c *code) ([]byte, error) {
+	mod, err := m.engine.instantiate(ctx, c.runtime, c.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+	if err != nil {
+		return nil, err
+	}
+	defer mod.Close(ctx)
+	mem := mod.Memory()
+	b, ok := mem.Read(0, mem.Size())
+	if !ok {
+		return nil, fmt.Errorf("reading a new instance's memory")
+	}
+	return bytes.Clone(b), nil
+}
+
+// mutableGlobals returns the indexes (among the defined globals) of the mutable globals of a
+// global section, or why a snapshot could not hold them.
+func mutableGlobals(payload []byte) (mutable []uint32, why string) {
+	r := reader{b: payload}
+	for i, n := uint32(0), r.u32(); i < n && r.err == nil; i++ {
+		typ, mut := r.byte(), r.byte()
+		if !skipConstExpr(&r) {
+			return nil, "its global section has an initialiser the host does not read"
+		}
+		if mut == 0 {
+			continue
+		}
+		switch typ {
+		case 0x7f, 0x7e, 0x7d, 0x7c: // i32, i64, f32, f64
+			mutable = append(mutable, i)
+		default:
+			return nil, "it has a mutable global of a vector or reference type"
+		}
+	}
+	if r.err != nil {
+		return nil, "its global section is malformed"
+	}
+	return mutable, ""
+}
+
+// passiveData says whether a data section has passive segments (or cannot be read): their
+// memory.init and data.drop would act on state a snapshot does not hold.
+func passiveData(payload []byte) bool {
+	r := reader{b: payload}
+	for n := r.u32(); n > 0 && r.err == nil; n-- {
+		switch r.u32() {
+		case 0:
+		case 2:
+			r.u32()
+		default:
+			return true
+		}
+		if !skipConstExpr(&r) {
+			return true
+		}
+		r.bytes(int(r.u32()))
+	}
+	return r.err != nil
+}
+
+// skipConstExpr reads past a constant expression and its end.
+func skipConstExpr(r *reader) bool {
+	for r.err == nil {
+		switch op := r.byte(); op {
+		case 0x0b:
+			return true
+		case 0x41, 0x42, 0x23, 0xd2: // i32.const, i64.const, global.get, ref.func
+			r.leb()
+		case 0x43:
+			r.bytes(4)
+		case 0x44:
+			r.bytes(8)
+		case 0xd0: // ref.null
+			r.byte()
+		case 0xfd: // v128.const
+			if r.u32() != 12 {
+				return false
+			}
+			r.bytes(16)
+		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended constant arithmetic
+		default:
+			return false
+		}
+	}
+	return false
+}
