@@ -27,6 +27,8 @@ func TestBadHostConfigsSayWhereWhatAndHow(t *testing.T) {
 		{"a plugin without a name", "plugins:\n  - module: app.wasm\n    timout: 3s\n", []string{"line 3", "plugins[0]", `did you mean "timeout"?`}},
 		{"the second plugin", head + "  - name: other\n    module: o.wasm\n    memoryLimit: lots\n", []string{"line 6", "plugins[1] (other).memoryLimit", `"lots" is not a quantity`, "like 128Mi"}},
 		{"interruptible as a word", head + "    interruptible: maybe\n", []string{"plugins[0] (app).interruptible", "is not true or false"}},
+		{"snapshots as a word", head + "    snapshots: no-thanks\n", []string{"plugins[0] (app).snapshots", "is not true or false"}},
+		{"a misspelt snapshots", head + "    snapshot: false\n", []string{`did you mean "snapshots"?`}},
 		{"a permission's verbs", head + "    permissions:\n      - {resources: [configmaps], verbs: get}\n", []string{"line 5", "plugins[0] (app).permissions[0].verbs", "is not a list"}},
 		{"a misspelt permission field", head + "    permissions:\n      - {resource: [configmaps], verbs: [get]}\n", []string{"plugins[0] (app).permissions[0]", `did you mean "resources"?`}},
 		{"rates", head + "    writes: {qps: fast}\n", []string{"plugins[0] (app).writes.qps", `"fast" is not a number`}},
@@ -73,5 +75,22 @@ func TestIdleTimeoutSetting(t *testing.T) {
 		if got := idleTimeout(tc.in); got != tc.want {
 			t.Errorf("idleTimeout(%v) = %s, want %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// snapshots: false in a plugin's config reaches its module; unset, the module's default.
+func TestSnapshotsSetting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "host.yaml")
+	if err := os.WriteFile(path, []byte("plugins:\n  - name: a\n    module: a.wasm\n    snapshots: false\n  - name: b\n    module: b.wasm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadHostConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := (&Plugin{cfg: cfg.Plugins[0]}).moduleOptions().Snapshots
+	b := (&Plugin{cfg: cfg.Plugins[1]}).moduleOptions().Snapshots
+	if a == nil || *a || b != nil {
+		t.Errorf("snapshots: a %v, b %v; want false and unset", a, b)
 	}
 }

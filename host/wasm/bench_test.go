@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -345,6 +347,49 @@ func BenchmarkNewInstance(b *testing.B) {
 				if got := m.Stats().FromSnapshot.Load() > 0; got != snapshots {
 					b.Fatalf("instances from a snapshot: %d, want some: %t", m.Stats().FromSnapshot.Load(), snapshots)
 				}
+			})
+		}
+	}
+}
+
+// BenchmarkWakeAtOnce measures the host's part of waking n idle plugins with one change: n
+// modules of the typed Go guest whose instances were all closed, each reconciling once at the
+// same moment. It reports when the last reconcile ended; e2e BenchmarkIdleDensity measures the
+// whole path, with the informers and the queue.
+func BenchmarkWakeAtOnce(b *testing.B) {
+	e := engine(b)
+	wasmBytes := module(b, "testguests", "bench-go")
+	for _, n := range []int{1, 10} {
+		for _, mode := range []string{"init", "snapshot"} {
+			b.Run(fmt.Sprintf("plugins=%d/%s", n, mode), func(b *testing.B) {
+				snapshots := mode == "snapshot"
+				mods := make([]*wasm.Module, n)
+				for i := range mods {
+					mods[i] = compile(b, e, wasmBytes, wasm.Options{Name: fmt.Sprintf("bench-%d", i), Snapshots: &snapshots})
+				}
+				call := &wasm.Call{Request: abi.Request{Namespace: "bench", Name: "noop"}, Host: cannedHost{}, Logger: logr.Discard()}
+				var last time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					for _, m := range mods {
+						_ = m.Retire(context.Background())
+						m.Reactivate()
+					}
+					runtime.GC()
+					b.StartTimer()
+					start := time.Now()
+					var wg sync.WaitGroup
+					for _, m := range mods {
+						wg.Go(func() {
+							if res, err := m.Reconcile(context.Background(), call); err != nil || res.Failed {
+								b.Errorf("%+v, %v", res, err)
+							}
+						})
+					}
+					wg.Wait()
+					last = time.Since(start)
+				}
+				b.ReportMetric(float64(last.Microseconds())/1000, "ms-last")
 			})
 		}
 	}

@@ -656,11 +656,11 @@ func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, cloc
 	m.taking = true
 	m.codeMu.Unlock()
 	began := time.Now()
-	base, err := m.baseMemory(ctx, c)
 	var s *snapshot
-	if err == nil {
+	err := m.withBaseMemory(ctx, c, func(base []byte) (err error) {
 		s, err = takeSnapshot(inst, c.snapshots, base, clock)
-	}
+		return err
+	})
 	m.codeMu.Lock()
 	m.taking = false
 	if err != nil {

@@ -84,6 +84,9 @@ func takeSnapshot(inst *instance, plan snapshotPlan, base []byte, clock int64) (
 		run.data = append(run.data, block...)
 		s.size += len(block)
 	}
+	for i := range s.runs { // as long as they are: append left room to grow
+		s.runs[i].data = bytes.Clone(s.runs[i].data)
+	}
 	for _, name := range plan.globals {
 		g := inst.mod.ExportedGlobal(name)
 		if g == nil {
@@ -117,20 +120,25 @@ func (s *snapshot) restore(mod api.Module, plan snapshotPlan) error {
 	return nil
 }
 
-// baseMemory instantiates code without running anything and returns a copy of its memory: what
-// every instance starts with, its data segments applied.
-func (m *Module) baseMemory(ctx context.Context, c *code) ([]byte, error) {
+// withBaseMemory instantiates code without running anything and calls f with its memory: what
+// every instance starts with, its data segments applied. The memory is handed to the reclaimer
+// once f returns, as a closed instance's is: it is megabytes for a Go guest, and a host takes a
+// snapshot per plugin.
+func (m *Module) withBaseMemory(ctx context.Context, c *code, f func(base []byte) error) error {
 	mod, err := m.engine.instantiate(ctx, c.runtime, c.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer mod.Close(ctx)
 	mem := mod.Memory()
-	b, ok := mem.Read(0, mem.Size())
+	base, ok := mem.Read(0, mem.Size())
 	if !ok {
-		return nil, fmt.Errorf("reading a new instance's memory")
+		err = fmt.Errorf("reading a new instance's memory")
+	} else {
+		err = f(base)
 	}
-	return bytes.Clone(b), nil
+	_ = mod.Close(ctx)
+	m.engine.reclaim.add(base)
+	return err
 }
 
 // mutableGlobals returns the indexes (among the defined globals) of the mutable globals of a

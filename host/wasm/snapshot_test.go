@@ -52,12 +52,11 @@ func TestSnapshotRestoresTheInitialisedState(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.put(source, false)
-			base, err := m.baseMemory(ctx, c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap, err := takeSnapshot(source, c.snapshots, base, 1)
-			if err != nil {
+			var snap *snapshot
+			if err := m.withBaseMemory(ctx, c, func(base []byte) (err error) {
+				snap, err = takeSnapshot(source, c.snapshots, base, 1)
+				return err
+			}); err != nil {
 				t.Fatal(err)
 			}
 			want, _ := source.mem.Read(0, source.mem.Size())
