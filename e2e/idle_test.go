@@ -42,7 +42,7 @@ func BenchmarkIdleDensity(b *testing.B) {
 		{"go", goModule, false, "kept", []int{1, 10}},
 		{"go", goModule, false, "instances-closed", []int{1, 10, 100, 200}},
 		{"go", goModule, false, "code-let-go", []int{1, 10, 100}},
-		{"go-distinct", goModule, true, "code-let-go", []int{100}},
+		{"go-distinct", goModule, true, "code-let-go", []int{10, 100}},
 	} {
 		for _, n := range c.counts {
 			b.Run(fmt.Sprintf("%s-plugins=%d-%s", c.lang, n, c.tier), func(b *testing.B) {

@@ -92,7 +92,8 @@ func nanotime() int64 { return int64(time.Since(started)) }
 // settings of the runtime, so these are what a runtime can be shared by.
 type code struct {
 	key        string
-	refs       int // guarded by Engine.mu
+	wasm       []byte // the module's bytes, shared by the Modules that load them
+	refs       int    // guarded by Engine.mu
 	runtime    wazero.Runtime
 	compiled   wazero.CompiledModule
 	describe   Describe
@@ -124,7 +125,7 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	if err := checkBinary(wasm); err != nil {
 		return nil, err
 	}
-	c = &code{key: key, refs: 1}
+	c = &code{key: key, refs: 1, wasm: wasm}
 	// Every module gets the loop checks: their yield points keep a looping guest from holding
 	// up the Go runtime's stop-the-world, whether or not the deadline may interrupt it.
 	bin, closeOnDone := wasm, false

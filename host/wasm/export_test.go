@@ -36,3 +36,10 @@ func IdleMemory(m *Module) []byte {
 // Reclaiming is how many closed instances' memory e waits to see collected, and how many forced
 // collections it has run.
 func Reclaiming(e *Engine) (pending, runs int) { return e.reclaim.state() }
+
+// HoldsBytes says whether m holds its module's bytes in memory.
+func HoldsBytes(m *Module) bool {
+	m.codeMu.Lock()
+	defer m.codeMu.Unlock()
+	return m.wasm != nil
+}

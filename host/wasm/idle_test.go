@@ -3,6 +3,7 @@ package wasm_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -109,6 +110,9 @@ func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
 	if added := loaded - before; !raceDetector && loaded-released < added/2 {
 		t.Errorf("RSS went from %d MiB to %d MiB when the code was let go, want at least half of the %d MiB the module added back", loaded>>20, released>>20, added>>20)
 	}
+	if wasm.HoldsBytes(m) {
+		t.Error("the module still holds its bytes with its code let go: they were to wait in the cache directory")
+	}
 	start := time.Now()
 	if _, err := m.Reconcile(context.Background(), call("none")); err != nil {
 		t.Fatalf("the next key: %v", err)
@@ -116,6 +120,37 @@ func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
 	t.Logf("the next key took %s, the code loaded again from the on-disk cache", time.Since(start))
 	if got := m.Stats().CodeReloads.Load(); got != 1 {
 		t.Fatalf("loaded the code %d times again, want 1", got)
+	}
+}
+
+// The bytes a module keeps on disk while its code is let go are checked when they are read
+// back: changed, the next key fails saying where they were and what to do, and the module does
+// not run them.
+func TestSpilledModuleIsChecked(t *testing.T) {
+	dir := t.TempDir()
+	e, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	m := compile(t, e, module(t, "testguests", "noop"), wasm.Options{Name: "noop", IdleTimeout: 10 * time.Millisecond, CodeIdleTimeout: 10 * time.Millisecond})
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Stats().CodeReleases.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the code was not let go")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	spilled, _ := filepath.Glob(filepath.Join(dir, "modules", "*.wasm"))
+	if len(spilled) != 1 {
+		t.Fatalf("%d modules kept in the cache directory, want 1", len(spilled))
+	}
+	if err := os.WriteFile(spilled[0], module(t, "testguests", "clock"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Reconcile(context.Background(), call("none"))
+	if err == nil || !strings.Contains(err.Error(), spilled[0]) || !strings.Contains(err.Error(), "it was changed") || !strings.Contains(err.Error(), "change its module, or restart the host") {
+		t.Fatalf("a changed module read back: %v", err)
 	}
 }
 

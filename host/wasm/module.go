@@ -64,7 +64,8 @@ type Options struct {
 	// _initialize, instead of running _initialize in each: a copy of what the initialisation
 	// wrote (about 1 MiB for a Go guest) against the start of the guest's runtime (tens of
 	// milliseconds for Go). What the initialisation drew from random_get or the clocks is then
-	// the same in every instance: a Go guest's math/rand sequence, say. A module whose state
+	// the same in every instance, and so is a generator seeded from it: a Go guest's math/rand
+	// gives every instance the same sequence. A module whose state
 	// does not all lie in its memory and mutable globals starts plainly, and the module logs
 	// why. Defaults to true.
 	Snapshots *bool
@@ -158,9 +159,12 @@ func (o Options) withDefaults() Options {
 
 // Module is one compiled plugin version with its pool of instances.
 type Module struct {
-	opts     Options
-	engine   *Engine
-	wasm     []byte // what code is loaded from again after it was let go
+	opts   Options
+	engine *Engine
+	// wasm is what code is loaded from again after it was let go: the code's own bytes while it
+	// is loaded, nil once they were written to the engine's cache directory (spill). Guarded by
+	// codeMu.
+	wasm     []byte
 	digest   string
 	manifest *abi.Manifest
 	describe Describe
@@ -275,7 +279,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 	if m.code, err = e.load(ctx, wasm, m.digest, opts); err != nil {
 		return nil, err
 	}
-	m.wasm, m.describe = wasm, m.code.describe
+	m.wasm, m.describe = m.code.wasm, m.code.describe
 	if why := m.code.snapshots.why; why != "" && *opts.Snapshots {
 		opts.Logger.Info("instances of this plugin start by running its initialisation, not from a snapshot", "reason", why)
 	}
@@ -417,11 +421,18 @@ func (m *Module) codeFor(ctx context.Context) (*code, error) {
 		return m.code, nil
 	}
 	start := time.Now()
-	c, err := m.engine.load(ctx, m.wasm, m.digest, m.opts)
+	wasm := m.wasm
+	if wasm == nil {
+		var err error
+		if wasm, err = m.engine.unspill(m.digest); err != nil {
+			return nil, err
+		}
+	}
+	c, err := m.engine.load(ctx, wasm, m.digest, m.opts)
 	if err != nil {
 		return nil, fmt.Errorf("loading the compiled module again: %w", err)
 	}
-	m.code = c
+	m.code, m.wasm = c, c.wasm
 	m.stats.CodeReloads.Add(1)
 	m.opts.Logger.V(1).Info("loaded the compiled module again", "took", time.Since(start).Round(time.Millisecond).String())
 	return c, nil
@@ -469,6 +480,9 @@ func (m *Module) unloadIdleCode() {
 	m.codeMu.Lock()
 	c := m.code
 	m.code, m.snap = nil, nil
+	if c != nil && m.engine.spill(m.digest, m.wasm) {
+		m.wasm = nil
+	}
 	m.codeMu.Unlock()
 	if c == nil {
 		return
