@@ -22,20 +22,19 @@ import (
 // EngineOptions configure an Engine. The zero value is ready to use.
 type EngineOptions struct {
 	// CacheDir holds compiled modules across restarts. Defaults to the user cache directory's
-	// wasmrec/wazero; "-" turns the on-disk cache off (compiled modules are still shared in
-	// memory).
+	// wasmrec/wazero; "-" turns the on-disk cache off (a module is then compiled again each
+	// time its code is loaded).
 	CacheDir string
 	// Logger receives what the engine does on its own: giving closed modules' memory back.
 	Logger logr.Logger
 }
 
-// Engine compiles plugin modules. One per host: its compilation cache is shared by every
+// Engine compiles plugin modules. One per host: its cache directory is shared by every
 // module's runtime.
 type Engine struct {
-	cache    wazero.CompilationCache
-	cacheDir string
-	// compiling serialises the loads of the same bytes: wazero publishes a module read from
-	// its file cache before it is complete (see load).
+	cacheDir string // "" for none
+	// compiling serialises the loads of the same bytes, so that the second finds the first's
+	// code, or its machine code in the cache directory (see load).
 	compiling keymutex.KeyMutex
 	mu        sync.Mutex       // guards codes and their refs
 	codes     map[string]*code // by digest and settings
@@ -65,15 +64,27 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 	e := &Engine{compiling: keymutex.NewHashed(compileLocks), codes: map[string]*code{}, instantiate: instantiate, nanotime: nanotime,
 		reclaim: newReclaimer(opts.Logger)}
 	if dir == "-" {
-		e.cache = wazero.NewCompilationCache()
 		return e, nil
 	}
 	c, err := wazero.NewCompilationCacheWithDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("wasm: compilation cache in %s: %w (set another directory, or \"-\" for none)", dir, err)
 	}
-	e.cache, e.cacheDir = c, dir
-	return e, nil
+	e.cacheDir = dir
+	return e, c.Close(context.Background())
+}
+
+// newCache returns a compilation cache of the engine's directory, or of memory only. Each code
+// has its own, closed with it: a cache is one wazero compiling engine, which keeps every
+// module it compiled in a list it shortens by copying without clearing the slot it frees, so a
+// cache shared by every code kept some let-go codes' machine code (60 MiB each for a typed Go
+// guest) reachable for ever; closing the engine drops the list. What is shared across codes and
+// restarts is the directory.
+func (e *Engine) newCache() (wazero.CompilationCache, error) {
+	if e.cacheDir == "" {
+		return wazero.NewCompilationCache(), nil
+	}
+	return wazero.NewCompilationCacheWithDir(e.cacheDir)
 }
 
 func instantiate(ctx context.Context, r wazero.Runtime, cm wazero.CompiledModule, cfg wazero.ModuleConfig) (api.Module, error) {
@@ -94,6 +105,7 @@ type code struct {
 	key        string
 	wasm       []byte // the module's bytes, shared by the Modules that load them
 	refs       int    // guarded by Engine.mu
+	cache      wazero.CompilationCache
 	runtime    wazero.Runtime
 	compiled   wazero.CompiledModule
 	describe   Describe
@@ -102,11 +114,12 @@ type code struct {
 }
 
 // load returns the code of wasm for opts, compiling it unless a Module already holds it. Loads
-// of the same bytes run one at a time, whatever their settings. wazero v1.12.0 shares a
-// compiled module between runtimes through the compilation cache, and publishes one read from
-// the file cache before its entry preambles are compiled: a runtime that finds it then
-// instantiates it with none and panics (wazero issue #2547). Once CompileModule has returned
-// the module is complete, so instantiation, the part that grows with plugins, stays concurrent.
+// of the same bytes run one at a time, whatever their settings: the second then takes the
+// first's code, or (other settings) reads its machine code from the cache directory instead of
+// compiling it again. It also kept clear of wazero issue #2547 while codes shared one
+// compilation cache (a module read from the file cache was published to other runtimes before
+// its entry preambles were compiled); each code now has its own (see newCache). Instantiation,
+// the part that grows with plugins, stays concurrent.
 func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Options) (c *code, err error) {
 	interruptible := *opts.Interruptible
 	pages := uint32(min(opts.MemoryLimit/pageSize, 65536))
@@ -138,8 +151,13 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 		closeOnDone, notInstrumented = interruptible, err
 		c.snapshots.refuse("the host could not instrument it: " + err.Error())
 	}
+	cache, err := e.newCache()
+	if err != nil {
+		return nil, err
+	}
+	c.cache = cache
 	cfg := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(e.cache).
+		WithCompilationCache(cache).
 		WithCloseOnContextDone(closeOnDone).
 		WithMemoryLimitPages(pages)
 	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
@@ -151,6 +169,7 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 				_ = compiled.Close(context.WithoutCancel(ctx))
 			}
 			_ = rt.Close(context.WithoutCancel(ctx))
+			_ = cache.Close(context.WithoutCancel(ctx))
 		}
 	}()
 	defer recoverPanic(&err)
@@ -191,10 +210,10 @@ func (e *Engine) release(ctx context.Context, c *code) error {
 	if !last {
 		return nil
 	}
-	// With a compilation cache the runtimes share one compiling engine, and closing a runtime
-	// leaves its compiled modules in it: only closing the compiled module itself lets the
-	// engine drop its machine code (tens of MiB for a Go guest).
-	err := errors.Join(c.compiled.Close(ctx), c.runtime.Close(ctx))
+	// With a compilation cache, closing a runtime leaves its compiled modules in the cache's
+	// compiling engine: closing the compiled module and then the cache lets it drop their
+	// machine code (tens of MiB for a Go guest).
+	err := errors.Join(c.compiled.Close(ctx), c.runtime.Close(ctx), c.cache.Close(ctx))
 	e.reclaim.soon()
 	return err
 }
@@ -226,15 +245,21 @@ func digestOf(wasm []byte) string {
 // CacheDir returns where compiled modules are kept ("" for memory only).
 func (e *Engine) CacheDir() string { return e.cacheDir }
 
-// Close releases the compilation cache (the files stay).
-func (e *Engine) Close(ctx context.Context) error { return e.cache.Close(ctx) }
+// Close is a no-op kept for callers: each code's compilation cache is closed with the code (the
+// files stay).
+func (e *Engine) Close(context.Context) error { return nil }
 
 // Inspect compiles wasm without running it and lists its exports and imports. The error says
 // what keeps it from being an ABI v1 plugin, if anything; the Describe is filled either way
 // when the bytes are a WebAssembly module.
 func (e *Engine) Inspect(ctx context.Context, wasm []byte) (_ Describe, err error) {
 	defer recoverPanic(&err)
-	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(e.cache))
+	cache, err := e.newCache()
+	if err != nil {
+		return Describe{}, err
+	}
+	defer cache.Close(ctx)
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().WithCompilationCache(cache))
 	defer r.Close(ctx)
 	lock := digestOf(wasm) + "/interruptible=false" // as load locks
 	e.compiling.LockKey(lock)
