@@ -113,16 +113,49 @@ func (c *Client) Get(ctx context.Context, apiVersion, kind, namespace, name stri
 }
 
 // GetInto reads an object from the host's cache and decodes it straight into v (a typed
-// k8s.io/api struct, say): one JSON decode, where Get then Object.Into takes three.
+// k8s.io/api struct, say): one decode, where Get then Object.Into takes three. A k8s.io/api type
+// (anything with the generated protobuf methods Unmarshal and MarshalToSizedBuffer) is asked for in the
+// Kubernetes protobuf encoding, which decodes several times faster than JSON in a guest; the
+// host answers JSON for a kind it has no types of, and then so is v decoded.
 func (c *Client) GetInto(ctx context.Context, apiVersion, kind, namespace, name string, v any) error {
-	resp, err := c.call(ctx, abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
+	req := abi.GetRequest{ObjectRef: abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}}
+	if _, ok := v.(protoMessage); ok {
+		req.Encoding = abi.EncodingProtobuf
+	}
+	resp, err := c.call(ctx, abi.ImportGet, req)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(resp, v); err != nil {
-		return fmt.Errorf("get: decoding the response: %w", err)
+	if err := decodeTyped(resp, v, apiVersion, kind, false); err != nil {
+		return fmt.Errorf("get %s %s: decoding the response: %w", kind, path(namespace, name), err)
 	}
 	return nil
+}
+
+// ListInto reads objects of a kind from the host's cache, as List does, and decodes them
+// straight into list: a typed List (a k8s.io/api ConfigMapList, say), or any struct whose
+// "items" field takes the objects. A k8s.io/api List is asked for in protobuf, as GetInto does.
+func (c *Client) ListInto(ctx context.Context, apiVersion, kind, namespace, labelSelector string, list any) error {
+	req := abi.ListRequest{APIVersion: apiVersion, Kind: kind, Namespace: namespace, LabelSelector: labelSelector}
+	if _, ok := list.(protoMessage); ok {
+		req.Encoding = abi.EncodingProtobuf
+	}
+	resp, err := c.call(ctx, abi.ImportList, req)
+	if err != nil {
+		return err
+	}
+	if err := decodeTyped(resp, list, apiVersion, kind, true); err != nil {
+		return fmt.Errorf("list %s: decoding the response: %w", kind, err)
+	}
+	return nil
+}
+
+// path is namespace/name, or name for a cluster-scoped object.
+func path(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // List reads objects of a kind from the host's cache; namespace "" lists all namespaces, and
