@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
 
 // StatusError is a host call that did not succeed.
@@ -100,11 +101,11 @@ func (c *Client) object(ctx context.Context, fn string, req any) (*Object, error
 	if err != nil {
 		return nil, err
 	}
-	o := &Object{}
-	if err := json.Unmarshal(resp, &o.Object); err != nil {
+	m, err := jsonv.DecodeObject(resp)
+	if err != nil {
 		return nil, fmt.Errorf("%s: decoding the response: %w", fn, err)
 	}
-	return o, nil
+	return &Object{Object: m}, nil
 }
 
 // Get reads an object from the host's cache.
@@ -165,6 +166,9 @@ func (c *Client) List(ctx context.Context, apiVersion, kind, namespace, labelSel
 	if err != nil {
 		return nil, err
 	}
+	if out, ok := listItems(resp); ok {
+		return out, nil
+	}
 	var list struct {
 		Items []map[string]any `json:"items"`
 	}
@@ -176,6 +180,37 @@ func (c *Client) List(ctx context.Context, apiVersion, kind, namespace, labelSel
 		out[i] = &Object{Object: it}
 	}
 	return out, nil
+}
+
+// listItems reads a list's answer, {"items": [objects]}, without reflection; ok is false for
+// anything else (invalid JSON, items that are not objects, a key encoding/json would also take
+// for items, such as "Items"), which List leaves to encoding/json, for its reading and its error.
+func listItems(resp []byte) (out []*Object, ok bool) {
+	top, err := jsonv.DecodeObject(resp)
+	if err != nil {
+		return nil, false
+	}
+	var items []any
+	for k, v := range top {
+		if !strings.EqualFold(k, "items") {
+			continue
+		}
+		if k != "items" {
+			return nil, false
+		}
+		if items, ok = v.([]any); !ok {
+			return nil, false
+		}
+	}
+	out = make([]*Object, len(items))
+	for i, it := range items {
+		m, isMap := it.(map[string]any)
+		if !isMap && it != nil {
+			return nil, false
+		}
+		out[i] = &Object{Object: m}
+	}
+	return out, true
 }
 
 // Create creates obj and returns it as the API server stored it.
