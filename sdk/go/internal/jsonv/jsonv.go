@@ -8,11 +8,13 @@
 package jsonv
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxDepth is encoding/json's nesting limit.
@@ -64,7 +66,11 @@ type decoder struct {
 	depth int
 	kvs   []kv
 	vals  []any
-	buf   []byte // an unquoted string with escapes
+	buf   []byte // an unquoted string that is longer than its JSON
+	// text is a copy of data that the decoded strings are made from, without a copy each: a
+	// string with escapes is unquoted over its own JSON in it. Nothing changes a byte of it
+	// once a string is made of that byte.
+	text []byte
 }
 
 var decoders = sync.Pool{New: func() any { return &decoder{} }}
@@ -74,6 +80,7 @@ var decoders = sync.Pool{New: func() any { return &decoder{} }}
 func decodeFast(data []byte) (v any, ok bool) {
 	d := decoders.Get().(*decoder)
 	d.data, d.pos, d.depth = data, 0, 0
+	d.text = nil
 	v, ok = d.value()
 	if ok {
 		d.space()
@@ -83,7 +90,7 @@ func decodeFast(data []byte) (v any, ok bool) {
 		clear(d.kvs)
 		clear(d.vals)
 	}
-	d.kvs, d.vals, d.data = d.kvs[:0], d.vals[:0], nil
+	d.kvs, d.vals, d.data, d.text = d.kvs[:0], d.vals[:0], nil, nil
 	decoders.Put(d)
 	if !ok {
 		return nil, false
@@ -316,12 +323,14 @@ func (d *decoder) str() (string, bool) {
 		c := data[i]
 		switch {
 		case c == '"':
-			s := data[start:i]
 			d.pos = i + 1
-			if plain {
-				return string(s), true
+			if i == start {
+				return "", true
 			}
-			return d.unquote(s)
+			if plain {
+				return d.string(start, i), true
+			}
+			return d.unquote(start, i)
 		case c == '\\':
 			plain = false
 			i += 2 // the escaped byte cannot end the string; unquote checks the escape
@@ -336,12 +345,30 @@ func (d *decoder) str() (string, bool) {
 	}
 }
 
-// unquote decodes the inside of a string with escapes or non-ASCII bytes.
-func (d *decoder) unquote(s []byte) (string, bool) {
-	if !hasEscape(s) && utf8.Valid(s) {
-		return string(s), true
+// string is data[start:end] as a string, made from d.text.
+func (d *decoder) string(start, end int) string {
+	if d.text == nil {
+		d.text = bytes.Clone(d.data)
 	}
+	return unsafe.String(&d.text[start], end-start)
+}
+
+// unquote decodes the inside of a string with escapes or non-ASCII bytes, data[start:end].
+func (d *decoder) unquote(start, end int) (string, bool) {
+	s := d.data[start:end]
+	valid := utf8.Valid(s)
+	if valid && !hasEscape(s) {
+		return d.string(start, end), true
+	}
+	// Unquoted, it is no longer than its JSON unless a byte of invalid UTF-8 (1) becomes U+FFFD
+	// (3): then it is made on its own.
 	b := d.buf[:0]
+	if valid {
+		if d.text == nil {
+			d.text = bytes.Clone(d.data)
+		}
+		b = d.text[start:start:end]
+	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
@@ -402,6 +429,9 @@ func (d *decoder) unquote(s []byte) (string, bool) {
 			}
 			i += size
 		}
+	}
+	if valid {
+		return unsafe.String(&d.text[start], len(b)), true
 	}
 	d.buf = b
 	return string(b), true

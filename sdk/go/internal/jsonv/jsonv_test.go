@@ -134,3 +134,22 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// The strings decoded share no memory with the input, nor with another decode's.
+func TestDecodedStringsAreTheirOwn(t *testing.T) {
+	in := []byte("{\"key\":\"value\",\"esc\":\"a\\nb\\u00e9\",\"bad\":\"\xff\"}")
+	first, err := DecodeObject(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		in[i] = ' '
+	}
+	if _, err := DecodeObject([]byte(`{"other":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx","esc":"c\td"}`)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"key": "value", "esc": "a\nb\u00e9", "bad": "\ufffd"}
+	if !same(first, want) {
+		t.Errorf("%#v after the input changed and another decode; want %#v", first, want)
+	}
+}
