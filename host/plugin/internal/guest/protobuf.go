@@ -1,7 +1,13 @@
 package guest
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"sync"
+
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -16,24 +22,96 @@ func protobufObject(gvk schema.GroupVersionKind, o *object.Object) ([]byte, bool
 }
 
 // protobufList is a list's answer asking for protobuf: gvk's List type holding items, in
-// order; nil, false to answer JSON (no List type, an item the types do not hold whole).
+// order; nil, false to answer JSON (no List type, an item the types do not hold whole). The
+// List's message is put together from the items' own encodings (made once per object, as for a
+// get): its metadata (field 1, empty, as the JSON answer has none), then each item (field 2), as
+// the List type encodes itself, which listOfItems checks once per kind.
 func protobufList(gvk schema.GroupVersionKind, items []*object.Object) ([]byte, bool) {
 	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
-	list, err := scheme.Scheme.New(listGVK)
-	if err != nil || !meta.IsListType(list) {
+	if !listOfItems(gvk, listGVK) {
 		return nil, false
 	}
-	objs := make([]runtime.Object, len(items))
+	raws := make([][]byte, len(items))
+	size := len(emptyListMeta)
 	for i, it := range items {
-		obj, ok := object.Typed(gvk, it.Raw)
+		env, ok := it.Protobuf(gvk)
 		if !ok {
 			return nil, false
 		}
-		objs[i] = obj
+		var unk runtime.Unknown
+		if err := unk.Unmarshal(env[len(protobufMagic):]); err != nil {
+			return nil, false
+		}
+		raws[i] = unk.Raw
+		size += 1 + binary.MaxVarintLen64 + len(unk.Raw)
 	}
-	if err := meta.SetList(list, objs); err != nil {
-		return nil, false
+	return protobufListOf(listGVK, raws, size)
+}
+
+var protobufMagic = []byte("k8s\x00")
+
+// emptyListMeta is a List's field 1, its ListMeta, empty.
+var emptyListMeta = func() []byte {
+	lm, err := (&metav1.ListMeta{}).Marshal()
+	if err != nil || len(lm) >= 0x80 {
+		panic(fmt.Sprintf("an empty ListMeta encodes as %q (%v)", lm, err))
 	}
-	list.GetObjectKind().SetGroupVersionKind(listGVK)
-	return object.EncodeProtobuf(list)
+	return append([]byte{1<<3 | 2, byte(len(lm))}, lm...)
+}()
+
+func protobufListOf(listGVK schema.GroupVersionKind, raws [][]byte, size int) ([]byte, bool) {
+	msg := make([]byte, 0, size)
+	msg = append(msg, emptyListMeta...)
+	for _, raw := range raws {
+		msg = append(msg, 2<<3|2)
+		msg = binary.AppendUvarint(msg, uint64(len(raw)))
+		msg = append(msg, raw...)
+	}
+	return object.EncodeProtobuf(&runtime.Unknown{TypeMeta: runtime.TypeMeta{APIVersion: listGVK.GroupVersion().String(), Kind: listGVK.Kind}, Raw: msg})
+}
+
+// listsOfItems caches listOfItems, by List kind.
+var listsOfItems sync.Map
+
+// listOfItems reports whether listGVK, gvk's List, is a type of client-go's scheme that encodes
+// as protobufListOf puts it together: it encodes one with two items both ways and compares them.
+func listOfItems(gvk, listGVK schema.GroupVersionKind) bool {
+	if ok, found := listsOfItems.Load(listGVK); found {
+		return ok.(bool)
+	}
+	ok := func() bool {
+		list, err := scheme.Scheme.New(listGVK)
+		if err != nil || !meta.IsListType(list) {
+			return false
+		}
+		items := make([]runtime.Object, 2)
+		raws := make([][]byte, 2)
+		for i := range items {
+			item, err := scheme.Scheme.New(gvk)
+			if err != nil {
+				return false
+			}
+			m, err := meta.Accessor(item)
+			if err != nil {
+				return false
+			}
+			m.SetName("item")
+			m.SetLabels(map[string]string{"i": string(rune('a' + i))})
+			env, ok := object.EncodeProtobuf(item)
+			var unk runtime.Unknown
+			if !ok || unk.Unmarshal(env[len(protobufMagic):]) != nil {
+				return false
+			}
+			items[i], raws[i] = item, unk.Raw
+		}
+		if meta.SetList(list, items) != nil {
+			return false
+		}
+		list.GetObjectKind().SetGroupVersionKind(listGVK)
+		want, ok := object.EncodeProtobuf(list)
+		got, ok2 := protobufListOf(listGVK, raws, 0)
+		return ok && ok2 && bytes.Equal(want, got)
+	}()
+	listsOfItems.Store(listGVK, ok)
+	return ok
 }

@@ -12,11 +12,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
 	"github.com/wasmrec/wasmrec/abi"
@@ -383,3 +386,33 @@ func (t callsTransport) Call(ctx context.Context, fn string, body []byte) (abi.S
 }
 
 func (callsTransport) Log(int32, []byte) {}
+
+// A List is put together from its items' encodings as its type encodes it, for every built-in
+// kind with a List (a kind where it were not would be answered JSON).
+func TestListsArePutTogetherAsTheirTypesEncodeThem(t *testing.T) {
+	n := 0
+	for gvk := range scheme.Scheme.AllKnownTypes() {
+		listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+		if gvk.Version == runtime.APIVersionInternal || !scheme.Scheme.Recognizes(listGVK) {
+			continue
+		}
+		if _, err := meta.Accessor(mustNew(t, gvk)); err != nil {
+			continue // not an object (an options type)
+		}
+		n++
+		if !listOfItems(gvk, listGVK) {
+			t.Errorf("%s: not put together as its type encodes it", listGVK)
+		}
+	}
+	if n < 50 {
+		t.Errorf("%d kinds with a List; want the scheme's many", n)
+	}
+}
+
+func mustNew(t *testing.T, gvk schema.GroupVersionKind) runtime.Object {
+	o, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
