@@ -97,7 +97,7 @@ plugins: $(GO_PLUGINS:%=$(BIN)/plugins/%.wasm) $(C_PLUGINS:%=$(BIN)/plugins/%.wa
 .PHONY: testguests
 testguests: $(TESTGUESTS:%=$(BIN)/testguests/%.wasm) ## Build the misbehaving test modules into bin/testguests/.
 
-SDK_GO := $(wildcard sdk/go/*.go sdk/go/*/*.go sdk/go/go.mod abi/*.go abi/go.mod)
+SDK_GO := $(wildcard sdk/go/*.go sdk/go/*/*.go sdk/go/*/*/*.go sdk/go/go.mod abi/*.go abi/go.mod)
 SDK_C  := sdk/c/wasmrec.h sdk/c/wasmrec.c
 
 .SECONDEXPANSION:
