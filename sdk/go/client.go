@@ -77,7 +77,7 @@ func NewClientWith(t Transport) *Client { return &Client{t: t} }
 type ObjectRef = abi.ObjectRef
 
 func (c *Client) call(ctx context.Context, fn string, req any) ([]byte, error) {
-	body, err := json.Marshal(req)
+	body, err := jsonv.Marshal(req) // an object (map[string]any) without reflection
 	if err != nil {
 		return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
 	}
@@ -239,7 +239,7 @@ func (c *Client) patch(ctx context.Context, ref ObjectRef, patchType string, pat
 	raw, ok := patch.([]byte)
 	if !ok {
 		var err error
-		if raw, err = json.Marshal(patch); err != nil {
+		if raw, err = jsonv.Marshal(patch); err != nil {
 			return nil, fmt.Errorf("patch: encoding the patch: %w", err)
 		}
 	}

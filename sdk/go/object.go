@@ -38,11 +38,11 @@ func FromTyped(v any) (*Object, error) {
 	return &Object{Object: m}, nil
 }
 
-// Into converts the object into a typed struct (a k8s.io/api struct, say), through its JSON: the
-// typed struct's own decoding (a Quantity's, a Time's) reads JSON, so there is no one pass that
-// keeps it; to read an object typed, GetInto it.
+// Into converts the object into a typed struct (a k8s.io/api struct, say), through its JSON,
+// written without reflection: the typed struct's own decoding (a Quantity's, a Time's) reads
+// JSON, so there is no one pass that keeps it; to read an object typed, GetInto it.
 func (o *Object) Into(v any) error {
-	b, err := json.Marshal(o.Object)
+	b, err := jsonv.Marshal(o.Object)
 	if err != nil {
 		return err
 	}
@@ -93,8 +93,8 @@ func deepCopy(v any) any {
 	return out
 }
 
-// MarshalJSON encodes the object.
-func (o *Object) MarshalJSON() ([]byte, error) { return json.Marshal(o.Object) }
+// MarshalJSON encodes the object, as json.Marshal would its map, without reflection.
+func (o *Object) MarshalJSON() ([]byte, error) { return jsonv.Marshal(o.Object) }
 
 // Ref names the object.
 func (o *Object) Ref() ObjectRef {
