@@ -17,11 +17,11 @@ var protobufSerializer = protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Sc
 // Protobuf returns the object, of kind gvk, in the Kubernetes protobuf envelope; ok is false if
 // it cannot be (see ProtobufOf). It is made once per Object, on the first call: an Object is
 // immutable, and the cache replaces it when the object changes.
-func (o *Object) Protobuf(gvk schema.GroupVersionKind) (b []byte, ok bool) {
+func (o *Object) Protobuf(gvk schema.GroupVersionKind) ([]byte, bool) {
 	if p := o.protobuf.Load(); p != nil {
 		return *p, len(*p) > 0
 	}
-	b, ok = ProtobufOf(gvk, o.Raw)
+	b, ok := ProtobufOf(gvk, o.Raw)
 	if !ok {
 		b = []byte{}
 	}

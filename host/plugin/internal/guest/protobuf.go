@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -38,17 +39,38 @@ func protobufList(gvk schema.GroupVersionKind, items []*object.Object) ([]byte, 
 		if !ok {
 			return nil, false
 		}
-		var unk runtime.Unknown
-		if err := unk.Unmarshal(env[len(protobufMagic):]); err != nil {
+		raw, ok := unknownRaw(env)
+		if !ok {
 			return nil, false
 		}
-		raws[i] = unk.Raw
-		size += 1 + binary.MaxVarintLen64 + len(unk.Raw)
+		raws[i] = raw
+		size += 1 + binary.MaxVarintLen64 + len(raw)
 	}
 	return protobufListOf(listGVK, raws, size)
 }
 
 var protobufMagic = []byte("k8s\x00")
+
+// unknownRaw is the raw object (field 2) of the runtime.Unknown in an envelope, not copied.
+func unknownRaw(env []byte) ([]byte, bool) {
+	b, ok := bytes.CutPrefix(env, protobufMagic)
+	for ok && len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+		if num == 2 && typ == protowire.BytesType {
+			raw, n := protowire.ConsumeBytes(b)
+			return raw, n >= 0
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return nil, false
+		}
+		b = b[n:]
+	}
+	return nil, false
+}
 
 // emptyListMeta is a List's field 1, its ListMeta, empty.
 var emptyListMeta = func() []byte {
@@ -98,11 +120,13 @@ func listOfItems(gvk, listGVK schema.GroupVersionKind) bool {
 			m.SetName("item")
 			m.SetLabels(map[string]string{"i": string(rune('a' + i))})
 			env, ok := object.EncodeProtobuf(item)
-			var unk runtime.Unknown
-			if !ok || unk.Unmarshal(env[len(protobufMagic):]) != nil {
+			if !ok {
 				return false
 			}
-			items[i], raws[i] = item, unk.Raw
+			if raws[i], ok = unknownRaw(env); !ok {
+				return false
+			}
+			items[i] = item
 		}
 		if meta.SetList(list, items) != nil {
 			return false
