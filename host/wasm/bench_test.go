@@ -2,6 +2,7 @@ package wasm_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -368,5 +369,39 @@ func BenchmarkWazeroCallFloor(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// askedHost is cannedHost that keeps the requests of the calls.
+type askedHost struct {
+	cannedHost
+	asked []string
+}
+
+func (h *askedHost) Call(ctx context.Context, fn string, body []byte) (abi.Status, []byte) {
+	h.asked = append(h.asked, string(body))
+	return h.cannedHost.Call(ctx, fn, body)
+}
+
+// The Go guest of the benchmarks reads a Deployment into appsv1.Deployment from protobuf, and
+// from JSON, into the same object (the guest checks its kind and containers): what
+// BenchmarkReconcile measures is work that succeeds.
+func TestTheGoGuestReadsADeploymentInProtobufAndJSON(t *testing.T) {
+	m := compile(t, engine(t), module(t, "testguests", "bench-go"), wasm.Options{Name: "bench-go"})
+	for _, tc := range []struct{ work, encoding string }{
+		{"deployment", `"encoding":"protobuf"`},
+		{"deployment-hostconvert", `"encoding":"protobuf"`},
+		{"deployment-json", ""},
+		{"deployment-object", ""},
+		{"deployment-object-std", ""},
+	} {
+		h := &askedHost{cannedHost: cannedHost{convert: tc.work == "deployment-hostconvert"}}
+		res, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "bench", Name: tc.work}, Host: h, Logger: logr.Discard()})
+		if err != nil || res.Failed {
+			t.Fatalf("%s: %+v, %v", tc.work, res, err)
+		}
+		if len(h.asked) != 1 || strings.Contains(h.asked[0], `"encoding"`) != (tc.encoding != "") || !strings.Contains(h.asked[0], tc.encoding) {
+			t.Errorf("%s: asked %q; want one get, with %s", tc.work, h.asked, cmp.Or(tc.encoding, "no encoding"))
+		}
 	}
 }
