@@ -77,9 +77,17 @@ func NewClientWith(t Transport) *Client { return &Client{t: t} }
 type ObjectRef = abi.ObjectRef
 
 func (c *Client) call(ctx context.Context, fn string, req any) ([]byte, error) {
-	body, err := jsonv.Marshal(req) // an object (map[string]any) without reflection
-	if err != nil {
-		return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
+	var body []byte
+	switch r := req.(type) { // the requests of reads, and objects, written without reflection
+	case abi.GetRequest:
+		body = getRequest(r)
+	case abi.ListRequest:
+		body = listRequest(r)
+	default:
+		var err error
+		if body, err = jsonv.Marshal(req); err != nil {
+			return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
+		}
 	}
 	var (
 		status abi.Status
@@ -108,9 +116,51 @@ func (c *Client) object(ctx context.Context, fn string, req any) (*Object, error
 	return &Object{Object: m}, nil
 }
 
+// getRequest is r's JSON, as json.Marshal writes it.
+func getRequest(r abi.GetRequest) []byte {
+	b := make([]byte, 0, 64+len(r.APIVersion)+len(r.Kind)+len(r.Namespace)+len(r.Name)+len(r.Encoding))
+	b = append(b, `{"apiVersion":`...)
+	b = jsonv.AppendString(b, r.APIVersion)
+	b = append(b, `,"kind":`...)
+	b = jsonv.AppendString(b, r.Kind)
+	if r.Namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b = jsonv.AppendString(b, r.Namespace)
+	}
+	b = append(b, `,"name":`...)
+	b = jsonv.AppendString(b, r.Name)
+	if r.Encoding != "" {
+		b = append(b, `,"encoding":`...)
+		b = jsonv.AppendString(b, r.Encoding)
+	}
+	return append(b, '}')
+}
+
+// listRequest is r's JSON, as json.Marshal writes it.
+func listRequest(r abi.ListRequest) []byte {
+	b := make([]byte, 0, 80+len(r.APIVersion)+len(r.Kind)+len(r.Namespace)+len(r.LabelSelector)+len(r.Encoding))
+	b = append(b, `{"apiVersion":`...)
+	b = jsonv.AppendString(b, r.APIVersion)
+	b = append(b, `,"kind":`...)
+	b = jsonv.AppendString(b, r.Kind)
+	if r.Namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b = jsonv.AppendString(b, r.Namespace)
+	}
+	if r.LabelSelector != "" {
+		b = append(b, `,"labelSelector":`...)
+		b = jsonv.AppendString(b, r.LabelSelector)
+	}
+	if r.Encoding != "" {
+		b = append(b, `,"encoding":`...)
+		b = jsonv.AppendString(b, r.Encoding)
+	}
+	return append(b, '}')
+}
+
 // Get reads an object from the host's cache.
 func (c *Client) Get(ctx context.Context, apiVersion, kind, namespace, name string) (*Object, error) {
-	return c.object(ctx, abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
+	return c.object(ctx, abi.ImportGet, abi.GetRequest{ObjectRef: abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}})
 }
 
 // GetInto reads an object from the host's cache and decodes it straight into v (a typed

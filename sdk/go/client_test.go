@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/wasmrec/wasmrec/abi"
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
 )
 
@@ -72,5 +73,38 @@ func TestFromTypedDecodesTheJSONAsEncodingJSON(t *testing.T) {
 	}
 	if _, err := wasmrec.FromTyped(func() {}); err == nil {
 		t.Errorf("FromTyped of a func: no error")
+	}
+}
+
+// The requests of get and list, written by hand, are what json.Marshal writes of them.
+func TestReadRequestsAreWhatEncodingJSONWrites(t *testing.T) {
+	ctx := context.Background()
+	for _, ref := range []abi.ObjectRef{
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "demo", Name: "web"},
+		{APIVersion: "v1", Kind: "Namespace", Name: "demo"},
+		{APIVersion: "x/<v1>", Kind: "K\"\n", Namespace: "\xff\u2028", Name: "é&"},
+		{},
+	} {
+		tr := &canned{resp: []byte(`{}`)}
+		c := wasmrec.NewClientWith(tr)
+		for _, tc := range []struct {
+			do   func() error
+			want any
+		}{
+			{func() error { _, err := c.Get(ctx, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name); return err }, ref},
+			{func() error { return c.GetInto(ctx, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name, &config{}) }, abi.GetRequest{ObjectRef: ref, Encoding: "protobuf"}},
+			{func() error { _, err := c.List(ctx, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name); return err },
+				abi.ListRequest{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, LabelSelector: ref.Name}},
+			{func() error { return c.ListInto(ctx, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name, &configList{}) },
+				abi.ListRequest{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, LabelSelector: ref.Name, Encoding: "protobuf"}},
+		} {
+			if err := tc.do(); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(tc.want)
+			if tr.body != string(want) {
+				t.Errorf("%s request %s; want %s", tr.fn, tr.body, want)
+			}
+		}
 	}
 }

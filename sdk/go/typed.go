@@ -1,11 +1,12 @@
 package wasmrec
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
+	"sync"
 
 	"github.com/wasmrec/wasmrec/abi"
 )
@@ -25,7 +26,7 @@ type protoMessage interface {
 // JSON holds, they are set, so that v is what JSON would have made of it.
 func decodeTyped(resp []byte, v any, apiVersion, kind string, list bool) error {
 	m, ok := v.(protoMessage)
-	if !ok || !strings.HasPrefix(string(resp), abi.ProtobufMagic) {
+	if !ok || !bytes.HasPrefix(resp, []byte(abi.ProtobufMagic)) {
 		return json.Unmarshal(resp, v)
 	}
 	typeMeta, raw, err := unknownEnvelope(resp[len(abi.ProtobufMagic):])
@@ -73,16 +74,42 @@ func setTypeMeta(v reflect.Value, apiVersion, kind string) {
 	if !s.IsValid() {
 		return
 	}
-	tm := s.FieldByName("TypeMeta")
-	if tm.Kind() != reflect.Struct {
+	f := typeMetaFieldsOf(s.Type())
+	if f.typeMeta < 0 {
 		return
 	}
-	if f := tm.FieldByName("APIVersion"); f.Kind() == reflect.String && f.CanSet() {
-		f.SetString(apiVersion)
+	tm := s.Field(f.typeMeta)
+	if f.apiVersion >= 0 {
+		tm.Field(f.apiVersion).SetString(apiVersion)
 	}
-	if f := tm.FieldByName("Kind"); f.Kind() == reflect.String && f.CanSet() {
-		f.SetString(kind)
+	if f.kind >= 0 {
+		tm.Field(f.kind).SetString(kind)
 	}
+}
+
+// typeMetaFields are the indexes of a struct's TypeMeta field and of its APIVersion and Kind
+// string fields; -1 for none.
+type typeMetaFields struct{ typeMeta, apiVersion, kind int }
+
+var typeMetaFieldsByType sync.Map // reflect.Type -> typeMetaFields
+
+func typeMetaFieldsOf(t reflect.Type) typeMetaFields {
+	if f, ok := typeMetaFieldsByType.Load(t); ok {
+		return f.(typeMetaFields)
+	}
+	f := typeMetaFields{-1, -1, -1}
+	if tm, ok := t.FieldByName("TypeMeta"); ok && len(tm.Index) == 1 && tm.IsExported() && tm.Type.Kind() == reflect.Struct {
+		field := func(name string) int {
+			sf, ok := tm.Type.FieldByName(name)
+			if !ok || len(sf.Index) != 1 || !sf.IsExported() || sf.Type.Kind() != reflect.String {
+				return -1
+			}
+			return sf.Index[0]
+		}
+		f = typeMetaFields{tm.Index[0], field("APIVersion"), field("Kind")}
+	}
+	typeMetaFieldsByType.Store(t, f)
+	return f
 }
 
 // unknownEnvelope reads a runtime.Unknown message: its TypeMeta (field 1) and raw object

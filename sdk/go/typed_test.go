@@ -76,10 +76,11 @@ type canned struct {
 	resp []byte
 	fn   string
 	req  map[string]any
+	body string
 }
 
 func (c *canned) Call(_ context.Context, fn string, req []byte) (abi.Status, []byte) {
-	c.fn, c.req = fn, nil
+	c.fn, c.req, c.body = fn, nil, string(req)
 	if err := json.Unmarshal(req, &c.req); err != nil {
 		panic(err)
 	}

@@ -114,6 +114,9 @@ func appendFloat(b []byte, f float64) ([]byte, error) {
 
 const hexDigits = "0123456789abcdef"
 
+// AppendString appends s quoted as json.Marshal writes a string.
+func AppendString(b []byte, s string) []byte { return appendString(b, s) }
+
 // appendString writes s quoted as encoding/json does: <, > and & escaped, invalid UTF-8 as
 // \ufffd, U+2028 and U+2029 escaped.
 func appendString(b []byte, s string) []byte {
