@@ -1,10 +1,3 @@
-// Package jsonv decodes JSON into what encoding/json makes of it for an `any` (map[string]any,
-// []any, string, float64, bool, nil), without reflection: several times faster in a wasm guest,
-// where encoding/json's reflection is slow.
-//
-// It is exact: where it is unsure of its reading (invalid JSON, a number out of float64's range,
-// nesting past encoding/json's limit), it hands the input to encoding/json, so that the value and
-// the error are encoding/json's own.
 package jsonv
 
 import (
