@@ -165,12 +165,13 @@ func (c *Client) Get(ctx context.Context, apiVersion, kind, namespace, name stri
 
 // GetInto reads an object from the host's cache and decodes it straight into v (a typed
 // k8s.io/api struct, say): one decode, where Get then Object.Into takes three. A k8s.io/api type
-// (anything with the generated protobuf methods Unmarshal and MarshalToSizedBuffer) is asked for in the
-// Kubernetes protobuf encoding, which decodes several times faster than JSON in a guest; the
-// host answers JSON for a kind it has no types of, and then so is v decoded.
+// of the kind (a type named for it, with the generated protobuf methods Unmarshal and
+// MarshalToSizedBuffer) is asked for in the Kubernetes protobuf encoding, which decodes several
+// times faster than JSON in a guest; the host answers JSON for a kind it has no types of, and
+// then so is v decoded.
 func (c *Client) GetInto(ctx context.Context, apiVersion, kind, namespace, name string, v any) error {
 	req := abi.GetRequest{ObjectRef: abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}}
-	if _, ok := v.(protoMessage); ok {
+	if asksProtobuf(v, kind) {
 		req.Encoding = abi.EncodingProtobuf
 	}
 	resp, err := c.call(ctx, abi.ImportGet, req)
@@ -185,10 +186,11 @@ func (c *Client) GetInto(ctx context.Context, apiVersion, kind, namespace, name 
 
 // ListInto reads objects of a kind from the host's cache, as List does, and decodes them
 // straight into list: a typed List (a k8s.io/api ConfigMapList, say), or any struct whose
-// "items" field takes the objects. A k8s.io/api List is asked for in protobuf, as GetInto does.
+// "items" field takes the objects. A k8s.io/api List of the kind (named kind+"List") is asked
+// for in protobuf, as GetInto does.
 func (c *Client) ListInto(ctx context.Context, apiVersion, kind, namespace, labelSelector string, list any) error {
 	req := abi.ListRequest{APIVersion: apiVersion, Kind: kind, Namespace: namespace, LabelSelector: labelSelector}
-	if _, ok := list.(protoMessage); ok {
+	if asksProtobuf(list, kind+"List") {
 		req.Encoding = abi.EncodingProtobuf
 	}
 	resp, err := c.call(ctx, abi.ImportList, req)

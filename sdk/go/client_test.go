@@ -87,16 +87,20 @@ func TestReadRequestsAreWhatEncodingJSONWrites(t *testing.T) {
 	} {
 		tr := &canned{resp: []byte(`{}`)}
 		c := wasmrec.NewClientWith(tr)
+		pref := ref // of the kind of Config, which asks for protobuf
+		pref.Kind = "Config"
 		for _, tc := range []struct {
 			do   func() error
 			want any
 		}{
 			{func() error { _, err := c.Get(ctx, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name); return err }, ref},
-			{func() error { return c.GetInto(ctx, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name, &config{}) }, abi.GetRequest{ObjectRef: ref, Encoding: "protobuf"}},
+			{func() error { return c.GetInto(ctx, pref.APIVersion, pref.Kind, pref.Namespace, pref.Name, &Config{}) }, abi.GetRequest{ObjectRef: pref, Encoding: "protobuf"}},
 			{func() error { _, err := c.List(ctx, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name); return err },
 				abi.ListRequest{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, LabelSelector: ref.Name}},
-			{func() error { return c.ListInto(ctx, ref.APIVersion, ref.Kind, ref.Namespace, ref.Name, &configList{}) },
-				abi.ListRequest{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: ref.Namespace, LabelSelector: ref.Name, Encoding: "protobuf"}},
+			{func() error {
+				return c.ListInto(ctx, pref.APIVersion, pref.Kind, pref.Namespace, pref.Name, &ConfigList{})
+			},
+				abi.ListRequest{APIVersion: pref.APIVersion, Kind: pref.Kind, Namespace: pref.Namespace, LabelSelector: pref.Name, Encoding: "protobuf"}},
 		} {
 			if err := tc.do(); err != nil {
 				t.Fatal(err)

@@ -20,6 +20,20 @@ type protoMessage interface {
 	MarshalToSizedBuffer([]byte) (int, error)
 }
 
+// asksProtobuf reports whether a get (list) into v asks for protobuf: v has the generated
+// methods and its type is named for the kind (a Deployment, a DeploymentList), so that its
+// message is the one the host sends. Any other type is read from JSON, as it always was.
+func asksProtobuf(v any, typeName string) bool {
+	if _, ok := v.(protoMessage); !ok {
+		return false
+	}
+	t := reflect.TypeOf(v)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Name() == typeName
+}
+
 // decodeTyped decodes a get's (or list's) answer into v: protobuf, if the host answered it
 // (it does only when asked, and only for the built-in kinds it has types of), or JSON.
 // apiVersion and kind are what was asked: where protobuf leaves out an item's TypeMeta that

@@ -12,21 +12,21 @@ import (
 	"github.com/wasmrec/wasmrec/sdk/go/fake"
 )
 
-// TypeMeta and config stand in for k8s.io/api's types, which the SDK does not import: config
+// TypeMeta and Config stand in for k8s.io/api's types, which the SDK does not import: Config
 // has the generated protobuf methods, its message one string field (1), data.
 type TypeMeta struct {
 	APIVersion string `json:"apiVersion,omitempty"`
 	Kind       string `json:"kind,omitempty"`
 }
 
-type config struct {
+type Config struct {
 	TypeMeta `json:",inline"`
 	Data     string `json:"data"`
 }
 
-func (c *config) MarshalToSizedBuffer([]byte) (int, error) { return 0, errors.New("not used") }
+func (c *Config) MarshalToSizedBuffer([]byte) (int, error) { return 0, errors.New("not used") }
 
-func (c *config) Unmarshal(b []byte) error {
+func (c *Config) Unmarshal(b []byte) error {
 	if len(b) < 2 || b[0] != 1<<3|2 || int(b[1]) != len(b)-2 {
 		return errors.New("not a config message")
 	}
@@ -34,20 +34,20 @@ func (c *config) Unmarshal(b []byte) error {
 	return nil
 }
 
-// configList is config's List: items, field 1.
-type configList struct {
+// ConfigList is Config's List: items, field 1.
+type ConfigList struct {
 	TypeMeta `json:",inline"`
-	Items    []config `json:"items"`
+	Items    []Config `json:"items"`
 }
 
-func (l *configList) MarshalToSizedBuffer([]byte) (int, error) { return 0, errors.New("not used") }
+func (l *ConfigList) MarshalToSizedBuffer([]byte) (int, error) { return 0, errors.New("not used") }
 
-func (l *configList) Unmarshal(b []byte) error {
+func (l *ConfigList) Unmarshal(b []byte) error {
 	for len(b) > 0 {
 		if len(b) < 2 || b[0] != 1<<3|2 || int(b[1]) > len(b)-2 {
-			return errors.New("not a configList message")
+			return errors.New("not a ConfigList message")
 		}
-		var c config
+		var c Config
 		if err := c.Unmarshal(b[2 : 2+b[1]]); err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func (l *configList) Unmarshal(b []byte) error {
 	return nil
 }
 
-// jsonConfig is config without the protobuf methods.
+// jsonConfig is Config without the protobuf methods.
 type jsonConfig struct {
 	TypeMeta `json:",inline"`
 	Data     string `json:"data"`
@@ -91,28 +91,39 @@ func (c *canned) Log(int32, []byte) {}
 
 func TestGetIntoAsksForProtobufForATypeWithItsMethodsAndDecodesIt(t *testing.T) {
 	tr := &canned{resp: envelope("v1", "Config", field(1, "hi"))}
-	var c config
+	var c Config
 	if err := wasmrec.NewClientWith(tr).GetInto(context.Background(), "v1", "Config", "demo", "web", &c); err != nil {
 		t.Fatal(err)
 	}
 	if tr.req["encoding"] != abi.EncodingProtobuf || tr.req["name"] != "web" {
 		t.Errorf("request %v; want encoding protobuf for web", tr.req)
 	}
-	if want := (config{TypeMeta{"v1", "Config"}, "hi"}); c != want {
+	if want := (Config{TypeMeta{"v1", "Config"}, "hi"}); c != want {
 		t.Errorf("decoded %+v; want %+v", c, want)
 	}
 
 	// The same type, answered JSON (a CRD's kind, a host that predates protobuf, the fake).
 	tr.resp = []byte(`{"apiVersion":"v1","kind":"Config","data":"json"}`)
-	c = config{}
+	c = Config{}
 	if err := wasmrec.NewClientWith(tr).GetInto(context.Background(), "v1", "Config", "demo", "web", &c); err != nil {
 		t.Fatal(err)
 	}
-	if want := (config{TypeMeta{"v1", "Config"}, "json"}); c != want {
+	if want := (Config{TypeMeta{"v1", "Config"}, "json"}); c != want {
 		t.Errorf("decoded %+v from JSON; want %+v", c, want)
 	}
 
+	// A type with the methods, of another kind, asks for JSON: its message is not the kind's.
+	tr.resp = []byte(`{"apiVersion":"v1","kind":"Other","data":"other"}`)
+	c = Config{}
+	if err := wasmrec.NewClientWith(tr).GetInto(context.Background(), "v1", "Other", "demo", "web", &c); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr.req["encoding"]; ok || c.Data != "other" {
+		t.Errorf("request %v, decoded %+v; want no encoding asked for kind Other into a Config", tr.req, c)
+	}
+
 	// A type without the methods asks for JSON.
+	tr.resp = []byte(`{"apiVersion":"v1","kind":"Config","data":"json"}`)
 	var j jsonConfig
 	if err := wasmrec.NewClientWith(tr).GetInto(context.Background(), "v1", "Config", "demo", "web", &j); err != nil {
 		t.Fatal(err)
@@ -124,7 +135,7 @@ func TestGetIntoAsksForProtobufForATypeWithItsMethodsAndDecodesIt(t *testing.T) 
 
 func TestListIntoDecodesProtobufAsItWouldJSON(t *testing.T) {
 	tr := &canned{resp: envelope("v1", "ConfigList", field(1, field(1, "a"))+field(1, field(1, "b")))}
-	var fromProto configList
+	var fromProto ConfigList
 	if err := wasmrec.NewClientWith(tr).ListInto(context.Background(), "v1", "Config", "demo", "app=web", &fromProto); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +143,7 @@ func TestListIntoDecodesProtobufAsItWouldJSON(t *testing.T) {
 		t.Errorf("%s %v; want a list asking for protobuf", tr.fn, tr.req)
 	}
 	tr.resp = []byte(`{"items":[{"apiVersion":"v1","kind":"Config","data":"a"},{"apiVersion":"v1","kind":"Config","data":"b"}]}`)
-	var fromJSON configList
+	var fromJSON ConfigList
 	if err := wasmrec.NewClientWith(tr).ListInto(context.Background(), "v1", "Config", "demo", "app=web", &fromJSON); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +172,7 @@ func TestAMalformedProtobufAnswerIsAnErrorNamingTheObject(t *testing.T) {
 		{"bad TypeMeta", abi.ProtobufMagic + "\x0a\x01\x0b" + field(2, field(1, "x")), "TypeMeta: field 1: wire type 3"},
 		{"the type refuses it", string(envelope("v1", "Config", "junk")), "not a config message"},
 	} {
-		var c config
+		var c Config
 		err := wasmrec.NewClientWith(&canned{resp: []byte(tc.resp)}).GetInto(context.Background(), "v1", "Config", "demo", "web", &c)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "get Config demo/web: decoding the response") {
 			t.Errorf("%s: %v; want an error naming Config demo/web, saying %q", tc.name, err, tc.want)
@@ -171,7 +182,7 @@ func TestAMalformedProtobufAnswerIsAnErrorNamingTheObject(t *testing.T) {
 
 func TestOtherWireTypesAreSkipped(t *testing.T) {
 	resp := abi.ProtobufMagic + "\x28\x96\x01" + "\x31\x01\x02\x03\x04\x05\x06\x07\x08" + "\x3d\x01\x02\x03\x04" + field(2, field(1, "hi"))
-	var c config
+	var c Config
 	if err := wasmrec.NewClientWith(&canned{resp: []byte(resp)}).GetInto(context.Background(), "v1", "Config", "demo", "web", &c); err != nil || c.Data != "hi" {
 		t.Errorf("%+v, %v; want hi", c, err)
 	}
@@ -183,14 +194,14 @@ func TestGetIntoATypeWithProtobufMethodsFromTheFake(t *testing.T) {
 	cm := wasmrec.NewObject("v1", "ConfigMap", "demo", "web")
 	cm.SetNested("hi", "data")
 	c := fake.NewCluster(m, cm).Client()
-	var got config
+	var got Config
 	if err := c.GetInto(context.Background(), "v1", "ConfigMap", "demo", "web", &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.Data != "hi" || got.Kind != "ConfigMap" {
 		t.Errorf("%+v; want the fake's JSON decoded", got)
 	}
-	var list configList
+	var list ConfigList
 	if err := c.ListInto(context.Background(), "v1", "ConfigMap", "demo", "", &list); err != nil {
 		t.Fatal(err)
 	}

@@ -376,18 +376,18 @@ func (h *tableHost) protobufReads(t *testing.T) {
 		metav1.TypeMeta `json:",inline"`
 		Spec            struct{ Port int } `json:"spec"`
 	}
-	if err := c.GetInto(ctx, "demo.wasmrec.dev/v1", "App", "demo", "pb-app", &protoApp{&app}); err != nil || sent != "json" || app.Spec.Port != 8080 || app.Kind != "App" {
+	if err := c.GetInto(ctx, "demo.wasmrec.dev/v1", "App", "demo", "pb-app", &App{&app}); err != nil || sent != "json" || app.Spec.Port != 8080 || app.Kind != "App" {
 		t.Errorf("App: %+v, %v; want port 8080 from JSON", app, err)
 	}
 }
 
-// protoApp has the protobuf methods, as a guest's generated type of a CRD might: the host
-// answers JSON all the same.
-type protoApp struct{ v any }
+// App has the protobuf methods, as a guest's generated type of a CRD might, and is named for
+// its kind: the SDK asks for protobuf, and the host answers JSON all the same.
+type App struct{ v any }
 
-func (p *protoApp) MarshalToSizedBuffer([]byte) (int, error) { return 0, errors.New("not used") }
-func (p *protoApp) Unmarshal([]byte) error                   { return errors.New("no protobuf for a custom resource") }
-func (p *protoApp) UnmarshalJSON(b []byte) error             { return json.Unmarshal(b, p.v) }
+func (p *App) MarshalToSizedBuffer([]byte) (int, error) { return 0, errors.New("not used") }
+func (p *App) Unmarshal([]byte) error                   { return errors.New("no protobuf for a custom resource") }
+func (p *App) UnmarshalJSON(b []byte) error             { return json.Unmarshal(b, p.v) }
 
 // callsTransport makes the SDK's calls through Calls, as the wasm runtime does a guest's.
 // sent is the last answer's encoding.
