@@ -15,8 +15,9 @@ import (
 var protobufSerializer = protobuf.NewSerializer(kubescheme.Scheme, kubescheme.Scheme)
 
 // Protobuf returns the object, of kind gvk, in the Kubernetes protobuf envelope; ok is false if
-// it cannot be (see ProtobufOf). It is made once per Object, on the first call: an Object is
-// immutable, and the cache replaces it when the object changes.
+// it cannot be (see ProtobufOf). It is made once per Object, on the first call, and kept whatever
+// gvk a later call gives (an Object is of one kind): an Object is immutable, and the cache
+// replaces it when the object changes. Concurrent first calls may each make it; one is kept.
 func (o *Object) Protobuf(gvk schema.GroupVersionKind) ([]byte, bool) {
 	if p := o.protobuf.Load(); p != nil {
 		return *p, len(*p) > 0
