@@ -168,7 +168,8 @@ func (c *Client) Get(ctx context.Context, apiVersion, kind, namespace, name stri
 // of the kind (a type named for it, with the generated protobuf methods Unmarshal and
 // MarshalToSizedBuffer) is asked for in the Kubernetes protobuf encoding, which decodes several
 // times faster than JSON in a guest; the host answers JSON for a kind it has no types of, and
-// then so is v decoded.
+// then so is v decoded. Such a v is zeroed first, whichever the answer: it holds the object
+// read, and nothing of what it held before.
 func (c *Client) GetInto(ctx context.Context, apiVersion, kind, namespace, name string, v any) error {
 	req := abi.GetRequest{ObjectRef: abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}}
 	if asksProtobuf(v, kind) {

@@ -38,8 +38,17 @@ func asksProtobuf(v any, typeName string) bool {
 // (it does only when asked, and only for the built-in kinds it has types of), or JSON.
 // apiVersion and kind are what was asked: where protobuf leaves out an item's TypeMeta that
 // JSON holds, they are set, so that v is what JSON would have made of it.
+//
+// A value with the protobuf methods is zeroed first, as proto.Unmarshal resets a message, so that
+// it ends the same whichever encoding the host answered: the generated Unmarshal appends to
+// lists (a reused Deployment would gain containers), where encoding/json replaces them.
 func decodeTyped(resp []byte, v any, apiVersion, kind string, list bool) error {
 	m, ok := v.(protoMessage)
+	if ok {
+		if p := reflect.ValueOf(v); p.Kind() == reflect.Pointer && !p.IsNil() {
+			p.Elem().SetZero()
+		}
+	}
 	if !ok || !bytes.HasPrefix(resp, []byte(abi.ProtobufMagic)) {
 		return json.Unmarshal(resp, v)
 	}

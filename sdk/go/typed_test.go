@@ -147,6 +147,15 @@ func TestListIntoDecodesProtobufAsItWouldJSON(t *testing.T) {
 	if err := wasmrec.NewClientWith(tr).ListInto(context.Background(), "v1", "Config", "demo", "app=web", &fromJSON); err != nil {
 		t.Fatal(err)
 	}
+	// Into the same values again: what they held is dropped, whichever the encoding.
+	tr.resp = envelope("v1", "ConfigList", field(1, field(1, "a"))+field(1, field(1, "b")))
+	if err := wasmrec.NewClientWith(tr).ListInto(context.Background(), "v1", "Config", "demo", "app=web", &fromProto); err != nil {
+		t.Fatal(err)
+	}
+	tr.resp = []byte(`{"items":[{"apiVersion":"v1","kind":"Config","data":"a"},{"apiVersion":"v1","kind":"Config","data":"b"}]}`)
+	if err := wasmrec.NewClientWith(tr).ListInto(context.Background(), "v1", "Config", "demo", "app=web", &fromJSON); err != nil {
+		t.Fatal(err)
+	}
 	a, _ := json.Marshal(fromProto)
 	b, _ := json.Marshal(fromJSON)
 	if string(a) != string(b) || len(fromJSON.Items) != 2 {

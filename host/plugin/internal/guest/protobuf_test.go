@@ -372,22 +372,21 @@ func (h *tableHost) protobufReads(t *testing.T) {
 		t.Errorf("list from protobuf\n%+v\nfrom JSON\n%+v", fromProto, fromJSON)
 	}
 	// A custom resource asked for into a type with protobuf methods is decoded from JSON.
-	var app struct {
-		metav1.TypeMeta `json:",inline"`
-		Spec            struct{ Port int } `json:"spec"`
-	}
-	if err := c.GetInto(ctx, "demo.wasmrec.dev/v1", "App", "demo", "pb-app", &App{&app}); err != nil || sent != "json" || app.Spec.Port != 8080 || app.Kind != "App" {
+	var app App
+	if err := c.GetInto(ctx, "demo.wasmrec.dev/v1", "App", "demo", "pb-app", &app); err != nil || sent != "json" || app.Spec.Port != 8080 || app.Kind != "App" {
 		t.Errorf("App: %+v, %v; want port 8080 from JSON", app, err)
 	}
 }
 
 // App has the protobuf methods, as a guest's generated type of a CRD might, and is named for
 // its kind: the SDK asks for protobuf, and the host answers JSON all the same.
-type App struct{ v any }
+type App struct {
+	metav1.TypeMeta `json:",inline"`
+	Spec            struct{ Port int } `json:"spec"`
+}
 
-func (p *App) MarshalToSizedBuffer([]byte) (int, error) { return 0, errors.New("not used") }
-func (p *App) Unmarshal([]byte) error                   { return errors.New("no protobuf for a custom resource") }
-func (p *App) UnmarshalJSON(b []byte) error             { return json.Unmarshal(b, p.v) }
+func (*App) MarshalToSizedBuffer([]byte) (int, error) { return 0, errors.New("not used") }
+func (*App) Unmarshal([]byte) error                   { return errors.New("no protobuf for a custom resource") }
 
 // callsTransport makes the SDK's calls through Calls, as the wasm runtime does a guest's.
 // sent is the last answer's encoding.
