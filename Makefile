@@ -97,7 +97,7 @@ plugins: $(GO_PLUGINS:%=$(BIN)/plugins/%.wasm) $(C_PLUGINS:%=$(BIN)/plugins/%.wa
 .PHONY: testguests
 testguests: $(TESTGUESTS:%=$(BIN)/testguests/%.wasm) ## Build the misbehaving test modules into bin/testguests/.
 
-SDK_GO := $(wildcard sdk/go/*.go sdk/go/*/*.go sdk/go/go.mod abi/*.go abi/go.mod)
+SDK_GO := $(wildcard sdk/go/*.go sdk/go/*/*.go sdk/go/*/*/*.go sdk/go/go.mod abi/*.go abi/go.mod)
 SDK_C  := sdk/c/wasmrec.h sdk/c/wasmrec.c
 
 .SECONDEXPANSION:
@@ -188,6 +188,9 @@ test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## R
 	@echo ">> fuzzing the host's decoding of what guests hand back (-fuzztime $(FUZZTIME) each)"
 	cd abi && for f in FuzzDecodeResult FuzzDecodeRequest FuzzDecodeManifest; do \
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . || exit 1; done
+	@echo ">> fuzzing the Go SDK's JSON decoder and encoder against encoding/json (-fuzztime $(FUZZTIME))"
+	cd sdk/go && for f in FuzzDecode FuzzMarshal; do \
+		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./internal/jsonv || exit 1; done
 	@echo ">> fuzzing how the host reads objects from the API server's JSON (-fuzztime $(FUZZTIME_OBJECT))"
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME_OBJECT) ./host/object
 	@echo ">> fuzzing the loop instrumentation that makes modules interruptible (-fuzztime $(FUZZTIME_INSTRUMENT))"

@@ -33,7 +33,7 @@ const ImportModule = "wasmrec"
 const (
 	ImportRead         = "read"          // (ptr i32, len i32) -> i32 bytes copied
 	ImportLog          = "log"           // (level i32, ptr i32, len i32)
-	ImportGet          = "get"           // ObjectRef -> object
+	ImportGet          = "get"           // GetRequest -> object
 	ImportList         = "list"          // ListRequest -> {"items": [...]}
 	ImportCreate       = "create"        // object -> object
 	ImportUpdate       = "update"        // object -> object

@@ -10,7 +10,16 @@ type ObjectRef struct {
 	Name       string `json:"name"`
 }
 
-// ListRequest is the request of list. The response is {"items": [objects]}.
+// GetRequest is the request of get: the object's ref and, optionally, the encoding the guest
+// would rather have the answer in.
+type GetRequest struct {
+	ObjectRef
+	// Encoding is "" or EncodingJSON for JSON, or EncodingProtobuf: see Encoding*.
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// ListRequest is the request of list. The response is {"items": [objects]}, or with
+// EncodingProtobuf the kind's List (ConfigMapList...) in the Kubernetes protobuf envelope.
 type ListRequest struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
@@ -18,7 +27,23 @@ type ListRequest struct {
 	Namespace string `json:"namespace,omitempty"`
 	// LabelSelector in the string form kubectl takes ("app=web,tier in (a,b)").
 	LabelSelector string `json:"labelSelector,omitempty"`
+	// Encoding is "" or EncodingJSON for JSON, or EncodingProtobuf: see Encoding*.
+	Encoding string `json:"encoding,omitempty"`
 }
+
+// Encodings a get or list may ask for. A host answers EncodingProtobuf only for the built-in
+// kinds it has Go types of; for any other kind (a CRD's, say), and a host that predates the
+// field, the answer is JSON. The guest tells which it got from the first bytes: ProtobufMagic,
+// or JSON's '{'.
+const (
+	EncodingJSON     = "json"
+	EncodingProtobuf = "protobuf"
+)
+
+// ProtobufMagic starts an answer in the Kubernetes protobuf envelope (what the API server sends
+// for application/vnd.kubernetes.protobuf): the magic, then a runtime.Unknown message whose
+// field 1 is the TypeMeta (apiVersion 1, kind 2) and field 2 the object's protobuf encoding.
+const ProtobufMagic = "k8s\x00"
 
 // ListResponse is the response of list.
 type ListResponse struct {

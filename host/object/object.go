@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,7 +22,7 @@ const LastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // annotation) and its JSON.
 //
 // Objects from the cache are shared: read them, never modify them. DeepCopyObject copies the
-// metadata and shares Raw, which nothing modifies.
+// metadata and shares Raw (and its protobuf encoding, if made), which nothing modifies.
 type Object struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
@@ -29,6 +30,10 @@ type Object struct {
 	// Raw is the object's JSON as the API server sent it, without metadata.managedFields (an
 	// update that leaves them out keeps them). Never modify it.
 	Raw []byte
+
+	// protobuf is Raw in the Kubernetes protobuf envelope, made on the first Protobuf call:
+	// empty if it cannot be.
+	protobuf atomic.Pointer[[]byte]
 }
 
 var (
@@ -132,7 +137,11 @@ func (o *Object) DeepCopyObject() runtime.Object {
 	if o == nil {
 		return nil
 	}
-	return &Object{TypeMeta: o.TypeMeta, ObjectMeta: *o.ObjectMeta.DeepCopy(), Raw: o.Raw}
+	out := &Object{TypeMeta: o.TypeMeta, ObjectMeta: *o.ObjectMeta.DeepCopy(), Raw: o.Raw}
+	if p := o.protobuf.Load(); p != nil {
+		out.protobuf.Store(p)
+	}
+	return out
 }
 
 // Unstructured decodes the whole object, for the few places in the host that read past its

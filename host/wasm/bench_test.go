@@ -1,10 +1,13 @@
 package wasm_test
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -60,27 +64,65 @@ var deploymentJSON = func() []byte {
 	return b
 }()
 
-// cannedHost answers every get with deploymentJSON.
-type cannedHost struct{}
+// deploymentProtobuf is deploymentJSON in the Kubernetes protobuf envelope, as the host answers
+// a get asking for it once it has made it (object.Object.Protobuf).
+var deploymentProtobuf = func() []byte {
+	b, ok := object.ProtobufOf(appsv1.SchemeGroupVersion.WithKind("Deployment"), deploymentJSON)
+	if !ok {
+		panic("the bench Deployment has no protobuf encoding")
+	}
+	return b
+}()
 
-func (cannedHost) Call(context.Context, string, []byte) (abi.Status, []byte) {
-	return abi.StatusOK, deploymentJSON
+// cannedHost answers every get with deploymentJSON, or deploymentProtobuf if the get asks for
+// protobuf. convert makes the protobuf from the JSON on each call, as the host's first get of
+// an object does.
+type cannedHost struct{ convert bool }
+
+func (h cannedHost) Call(_ context.Context, _ string, body []byte) (abi.Status, []byte) {
+	if !bytes.Contains(body, []byte(`"encoding":"protobuf"`)) {
+		return abi.StatusOK, deploymentJSON
+	}
+	if h.convert {
+		b, _ := object.ProtobufOf(appsv1.SchemeGroupVersion.WithKind("Deployment"), deploymentJSON)
+		return abi.StatusOK, b
+	}
+	return abi.StatusOK, deploymentProtobuf
+}
+
+// nativeDeployment decodes deploymentJSON into appsv1.Deployment natively.
+func nativeDeployment() error {
+	var d appsv1.Deployment
+	if err := json.Unmarshal(deploymentJSON, &d); err != nil {
+		return err
+	}
+	if len(d.Spec.Template.Spec.Containers) == 0 {
+		return fmt.Errorf("decoded no containers")
+	}
+	return nil
+}
+
+// nativeObject decodes deploymentJSON into a map[string]any natively.
+func nativeObject() error {
+	var o map[string]any
+	if err := json.Unmarshal(deploymentJSON, &o); err != nil {
+		return err
+	}
+	if o["spec"] == nil {
+		return fmt.Errorf("decoded no spec")
+	}
+	return nil
 }
 
 // native is the native-Go baseline of each reconcile the guests run: the same work on the same
-// JSON.
+// JSON. Whatever encoding the guest reads the Deployment in, the baseline is encoding/json's.
 var native = map[string]func() error{
-	"noop": func() error { return nil },
-	"deployment": func() error {
-		var d appsv1.Deployment
-		if err := json.Unmarshal(deploymentJSON, &d); err != nil {
-			return err
-		}
-		if len(d.Spec.Template.Spec.Containers) == 0 {
-			return fmt.Errorf("decoded no containers")
-		}
-		return nil
-	},
+	"noop":                   func() error { return nil },
+	"deployment":             nativeDeployment,
+	"deployment-json":        nativeDeployment,
+	"deployment-hostconvert": nativeDeployment,
+	"deployment-object":      nativeObject,
+	"deployment-object-std":  nativeObject,
 	"deployment-fields": func() error {
 		var d deploymentFields
 		if err := json.Unmarshal(deploymentJSON, &d); err != nil {
@@ -112,13 +154,19 @@ type deploymentFields struct {
 // compiles with interruption on and gives each call a deadline, as the controller's per-reconcile
 // timeout does; "plain" has neither. The work: "noop" is a key-only reconcile (the cost of the
 // call itself); "deployment" gets a 2 KiB Deployment from the host and decodes all of it into
-// appsv1.Deployment (Go only: C has no such type); "deployment-fields" gets it and reads
-// spec.replicas and the first container's image (C with the SDK's JSON lookups, Go and native
-// into a struct of those fields).
+// appsv1.Deployment (Go only: C has no such type), which GetInto asks for in protobuf, the
+// host's encoding made already; "deployment-hostconvert" is the same with the host making the
+// protobuf from the JSON on each call (its first get of an object), in the figure;
+// "deployment-json" decodes it into appsv1.Deployment from JSON (a type without the protobuf
+// methods, as GetInto decoded every type before protobuf); "deployment-object" is Client.Get,
+// the Deployment as an untyped Object (a map[string]any), and "deployment-object-std" the same
+// decoded by encoding/json; "deployment-fields" gets it and reads spec.replicas and the first
+// container's image (C with the SDK's JSON lookups, Go and native into a struct of those
+// fields). Each native baseline is encoding/json's decode of the JSON, into the same type.
 func BenchmarkReconcile(b *testing.B) {
 	e := engine(b)
 	guests := map[string][]byte{"c": module(b, "testguests", "benchc"), "go": module(b, "testguests", "bench-go")}
-	for _, work := range []string{"noop", "deployment", "deployment-fields"} {
+	for _, work := range []string{"noop", "deployment", "deployment-hostconvert", "deployment-json", "deployment-object", "deployment-object-std", "deployment-fields"} {
 		for _, mode := range []string{"plain", "interruptible"} {
 			interruptible := mode == "interruptible"
 			b.Run(fmt.Sprintf("%s/native/%s", work, mode), func(b *testing.B) {
@@ -137,12 +185,12 @@ func BenchmarkReconcile(b *testing.B) {
 				}
 			})
 			for _, lang := range []string{"c", "go"} {
-				if lang == "c" && work == "deployment" {
+				if lang == "c" && strings.HasPrefix(work, "deployment") && work != "deployment-fields" {
 					continue
 				}
 				b.Run(fmt.Sprintf("%s/%s/%s", work, lang, mode), func(b *testing.B) {
 					m := compile(b, e, guests[lang], wasm.Options{Name: "bench-" + lang, Interruptible: &interruptible})
-					call := &wasm.Call{Request: abi.Request{Namespace: "bench", Name: work}, Host: cannedHost{}, Logger: logr.Discard()}
+					call := &wasm.Call{Request: abi.Request{Namespace: "bench", Name: work}, Host: cannedHost{convert: work == "deployment-hostconvert"}, Logger: logr.Discard()}
 					ctx := context.Background()
 					for b.Loop() {
 						callCtx, cancel := ctx, context.CancelFunc(func() {})
@@ -391,6 +439,40 @@ func BenchmarkWakeAtOnce(b *testing.B) {
 				}
 				b.ReportMetric(float64(last.Microseconds())/1000, "ms-last")
 			})
+		}
+	}
+}
+
+// askedHost is cannedHost that keeps the requests of the calls.
+type askedHost struct {
+	cannedHost
+	asked []string
+}
+
+func (h *askedHost) Call(ctx context.Context, fn string, body []byte) (abi.Status, []byte) {
+	h.asked = append(h.asked, string(body))
+	return h.cannedHost.Call(ctx, fn, body)
+}
+
+// The Go guest of the benchmarks reads a Deployment into appsv1.Deployment from protobuf, and
+// from JSON, into the same object (the guest checks its kind and containers): what
+// BenchmarkReconcile measures is work that succeeds.
+func TestTheGoGuestReadsADeploymentInProtobufAndJSON(t *testing.T) {
+	m := compile(t, engine(t), module(t, "testguests", "bench-go"), wasm.Options{Name: "bench-go"})
+	for _, tc := range []struct{ work, encoding string }{
+		{"deployment", `"encoding":"protobuf"`},
+		{"deployment-hostconvert", `"encoding":"protobuf"`},
+		{"deployment-json", ""},
+		{"deployment-object", ""},
+		{"deployment-object-std", ""},
+	} {
+		h := &askedHost{cannedHost: cannedHost{convert: tc.work == "deployment-hostconvert"}}
+		res, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "bench", Name: tc.work}, Host: h, Logger: logr.Discard()})
+		if err != nil || res.Failed {
+			t.Fatalf("%s: %+v, %v", tc.work, res, err)
+		}
+		if len(h.asked) != 1 || strings.Contains(h.asked[0], `"encoding"`) != (tc.encoding != "") || !strings.Contains(h.asked[0], tc.encoding) {
+			t.Errorf("%s: asked %q; want one get, with %s", tc.work, h.asked, cmp.Or(tc.encoding, "no encoding"))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
 
 // StatusError is a host call that did not succeed.
@@ -76,9 +77,17 @@ func NewClientWith(t Transport) *Client { return &Client{t: t} }
 type ObjectRef = abi.ObjectRef
 
 func (c *Client) call(ctx context.Context, fn string, req any) ([]byte, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
+	var body []byte
+	switch r := req.(type) { // the requests of reads, and objects, written without reflection
+	case abi.GetRequest:
+		body = getRequest(r)
+	case abi.ListRequest:
+		body = listRequest(r)
+	default:
+		var err error
+		if body, err = jsonv.Marshal(req); err != nil {
+			return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
+		}
 	}
 	var (
 		status abi.Status
@@ -100,29 +109,107 @@ func (c *Client) object(ctx context.Context, fn string, req any) (*Object, error
 	if err != nil {
 		return nil, err
 	}
-	o := &Object{}
-	if err := json.Unmarshal(resp, &o.Object); err != nil {
+	m, err := jsonv.DecodeObject(resp)
+	if err != nil {
 		return nil, fmt.Errorf("%s: decoding the response: %w", fn, err)
 	}
-	return o, nil
+	return &Object{Object: m}, nil
+}
+
+// getRequest is r's JSON, as json.Marshal writes it.
+func getRequest(r abi.GetRequest) []byte {
+	b := make([]byte, 0, 64+len(r.APIVersion)+len(r.Kind)+len(r.Namespace)+len(r.Name)+len(r.Encoding))
+	b = append(b, `{"apiVersion":`...)
+	b = jsonv.AppendString(b, r.APIVersion)
+	b = append(b, `,"kind":`...)
+	b = jsonv.AppendString(b, r.Kind)
+	if r.Namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b = jsonv.AppendString(b, r.Namespace)
+	}
+	b = append(b, `,"name":`...)
+	b = jsonv.AppendString(b, r.Name)
+	if r.Encoding != "" {
+		b = append(b, `,"encoding":`...)
+		b = jsonv.AppendString(b, r.Encoding)
+	}
+	return append(b, '}')
+}
+
+// listRequest is r's JSON, as json.Marshal writes it.
+func listRequest(r abi.ListRequest) []byte {
+	b := make([]byte, 0, 80+len(r.APIVersion)+len(r.Kind)+len(r.Namespace)+len(r.LabelSelector)+len(r.Encoding))
+	b = append(b, `{"apiVersion":`...)
+	b = jsonv.AppendString(b, r.APIVersion)
+	b = append(b, `,"kind":`...)
+	b = jsonv.AppendString(b, r.Kind)
+	if r.Namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b = jsonv.AppendString(b, r.Namespace)
+	}
+	if r.LabelSelector != "" {
+		b = append(b, `,"labelSelector":`...)
+		b = jsonv.AppendString(b, r.LabelSelector)
+	}
+	if r.Encoding != "" {
+		b = append(b, `,"encoding":`...)
+		b = jsonv.AppendString(b, r.Encoding)
+	}
+	return append(b, '}')
 }
 
 // Get reads an object from the host's cache.
 func (c *Client) Get(ctx context.Context, apiVersion, kind, namespace, name string) (*Object, error) {
-	return c.object(ctx, abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
+	return c.object(ctx, abi.ImportGet, abi.GetRequest{ObjectRef: abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}})
 }
 
 // GetInto reads an object from the host's cache and decodes it straight into v (a typed
-// k8s.io/api struct, say): one JSON decode, where Get then Object.Into takes three.
+// k8s.io/api struct, say): one decode, where Get then Object.Into takes three. A k8s.io/api type
+// of the kind (a type named for it, with the generated protobuf methods Unmarshal and
+// MarshalToSizedBuffer) is asked for in the Kubernetes protobuf encoding, which decodes several
+// times faster than JSON in a guest; the host answers JSON for a kind it has no types of, and
+// then so is v decoded. Such a v is zeroed first, whichever the answer: it holds the object
+// read, and nothing of what it held before.
 func (c *Client) GetInto(ctx context.Context, apiVersion, kind, namespace, name string, v any) error {
-	resp, err := c.call(ctx, abi.ImportGet, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name})
+	req := abi.GetRequest{ObjectRef: abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: namespace, Name: name}}
+	if asksProtobuf(v, kind) {
+		req.Encoding = abi.EncodingProtobuf
+	}
+	resp, err := c.call(ctx, abi.ImportGet, req)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(resp, v); err != nil {
-		return fmt.Errorf("get: decoding the response: %w", err)
+	if err := decodeTyped(resp, v, apiVersion, kind, false); err != nil {
+		return fmt.Errorf("get %s %s: decoding the response: %w", kind, path(namespace, name), err)
 	}
 	return nil
+}
+
+// ListInto reads objects of a kind from the host's cache, as List does, and decodes them
+// straight into list: a typed List (a k8s.io/api ConfigMapList, say), or any struct whose
+// "items" field takes the objects. A k8s.io/api List of the kind (named kind+"List") is asked
+// for in protobuf, as GetInto does.
+func (c *Client) ListInto(ctx context.Context, apiVersion, kind, namespace, labelSelector string, list any) error {
+	req := abi.ListRequest{APIVersion: apiVersion, Kind: kind, Namespace: namespace, LabelSelector: labelSelector}
+	if asksProtobuf(list, kind+"List") {
+		req.Encoding = abi.EncodingProtobuf
+	}
+	resp, err := c.call(ctx, abi.ImportList, req)
+	if err != nil {
+		return err
+	}
+	if err := decodeTyped(resp, list, apiVersion, kind, true); err != nil {
+		return fmt.Errorf("list %s: decoding the response: %w", kind, err)
+	}
+	return nil
+}
+
+// path is namespace/name, or name for a cluster-scoped object.
+func path(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // List reads objects of a kind from the host's cache; namespace "" lists all namespaces, and
@@ -131,6 +218,9 @@ func (c *Client) List(ctx context.Context, apiVersion, kind, namespace, labelSel
 	resp, err := c.call(ctx, abi.ImportList, abi.ListRequest{APIVersion: apiVersion, Kind: kind, Namespace: namespace, LabelSelector: labelSelector})
 	if err != nil {
 		return nil, err
+	}
+	if out, ok := listItems(resp); ok {
+		return out, nil
 	}
 	var list struct {
 		Items []map[string]any `json:"items"`
@@ -143,6 +233,37 @@ func (c *Client) List(ctx context.Context, apiVersion, kind, namespace, labelSel
 		out[i] = &Object{Object: it}
 	}
 	return out, nil
+}
+
+// listItems reads a list's answer, {"items": [objects]}, without reflection; ok is false for
+// anything else (invalid JSON, items that are not objects, a key encoding/json would also take
+// for items, such as "Items"), which List leaves to encoding/json, for its reading and its error.
+func listItems(resp []byte) (out []*Object, ok bool) {
+	top, err := jsonv.DecodeObject(resp)
+	if err != nil {
+		return nil, false
+	}
+	var items []any
+	for k, v := range top {
+		if !strings.EqualFold(k, "items") {
+			continue
+		}
+		if k != "items" {
+			return nil, false
+		}
+		if items, ok = v.([]any); !ok {
+			return nil, false
+		}
+	}
+	out = make([]*Object, len(items))
+	for i, it := range items {
+		m, isMap := it.(map[string]any)
+		if !isMap && it != nil {
+			return nil, false
+		}
+		out[i] = &Object{Object: m}
+	}
+	return out, true
 }
 
 // Create creates obj and returns it as the API server stored it.
@@ -171,7 +292,7 @@ func (c *Client) patch(ctx context.Context, ref ObjectRef, patchType string, pat
 	raw, ok := patch.([]byte)
 	if !ok {
 		var err error
-		if raw, err = json.Marshal(patch); err != nil {
+		if raw, err = jsonv.Marshal(patch); err != nil {
 			return nil, fmt.Errorf("patch: encoding the patch: %w", err)
 		}
 	}

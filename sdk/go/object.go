@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
 
 // Object is a Kubernetes object as a JSON map, like unstructured.Unstructured without the
@@ -22,19 +24,25 @@ func NewObject(apiVersion, kind, namespace, name string) *Object {
 	return &Object{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}}
 }
 
-// FromTyped converts a typed object (a k8s.io/api struct, say) to an Object.
+// FromTyped converts a typed object (a k8s.io/api struct, say) to an Object: its JSON, decoded
+// as encoding/json decodes a map[string]any, without reflection.
 func FromTyped(v any) (*Object, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	o := &Object{}
-	return o, json.Unmarshal(b, &o.Object)
+	m, err := jsonv.DecodeObject(b)
+	if err != nil {
+		return nil, err
+	}
+	return &Object{Object: m}, nil
 }
 
-// Into converts the object into a typed struct (a k8s.io/api struct, say).
+// Into converts the object into a typed struct (a k8s.io/api struct, say), through its JSON,
+// written without reflection: the typed struct's own decoding (a Quantity's, a Time's) reads
+// JSON, so there is no one pass that keeps it; to read an object typed, GetInto it.
 func (o *Object) Into(v any) error {
-	b, err := json.Marshal(o.Object)
+	b, err := jsonv.Marshal(o.Object)
 	if err != nil {
 		return err
 	}
@@ -85,8 +93,8 @@ func deepCopy(v any) any {
 	return out
 }
 
-// MarshalJSON encodes the object.
-func (o *Object) MarshalJSON() ([]byte, error) { return json.Marshal(o.Object) }
+// MarshalJSON encodes the object, as json.Marshal would its map, without reflection.
+func (o *Object) MarshalJSON() ([]byte, error) { return jsonv.Marshal(o.Object) }
 
 // Ref names the object.
 func (o *Object) Ref() ObjectRef {

@@ -67,8 +67,10 @@ func noSubresource() error {
 	return fail(abi.StatusNotFound, "the server could not find the requested resource")
 }
 
+// get and list answer JSON whatever encoding the request asks for, as a host does for a kind it
+// has no Go types of: the SDK decodes either.
 func (c *Cluster) get(body []byte) ([]byte, error) {
-	var ref abi.ObjectRef
+	var ref abi.GetRequest
 	if err := decode(body, &ref); err != nil {
 		return nil, err
 	}

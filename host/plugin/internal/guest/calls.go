@@ -331,10 +331,12 @@ func (c *Calls) reviewRead(ctx context.Context, verb string, m *meta.RESTMapping
 }
 
 func (c *Calls) get(ctx context.Context, body []byte) ([]byte, error) {
-	var ref abi.ObjectRef
+	var ref abi.GetRequest
 	if err := decode(body, &ref); err != nil {
 		return nil, err
 	}
+	// Any encoding but protobuf is answered JSON, as a host that predates the field does.
+	proto := ref.Encoding == abi.EncodingProtobuf
 	m, err := c.target(ref.APIVersion, ref.Kind, "", "get", ref.Namespace)
 	if err != nil {
 		return nil, err
@@ -352,8 +354,14 @@ func (c *Calls) get(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, refusedRead("get", m.GroupVersionKind, err)
 	}
+	o := obj.(*object.Object)
+	if proto {
+		if b, ok := protobufObject(m.GroupVersionKind, o); ok {
+			return b, nil
+		}
+	}
 	// The guest gets the bytes the API server sent; Call's caller copies them into its memory.
-	return obj.(*object.Object).Raw, nil
+	return o.Raw, nil
 }
 
 // refusedRead turns a read of an informer whose list the API server refuses the host into
@@ -373,6 +381,8 @@ func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
+	// Any encoding but protobuf is answered JSON, as a host that predates the field does.
+	proto := req.Encoding == abi.EncodingProtobuf
 	m, err := c.target(req.APIVersion, req.Kind, "", "list", req.Namespace)
 	if err != nil {
 		return nil, err
@@ -408,6 +418,11 @@ func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	if proto {
+		if b, ok := protobufList(m.GroupVersionKind, items); ok {
+			return b, nil
+		}
+	}
 	// abi.ListResponse, written out: json.Marshal would scan every item again.
 	out := make([]byte, 0, size)
 	out = append(out, `{"items":[`...)

@@ -216,6 +216,7 @@ func TestCallTable(t *testing.T) {
 		}
 	}
 	t.Logf("%d cases", n)
+	t.Run("protobuf reads", h.protobufReads)
 }
 
 // TestTheFakeJudgesTheCallTableAsTheHostDoes holds the two runners together: what follows their

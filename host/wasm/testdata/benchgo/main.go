@@ -1,5 +1,8 @@
 // Command benchgo is the Go guest of the benchmarks. By request name: "noop" returns at once;
-// "deployment" gets a Deployment from the host and decodes it into appsv1.Deployment;
+// "deployment" (and "deployment-hostconvert") gets a Deployment from the host and decodes it into
+// appsv1.Deployment, in protobuf where the host answers it; "deployment-json" the same from
+// JSON; "deployment-object" gets it as an untyped Object (Client.Get), "deployment-object-std"
+// as a map[string]any decoded by encoding/json;
 // "deployment-fields" decodes only spec.replicas and the first container's image, into a struct
 // of those fields. It imports k8s.io/api, so it is also the large (~17 MB) module of the
 // cold-start benchmark.
@@ -7,6 +10,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,13 +26,33 @@ func init() {
 		Permissions: []wasmrec.Permission{{Group: "apps", Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}}},
 	}, wasmrec.ReconcilerFunc(func(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error) {
 		switch req.Name {
-		case "deployment":
+		case "deployment", "deployment-hostconvert", "deployment-json":
 			var d appsv1.Deployment
-			if err := client.GetInto(ctx, "apps/v1", "Deployment", req.Namespace, req.Name, &d); err != nil {
+			var into any = &d // protobuf: appsv1.Deployment has the generated methods
+			if req.Name == "deployment-json" {
+				into = &jsonOnly{&d}
+			}
+			if err := client.GetInto(ctx, "apps/v1", "Deployment", req.Namespace, "deployment", into); err != nil {
 				return wasmrec.Result{}, err
 			}
-			if len(d.Spec.Template.Spec.Containers) == 0 {
+			if len(d.Spec.Template.Spec.Containers) == 0 || d.Kind != "Deployment" {
+				return wasmrec.Result{}, fmt.Errorf("decoded %+v", d)
+			}
+		case "deployment-object":
+			o, err := client.Get(ctx, "apps/v1", "Deployment", req.Namespace, "deployment")
+			if err != nil {
+				return wasmrec.Result{}, err
+			}
+			if _, ok := o.NestedSlice("spec", "template", "spec", "containers"); !ok {
 				return wasmrec.Result{}, fmt.Errorf("decoded no containers")
+			}
+		case "deployment-object-std":
+			var o map[string]any // GetInto decodes a map with encoding/json
+			if err := client.GetInto(ctx, "apps/v1", "Deployment", req.Namespace, "deployment", &o); err != nil {
+				return wasmrec.Result{}, err
+			}
+			if o["spec"] == nil {
+				return wasmrec.Result{}, fmt.Errorf("decoded no spec")
 			}
 		case "deployment-fields":
 			var d DeploymentFields
@@ -56,5 +80,11 @@ type DeploymentFields struct {
 		} `json:"template"`
 	} `json:"spec"`
 }
+
+// jsonOnly decodes into a typed object from JSON: without the protobuf methods, GetInto asks
+// for JSON.
+type jsonOnly struct{ v any }
+
+func (j *jsonOnly) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, j.v) }
 
 func main() {}
