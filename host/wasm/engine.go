@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -111,6 +112,9 @@ type code struct {
 	describe   Describe
 	loopChecks bool // instrumented by instrumentLoops: yields to Go in loops, and has the flag global
 	snapshots  snapshotPlan
+	// firstSnap is the first snapshot a Module took with this code: later ones share its
+	// equal blocks.
+	firstSnap atomic.Pointer[snapshot]
 }
 
 // load returns the code of wasm for opts, compiling it unless a Module already holds it. Loads

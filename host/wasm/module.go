@@ -672,7 +672,9 @@ func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, cloc
 	began := time.Now()
 	var s *snapshot
 	err := m.withBaseMemory(ctx, c, func(base []byte) (err error) {
-		s, err = takeSnapshot(inst, c.snapshots, base, clock)
+		if s, err = takeSnapshot(inst, c.snapshots, base, clock, c.firstSnap.Load()); err == nil {
+			c.firstSnap.CompareAndSwap(nil, s)
+		}
 		return err
 	})
 	m.codeMu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -38,24 +39,43 @@ func (p *snapshotPlan) refuse(why string) {
 // gives it no file, no environment and no host call then.
 //
 // Its memory is kept as the blocks that differ from a new instance's (data segments applied),
-// so what a Module holds is what its initialisation wrote: about 1 MiB for a Go guest.
+// so what a Module holds is what its initialisation wrote: about 1 MiB for a Go guest. Blocks
+// the same as another snapshot's of the same code (the code's first) are that one's bytes, not
+// a copy: a host of many plugins of one module holds one copy, and for each plugin the few
+// blocks its own name and random seeds made different.
 type snapshot struct {
 	pages   uint32 // the memory's size, in pages
 	runs    []memoryRun
 	globals []uint64 // the values of the plan's globals, in its order
 	clock   int64    // the instance's monotonic clock when it was taken
-	size    int      // bytes held in runs
+	size    int      // bytes held in runs of its own
 }
 
 // memoryRun is a run of consecutive changed blocks.
 type memoryRun struct {
-	off  uint32
-	data []byte
+	off    uint32
+	data   []byte
+	shared bool // data is part of another snapshot's run
+}
+
+// find returns s's bytes at [off, off+n) if one of its runs holds them all.
+func (s *snapshot) find(off uint32, n int) []byte {
+	i := sort.Search(len(s.runs), func(i int) bool { return uint64(s.runs[i].off)+uint64(len(s.runs[i].data)) > uint64(off) })
+	if i == len(s.runs) || s.runs[i].off > off {
+		return nil
+	}
+	r := s.runs[i]
+	lo := int(off - r.off)
+	if lo+n > len(r.data) {
+		return nil
+	}
+	return r.data[lo : lo+n]
 }
 
 // takeSnapshot reads inst, which has just run _initialize and nothing else, and base, the
-// memory of an instance of the same code that ran nothing.
-func takeSnapshot(inst *instance, plan snapshotPlan, base []byte, clock int64) (*snapshot, error) {
+// memory of an instance of the same code that ran nothing. like, if not nil, is a snapshot of
+// the same code whose equal blocks it shares.
+func takeSnapshot(inst *instance, plan snapshotPlan, base []byte, clock int64, like *snapshot) (*snapshot, error) {
 	size := inst.mem.Size()
 	mem, ok := inst.mem.Read(0, size)
 	if !ok {
@@ -77,15 +97,35 @@ func takeSnapshot(inst *instance, plan snapshotPlan, base []byte, clock int64) (
 			run = nil
 			continue
 		}
-		if run == nil {
-			s.runs = append(s.runs, memoryRun{off: off})
+		var same []byte
+		if like != nil {
+			if b := like.find(off, len(block)); b != nil && bytes.Equal(b, block) {
+				same = b
+			}
+		}
+		switch {
+		case same != nil && run != nil && run.shared && cap(run.data) >= len(run.data)+len(same) && &run.data[:len(run.data)+1][len(run.data)] == &same[0]:
+			run.data = run.data[:len(run.data)+len(same)] // the next bytes of the same run of like
+			continue
+		case run == nil || run.shared != (same != nil):
+			s.runs = append(s.runs, memoryRun{off: off, shared: same != nil})
 			run = &s.runs[len(s.runs)-1]
+		}
+		if same != nil {
+			if len(run.data) > 0 { // shared, but not what follows in like: a run of its own
+				s.runs = append(s.runs, memoryRun{off: off, shared: true})
+				run = &s.runs[len(s.runs)-1]
+			}
+			run.data = same
+			continue
 		}
 		run.data = append(run.data, block...)
 		s.size += len(block)
 	}
 	for i := range s.runs { // as long as they are: append left room to grow
-		s.runs[i].data = bytes.Clone(s.runs[i].data)
+		if !s.runs[i].shared {
+			s.runs[i].data = bytes.Clone(s.runs[i].data)
+		}
 	}
 	for _, name := range plan.globals {
 		g := inst.mod.ExportedGlobal(name)

@@ -54,7 +54,7 @@ func TestSnapshotRestoresTheInitialisedState(t *testing.T) {
 			defer m.put(source, false)
 			var snap *snapshot
 			if err := m.withBaseMemory(ctx, c, func(base []byte) (err error) {
-				snap, err = takeSnapshot(source, c.snapshots, base, 1)
+				snap, err = takeSnapshot(source, c.snapshots, base, 1, nil)
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -81,6 +81,37 @@ func TestSnapshotRestoresTheInitialisedState(t *testing.T) {
 				}
 			}
 			t.Logf("%s: memory %d KiB, snapshot %d KiB in %d runs, %d globals", guest, len(want)>>10, snap.size>>10, len(snap.runs), len(snap.globals))
+
+			// A second instance's snapshot shares the first's equal blocks, and restores as
+			// exactly.
+			other, err := m.newInstance(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.mod.Close(ctx) // made without a token of the pool
+			var second *snapshot
+			if err := m.withBaseMemory(ctx, c, func(base []byte) (err error) {
+				second, err = takeSnapshot(other, c.snapshots, base, 1, snap)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			into, err := e.instantiate(ctx, c.runtime, c.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer into.Close(ctx)
+			if err := second.restore(into, c.snapshots); err != nil {
+				t.Fatal(err)
+			}
+			wantOther, _ := other.mem.Read(0, other.mem.Size())
+			if got, _ := into.Memory().Read(0, into.Memory().Size()); !bytes.Equal(got, wantOther) {
+				t.Errorf("memory restored from a snapshot sharing another's blocks differs from its instance's")
+			}
+			if snap.size > 0 && second.size > snap.size/2 {
+				t.Errorf("a second snapshot holds %d KiB of its own, the first %d KiB: it shares too little", second.size>>10, snap.size>>10)
+			}
+			t.Logf("%s: a second snapshot holds %d KiB of its own", guest, second.size>>10)
 		})
 	}
 }
