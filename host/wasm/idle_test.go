@@ -200,3 +200,59 @@ func TestReleasedCodeIsCollected(t *testing.T) {
 		t.Fatalf("%d collections, then %d more, want 2 and none", runs-before, again-runs)
 	}
 }
+
+// A plugin's initialisation runs once each time its code is loaded: instances made at the same
+// moment after a reload wait for the first one's snapshot instead of each running it.
+func TestInitialisationRunsOncePerLoad(t *testing.T) {
+	// A Go guest: its initialisation takes long enough for the others to come while it runs.
+	m := compile(t, engine(t), module(t, "testguests", "hash-go"), wasm.Options{Name: "hash-go", MaxInstances: 4, IdleTimeout: 20 * time.Millisecond, CodeIdleTimeout: 20 * time.Millisecond})
+	deadline := time.Now().Add(10 * time.Second)
+	for m.Stats().CodeReleases.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the code was not let go")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := m.Stats()
+	made, inits := st.Instantiated.Load(), st.Instantiated.Load()-st.FromSnapshot.Load()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := m.Reconcile(context.Background(), call("none")) // its get is refused: a failed result, not an error
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := st.Instantiated.Load() - made; n < 2 {
+		t.Fatalf("%d instances made for 4 reconciles at once: the test shows nothing", n)
+	}
+	if n := st.Instantiated.Load() - st.FromSnapshot.Load() - inits; n != 1 {
+		t.Errorf("_initialize ran %d times for %d instances made at once after a reload, want once", n, st.Instantiated.Load()-made)
+	}
+}
+
+// The code idle timeout counts from the last instance's close: an instance made in between
+// starts it again.
+func TestCodeIdleTimeoutCountsFromTheLastInstance(t *testing.T) {
+	m := compile(t, engine(t), module(t, "testguests", "noop"), wasm.Options{Name: "noop", IdleTimeout: 50 * time.Millisecond, CodeIdleTimeout: time.Second})
+	start := time.Now() // the first instance closes at about 50ms: the code would go at 1.05s
+	time.Sleep(600 * time.Millisecond)
+	if _, err := m.Reconcile(context.Background(), call("none")); err != nil { // a new instance, closed at about 650ms
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(start.Add(1300 * time.Millisecond)))
+	if n := m.Stats().CodeReleases.Load(); n != 0 {
+		t.Fatalf("the code was let go %s after the first instance closed, though another was made and closed since", time.Since(start))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Stats().CodeReleases.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the code was not let go a second after the last instance closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

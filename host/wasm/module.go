@@ -177,10 +177,12 @@ type Module struct {
 	code       *code
 	unloadCode *time.Timer // armed while the pool is empty
 	// snap is what new instances start from, taken from the first one made with the code, and
-	// let go with it; taking says one is being taken, noSnapshot that taking one failed (the
-	// Module does not try again). All are guarded by codeMu.
+	// let go with it; taking says one is being taken (snapTaken is signalled when it ends),
+	// noSnapshot that taking one failed (the Module does not try again). All are guarded by
+	// codeMu.
 	snap       *snapshot
 	taking     bool
+	snapTaken  *sync.Cond
 	noSnapshot bool
 
 	// logLines and logBytes pace the guest's output over all instances; dropNote says now and
@@ -261,6 +263,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 		logBytes: rate.NewLimiter(rate.Limit(opts.LogLimit.BytesPerSecond), int(2*opts.LogLimit.BytesPerSecond)),
 		dropNote: rate.Sometimes{First: 1, Interval: 30 * time.Second},
 	}
+	m.snapTaken = sync.NewCond(&m.codeMu)
 	for range opts.MaxInstances {
 		m.tokens <- struct{}{}
 	}
@@ -600,9 +603,10 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 	if err != nil {
 		return nil, err
 	}
-	m.codeMu.Lock()
-	snap := m.snap
-	m.codeMu.Unlock()
+	snap, taker := m.snapshotToStart(code)
+	if taker {
+		defer m.tookSnapshot()
+	}
 	inst := &instance{module: m, stack: make([]uint64, 1)}
 	inst.stdout = &lineWriter{inst: inst, stream: "stdout"}
 	inst.stderr = &lineWriter{inst: inst, stream: "stderr"}
@@ -640,7 +644,7 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 			return nil, fmt.Errorf("starting an instance from the snapshot: %w", err)
 		}
 		m.stats.FromSnapshot.Add(1)
-	} else {
+	} else if taker {
 		m.takeSnapshot(ctx, code, inst, hostNow()-origin)
 	}
 	if code.loopChecks && *m.opts.Interruptible {
@@ -658,17 +662,42 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 	return inst, nil
 }
 
-// takeSnapshot makes the Module's snapshot from inst, which has just run _initialize, unless it
-// has one, one is being taken, snapshots are off, or the module cannot have one. If it fails,
-// the Module says why and its instances go on starting plainly.
-func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, clock int64) {
+// snapshotToStart returns the snapshot a new instance of c starts from, if there is one. If
+// there is none yet and the Module takes one, the first caller is the taker (it runs
+// _initialize, takes the snapshot from its instance, and calls tookSnapshot), and the others
+// wait for it rather than each running _initialize: a plugin's initialisation runs once each
+// time its code is loaded. It also stops the let-go of the code armed when the pool emptied:
+// its idle time starts again when the pool next empties.
+func (m *Module) snapshotToStart(c *code) (snap *snapshot, taker bool) {
 	m.codeMu.Lock()
-	if m.snap != nil || m.taking || m.noSnapshot || m.code != c || !*m.opts.Snapshots || c.snapshots.why != "" {
-		m.codeMu.Unlock()
-		return
+	defer m.codeMu.Unlock()
+	if m.unloadCode != nil {
+		m.unloadCode.Stop()
+		m.unloadCode = nil
+	}
+	snapshots := *m.opts.Snapshots && c.snapshots.why == ""
+	for snapshots && m.snap == nil && m.taking {
+		m.snapTaken.Wait()
+	}
+	if m.snap != nil || !snapshots || m.noSnapshot {
+		return m.snap, false
 	}
 	m.taking = true
+	return nil, true
+}
+
+// tookSnapshot ends a taker's turn, whether it took the snapshot or not (its instance failed
+// to start, or taking failed): the waiters start from it, or the next becomes the taker.
+func (m *Module) tookSnapshot() {
+	m.codeMu.Lock()
+	m.taking = false
 	m.codeMu.Unlock()
+	m.snapTaken.Broadcast()
+}
+
+// takeSnapshot makes the Module's snapshot from inst, which has just run _initialize. If it
+// fails, the Module says why and its instances go on starting plainly.
+func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, clock int64) {
 	began := time.Now()
 	var s *snapshot
 	err := m.withBaseMemory(ctx, c, func(base []byte) (err error) {
@@ -678,7 +707,6 @@ func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, cloc
 		return err
 	})
 	m.codeMu.Lock()
-	m.taking = false
 	if err != nil {
 		m.noSnapshot = true
 	} else if m.code == c {
