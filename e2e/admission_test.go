@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -233,6 +234,22 @@ func TestAdmission(t *testing.T) {
 	}
 	_, err = admin.Resource(pluginapi.ClusterGVR).Create(ctx, pluginOf("", "admin-reader", "core secrets get,list,watch", "apps deployments/status update"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	must(t, err)
+	// The idle timeouts are 0s or at least 1s, as the host's own check has them: the schema
+	// refuses a moment, which would otherwise reach the host and unload a serving plugin.
+	for _, tc := range []struct{ field, value, want string }{
+		{"idleTimeout", "10ms", "use 1s or more"},
+		{"codeIdleTimeout", "999ms", "use 1s or more"},
+		{"idleTimeout", "0s", ""},
+		{"codeIdleTimeout", "0", ""},
+		{"idleTimeout", "1h30m", ""},
+	} {
+		p := pluginOf("", "admin-idle", "core configmaps get")
+		must(t, unstructured.SetNestedField(p.Object, tc.value, "spec", tc.field))
+		_, err := admin.Resource(pluginapi.ClusterGVR).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %s = %v, want %q", tc.field, tc.value, err, cmp.Or(tc.want, "admitted"))
+		}
+	}
 }
 
 var _ rest.WarningHandler = (*warningLog)(nil)
