@@ -256,3 +256,24 @@ func TestCodeIdleTimeoutCountsFromTheLastInstance(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// An instance thrown away after a trap that leaves the pool empty starts the code's idle time,
+// as an idle instance closed does.
+func TestCodeIsLetGoAfterATrapEmptiesThePool(t *testing.T) {
+	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", IdleTimeout: 20 * time.Millisecond, CodeIdleTimeout: 50 * time.Millisecond})
+	wait := func(releases int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for m.Stats().CodeReleases.Load() < releases {
+			if time.Now().After(deadline) {
+				t.Fatalf("the code was let go %d times, want %d", m.Stats().CodeReleases.Load(), releases)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	wait(1)
+	if _, err := m.Reconcile(context.Background(), call("trap")); err == nil {
+		t.Fatal("the trap reconciled")
+	}
+	wait(2)
+}

@@ -550,6 +550,13 @@ func (m *Module) put(inst *instance, healthy bool) {
 	}
 	m.mu.Unlock()
 	m.drop(context.Background(), inst, closed)
+	// An instance thrown away can leave the pool empty, as closing idle ones does: the code's
+	// idle time starts then (its timer was stopped when the instance was made).
+	m.mu.Lock()
+	if len(m.idle) == 0 && m.stats.Live.Load() == 0 {
+		m.armCodeUnload()
+	}
+	m.mu.Unlock()
 }
 
 // closeIdle closes the instances idle for IdleTimeout or longer, and arms itself again for the
