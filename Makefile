@@ -201,7 +201,7 @@ test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## R
 
 .PHONY: bench
 bench: controlplane build plugins testguests ## Run the benchmarks and print their figures.
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 3h ./...
 
 ABI_MODULE := github.com/wasmrec/wasmrec/abi
 SDK_MODULE := github.com/wasmrec/wasmrec/sdk/go
