@@ -86,7 +86,8 @@ func (f *Following) missing() []string {
 	return f.w.NotServed(kinds)
 }
 
-// Start follows the kinds until ctx is done or the wrapped runnable fails.
+// Start follows the kinds until ctx is done. It returns nil: the wrapped runnable's failures are
+// logged and it is started again.
 func (f *Following) Start(ctx context.Context) error {
 	changes, unsubscribe := f.w.Subscribe()
 	defer unsubscribe()
@@ -133,7 +134,13 @@ func (f *Following) Start(ctx context.Context) error {
 			case <-ctx.Done():
 				stop()
 				f.state(false)
-				return <-done
+				// Asked to stop: what the runnable returns now is an effect of that, never a
+				// reason to stop the host (a permission review cut short, say). Anything but the
+				// cancellation is said.
+				if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+					f.log.Error(err, "stopped", "runnable", f.Name())
+				}
+				return nil
 			case err := <-done:
 				stop()
 				f.state(false)

@@ -2,6 +2,7 @@ package crdwatch
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,5 +76,35 @@ func TestSetKindsWakesARunnableWaitingForAKindItNoLongerNeeds(t *testing.T) {
 	case <-stopped:
 	case <-time.After(5 * time.Second):
 		t.Fatal("still running 5s after a kind that is not served was added")
+	}
+}
+
+// failsWhenStopped is a runnable whose Start, once cancelled, returns what a permission review
+// cut short returns: an error wrapping the cancellation.
+type failsWhenStopped struct{ started chan struct{} }
+
+func (r *failsWhenStopped) Start(ctx context.Context) error {
+	r.started <- struct{}{}
+	<-ctx.Done()
+	return fmt.Errorf("asking the API server what system:serviceaccount:team-a:probe may do: %w", ctx.Err())
+}
+
+// A runnable stopped by its context returns nothing to the manager, whatever the wrapped one
+// said on its way out: a plugin's review cut short by its Leases moving stopped the host.
+func TestStoppedRunnableIsNotAFailure(t *testing.T) {
+	w := offlineWatcher(t)
+	r := &failsWhenStopped{started: make(chan struct{}, 1)}
+	f := Follow(w, []schema.GroupVersionKind{configMapGVK}, r, logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- f.Start(ctx) }()
+	select {
+	case <-r.started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not started in 5s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Start returned %v after its context was cancelled; want nil", err)
 	}
 }

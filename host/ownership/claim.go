@@ -110,8 +110,9 @@ func (c *Claim) stateLocked() State {
 
 // Run runs run(ctx, held) while this replica holds any of the claim's units, with the units it
 // holds: when they change, it cancels run, waits for it to return, and calls it again with the
-// new set. A unit let go of is handed back only after run has returned. It returns when ctx is
-// done, or with run's error (run must return nil when ctx is cancelled).
+// new set. A unit let go of is handed back only after run has returned. It returns nil when ctx
+// is done, or run's error when run fails by itself; what a run cancelled (by ctx or by a change)
+// returns is not an error.
 func (c *Claim) Run(ctx context.Context, run func(ctx context.Context, held []string) error) error {
 	for {
 		// What runs is marked in the same breath as it is read, so that nothing is handed back
@@ -147,7 +148,7 @@ func (c *Claim) Run(ctx context.Context, run func(ctx context.Context, held []st
 					continue
 				}
 				cancel()
-				err = <-done
+				<-done // cancelled for the change: what it returns is the cancellation's
 				break wait
 			}
 		}
@@ -157,7 +158,10 @@ func (c *Claim) Run(ctx context.Context, run func(ctx context.Context, held []st
 		c.refreshLocked()
 		c.t.mu.Unlock()
 		c.t.poke() // hand back at once what was let go of
-		if err != nil || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -39,6 +39,14 @@ type ObjectPolicy struct {
 	// NamespaceMemoryBudget bounds what the Plugins of one namespace may take together, so that
 	// one team cannot take the whole budget. Defaults to 1Gi.
 	NamespaceMemoryBudget *resource.Quantity `json:"namespaceMemoryBudget,omitempty"`
+	// UnitBudget bounds the units of work all plugin objects make together: a plugin object is
+	// one unit, or one per shard with shards set. With --share-plugins each unit is a Lease,
+	// renewed by every replica that holds or wants it: this bounds what plugin objects add to
+	// the API server's Lease traffic. Defaults to 512.
+	UnitBudget int `json:"unitBudget,omitempty"`
+	// NamespaceUnitBudget bounds the units of one namespace's Plugins, so that one team cannot
+	// take the whole budget. Defaults to 64.
+	NamespaceUnitBudget int `json:"namespaceUnitBudget,omitempty"`
 	// MinPollInterval is the shortest pollInterval an object may set: each poll is a request to
 	// its registry, made with the host's credentials. Defaults to 10s.
 	MinPollInterval *metav1.Duration `json:"minPollInterval,omitempty"`
@@ -53,6 +61,8 @@ var (
 	DefaultObjectMemoryBudget = resource.MustParse("4Gi")
 	DefaultNamespaceBudget    = resource.MustParse("1Gi")
 	DefaultObjectMinPoll      = 10 * time.Second
+	DefaultObjectUnitBudget   = 512
+	DefaultNamespaceUnits     = 64
 )
 
 // WithDefaults returns p with its defaults filled in.
@@ -81,6 +91,12 @@ func (p ObjectPolicy) WithDefaults() ObjectPolicy {
 	if p.MinPollInterval == nil {
 		p.MinPollInterval = &metav1.Duration{Duration: DefaultObjectMinPoll}
 	}
+	if p.UnitBudget <= 0 {
+		p.UnitBudget = DefaultObjectUnitBudget
+	}
+	if p.NamespaceUnitBudget <= 0 {
+		p.NamespaceUnitBudget = DefaultNamespaceUnits
+	}
 	return p
 }
 
@@ -107,6 +123,9 @@ func (c *Config) Memory() int64 {
 	}
 	return limit * n
 }
+
+// Units is how many units of work the plugin is: one per shard, or one.
+func (c *Config) Units() int { return max(c.Shards, 1) }
 
 // Admit refuses settings of a plugin object beyond the policy's bounds, naming the field, its
 // value and the limit. what names the object ("Plugin team-a/labeler"); namespace is a Plugin's

@@ -18,6 +18,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/shard"
+	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
 // MaxShards bounds a plugin's shards: each is a Lease, renewed every retry period.
@@ -224,10 +225,25 @@ func (s *shared) Start(ctx context.Context) error {
 	if s.p.cfg.Shards > 1 {
 		s.log.Info("sharing the plugin's shards with the other replicas", "shards", s.p.cfg.Shards)
 	}
-	return claim.Run(ctx, func(ctx context.Context, held []string) error {
-		s.p.runShards(held)
-		return s.ctrl.Start(ctx)
-	})
+	// A plugin's failure is its own: it is said and the plugin's run starts again after a
+	// backoff, never returned to the manager, which would stop the host for every plugin.
+	restarts := backoff.Restart.Start()
+	for {
+		err := claim.Run(ctx, func(ctx context.Context, held []string) error {
+			s.p.runShards(held)
+			return s.ctrl.Start(ctx)
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		delay := restarts.Next()
+		s.log.Error(err, "the plugin's run failed; starting it again after a backoff", "backoff", delay.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
+	}
 }
 
 // report keeps the ownership gauge of the plugin's units up to date until stopped, then

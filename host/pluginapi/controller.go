@@ -266,13 +266,14 @@ type resources struct {
 
 	mu         sync.Mutex
 	running    map[string]*loaded         // by plugin name
-	overBudget map[reconcile.Request]bool // objects refused for memory: tried again when one stops
+	overBudget map[reconcile.Request]bool // objects refused for memory or units: tried again when one stops
 }
 
 // loaded is the plugin an object runs, under its supervisor.
 type loaded struct {
 	sup       *plugin.Supervisor
 	memory    int64  // its share of the memory budget
+	units     int    // its share of the unit budget: its shards, or 1
 	namespace string // a Plugin's, for the namespace's budget
 	settings  string // the spec without module and paused: a change starts it anew
 	module    string // the module it was started with
@@ -350,7 +351,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
 		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
 		live, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
-		l = &loaded{settings: settings, module: cfg.Module, memory: cfg.Memory(), swaps: swaps, refusals: refusals}
+		l = &loaded{settings: settings, module: cfg.Module, memory: cfg.Memory(), units: cfg.Units(), swaps: swaps, refusals: refusals}
 		again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 		l.sup = r.host.Supervise(cfg, plugin.SuperviseOptions{
 			OnState:   func(plugin.State) { r.ctrl.Enqueue(again) },
@@ -435,8 +436,8 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 // rolloutStatusEvery is how often the status of a plugin rolling out a new version is written.
 const rolloutStatusEvery = 2 * time.Second
 
-// reserve takes l's memory out of the operator's budgets for plugin objects (all of them, and a
-// namespace's Plugins) and records l as name's, in one step (the controller's workers reconcile
+// reserve takes l's memory and units out of the operator's budgets for plugin objects (all of
+// them, and a namespace's Plugins) and records l as name's, in one step (the controller's workers reconcile
 // objects at once). A plugin that would exceed one is refused, saying what is taken and by whom,
 // and tried again when a plugin object stops.
 func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded) error {
@@ -444,15 +445,24 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded
 	defer r.mu.Unlock()
 	ns := u.GetNamespace()
 	var used, usedHere int64
+	var units, unitsHere int
 	for _, other := range r.running {
 		used += other.memory
+		units += other.units
 		if ns != "" && other.namespace == ns {
 			usedHere += other.memory
+			unitsHere += other.units
 		}
 	}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: u.GetName()}}
 	var err error
 	switch {
+	case ns != "" && unitsHere+l.units > r.policy.NamespaceUnitBudget:
+		err = fmt.Errorf("%s: it is %d units of work (a plugin object is one, or one per shard), and the Plugins of %s are %d of the operator's budget of %d for one namespace (pluginObjects.namespaceUnitBudget in the host config): lower spec.shards, stop another Plugin of %s, or ask the operator",
+			describe(u), l.units, ns, unitsHere, r.policy.NamespaceUnitBudget, ns)
+	case units+l.units > r.policy.UnitBudget:
+		err = fmt.Errorf("%s: it is %d units of work (a plugin object is one, or one per shard), and plugin objects are %d of the operator's budget of %d (pluginObjects.unitBudget in the host config): lower spec.shards, or ask the operator; it is tried again when a plugin object stops",
+			describe(u), l.units, units, r.policy.UnitBudget)
 	case ns != "" && usedHere+l.memory > r.policy.NamespaceMemoryBudget.Value():
 		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, stop another Plugin of %s, or ask the operator",
 			describe(u), quantity(l.memory), ns, quantity(usedHere), r.policy.NamespaceMemoryBudget, ns)
