@@ -103,7 +103,7 @@ func TestPluginFromRegistry(t *testing.T) {
 	// Plain HTTP only when asked: without --insecure the same registry is refused.
 	strict, err := oci.New(oci.Options{CacheDir: t.TempDir()})
 	must(t, err)
-	if _, err := strict.Resolve(ctx, ref); err == nil {
+	if _, err := strict.Resolve(ctx, ref, oci.PullOptions{}); err == nil {
 		t.Fatal("a plain-HTTP registry was reached without being listed as insecure")
 	}
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -44,7 +45,7 @@ checks it as the host does at load. For a module the host would refuse it prints
 				if cerr != nil {
 					return cerr
 				}
-				m, perr := c.Pull(cmd.Context(), args[0])
+				m, perr := c.Pull(cmd.Context(), args[0], oci.PullOptions{})
 				if perr != nil {
 					return fmt.Errorf("%s is neither a file nor a module that could be pulled: %w", args[0], perr)
 				}

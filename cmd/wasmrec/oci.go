@@ -81,7 +81,7 @@ func newPullCommand(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			m, err := c.Pull(cmd.Context(), args[0])
+			m, err := c.Pull(cmd.Context(), args[0], oci.PullOptions{})
 			if err != nil {
 				return err
 			}

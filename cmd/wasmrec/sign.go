@@ -120,7 +120,7 @@ func newSignCommand(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			digest, err := c.Resolve(ctx, ref)
+			digest, err := c.Resolve(ctx, ref, oci.PullOptions{})
 			if err != nil {
 				return err
 			}
@@ -197,7 +197,7 @@ func newVerifyCommand(stdout io.Writer) *cobra.Command {
 				if c, err = o.ociClient(nil); err != nil {
 					return err
 				}
-				if digest, err = c.Resolve(ctx, ref); err != nil {
+				if digest, err = c.Resolve(ctx, ref, oci.PullOptions{}); err != nil {
 					return err
 				}
 			}

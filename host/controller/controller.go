@@ -52,6 +52,10 @@ type Options struct {
 	// keep it cheap.
 	Observe func(req reconcile.Request, res reconcile.Result, err error, took time.Duration)
 
+	// LogError, if set, says whether a reconciler error is logged: a plugin's errors are its
+	// output, within its log limit. The error is retried, counted and observed either way.
+	// Defaults to logging every error.
+	LogError func(err error) bool
 	// Recorder, if set, receives what the workers do (host/metrics implements it).
 	Recorder Recorder
 
@@ -326,12 +330,16 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 	case terminal:
 		result = "error"
 		q.Forget(req)
-		log.Error(err, "reconciler error: terminal, not retried", stackOf(err)...)
+		if c.opts.LogError == nil || c.opts.LogError(err) {
+			log.Error(err, "reconciler error: terminal, not retried", stackOf(err)...)
+		}
 	case err != nil:
 		result = "error"
 		// Log before requeueing, so the log's order is the order of events: the retry's delay
 		// starts after this line.
-		log.Error(err, "reconciler error", append([]any{"retries", q.NumRequeues(req) + 1}, stackOf(err)...)...)
+		if c.opts.LogError == nil || c.opts.LogError(err) {
+			log.Error(err, "reconciler error", append([]any{"retries", q.NumRequeues(req) + 1}, stackOf(err)...)...)
+		}
 		q.AddRateLimited(req)
 	case res.RequeueAfter > 0:
 		result = "requeue_after"

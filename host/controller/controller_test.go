@@ -384,6 +384,42 @@ func TestErrorStackIsLogged(t *testing.T) {
 	t.Fatalf("no error line in %q", lines)
 }
 
+// LogError decides which errors are logged; every one is retried all the same.
+func TestLogErrorGatesErrorLines(t *testing.T) {
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	src := newQueueSource(req("a"))
+	var calls, asked atomic.Int32
+	c, err := New("quiet", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		if calls.Add(1) <= 3 {
+			return reconcile.Result{}, fmt.Errorf("failure %d", calls.Load())
+		}
+		return reconcile.Result{}, nil
+	}), Options{Logger: log, LogError: func(err error) bool { return asked.Add(1) == 1 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Watch(src)
+	startController(t, c)
+	waitFor(t, "the retries", func() bool { return calls.Load() >= 4 })
+	mu.Lock()
+	defer mu.Unlock()
+	var logged []string
+	for _, l := range lines {
+		if strings.Contains(l, "reconciler error") {
+			logged = append(logged, l)
+		}
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0], "failure 1") || asked.Load() != 3 {
+		t.Errorf("asked %d times; logged %q; want 3 asked, the first logged", asked.Load(), logged)
+	}
+}
+
 // Eight workers, keys added from several goroutines while they are reconciled: one key is never
 // reconciled by two workers at once, and every key is reconciled after its last change.
 func TestHammerNoConcurrentSameKey(t *testing.T) {

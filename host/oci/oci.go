@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -45,11 +46,17 @@ type Options struct {
 	// CacheDir keeps pulled modules by digest. Defaults to the user cache directory's
 	// wasmrec/oci; "-" keeps nothing.
 	CacheDir string
+	// CacheMaxBytes bounds the cache: once a module kept takes it past the bound, the modules
+	// used least lately are removed. Defaults to 1 GiB.
+	CacheMaxBytes int64
 	// Insecure lists registries ("host:port") reached over plain HTTP. Others use HTTPS.
 	Insecure []string
 	// Progress, if set, receives a line per step of a pull or push.
 	Progress io.Writer
 }
+
+// DefaultCacheMaxBytes is Options.CacheMaxBytes when none is set.
+const DefaultCacheMaxBytes = 1 << 30
 
 // Client pulls and pushes modules.
 type Client struct {
@@ -66,6 +73,9 @@ func New(opts Options) (*Client, error) {
 		}
 		opts.CacheDir = filepath.Join(base, "wasmrec", "oci")
 	}
+	if opts.CacheMaxBytes <= 0 {
+		opts.CacheMaxBytes = DefaultCacheMaxBytes
+	}
 	store, err := credentials.NewStoreFromDocker(credentials.StoreOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("oci: reading the docker credentials: %w", err)
@@ -79,24 +89,68 @@ func (c *Client) progress(format string, args ...any) {
 	}
 }
 
-// target opens the repository or layout a reference names, and returns the tag or digest in it.
+// PullOptions bound what a pull reads. The zero value bounds nothing but a manifest's size.
+type PullOptions struct {
+	// Root, if set, is the directory an image layout must lie in: the layout is opened inside
+	// it, and a path or symbolic link that leads out of it is refused. Without it a layout is
+	// confined to its own directory.
+	Root string
+	// MaxSize bounds the module layer, and each file read of a layout; 0: no bound.
+	MaxSize int64
+}
+
+// maxManifest bounds a manifest read from a layout, as oras-go bounds one from a registry.
+const maxManifest = 4 << 20
+
+// target opens the repository or layout a reference names for writing, and returns the tag or
+// digest in it.
 func (c *Client) target(ctx context.Context, ref string) (oras.GraphTarget, string, error) {
-	if path, ok := strings.CutPrefix(ref, LayoutPrefix); ok {
-		dir, reference := path, ""
-		if i := strings.LastIndex(path, "@"); i > 0 {
-			dir, reference = path[:i], path[i+1:]
-		} else if i := strings.LastIndex(path, ":"); i > 0 && !strings.Contains(path[i:], "/") {
-			dir, reference = path[:i], path[i+1:]
-		}
+	if dir, reference, ok := ParseLayout(ref); ok {
 		store, err := orasoci.NewWithContext(ctx, dir)
 		if err != nil {
 			return nil, "", fmt.Errorf("oci: image layout %s: %w", dir, err)
 		}
-		if reference == "" {
-			reference = "latest"
-		}
 		return store, reference, nil
 	}
+	return c.remote(ref)
+}
+
+// source opens the repository or layout a reference names for reading only, and returns the
+// tag or digest in it. A layout is never written: it is read inside opts.Root (or its own
+// directory), regular files only, each at most opts.MaxSize. close releases it.
+func (c *Client) source(ctx context.Context, ref string, opts PullOptions) (t oras.ReadOnlyGraphTarget, reference string, close func(), err error) {
+	dir, reference, ok := ParseLayout(ref)
+	if !ok {
+		repo, reference, err := c.remote(ref)
+		return repo, reference, func() {}, err
+	}
+	rootDir, inside := filepath.Clean(dir), "."
+	if opts.Root != "" {
+		rootDir = filepath.Clean(opts.Root)
+		rel, err := filepath.Rel(rootDir, filepath.Clean(dir))
+		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil, "", nil, fmt.Errorf("oci: image layout %s is not inside %s", dir, opts.Root)
+		}
+		inside = rel
+	}
+	root, err := os.OpenRoot(rootDir)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("oci: image layout %s: %w", dir, err)
+	}
+	maxSize := opts.MaxSize
+	if maxSize > 0 {
+		maxSize = max(maxSize, maxManifest)
+	}
+	store, err := orasoci.NewFromFS(ctx, layoutFS{root: root, dir: inside, maxSize: maxSize})
+	if err != nil {
+		_ = root.Close()
+		return nil, "", nil, fmt.Errorf("oci: image layout %s: %w", dir, err)
+	}
+	return store, reference, func() { _ = root.Close() }, nil
+}
+
+// remote opens the repository a registry reference names.
+func (c *Client) remote(ref string) (oras.GraphTarget, string, error) {
 	repo, err := remote.NewRepository(ref)
 	if err != nil {
 		return nil, "", fmt.Errorf("oci: %q is not a reference (registry/repository:tag or @digest, or oci:dir:tag): %w", ref, err)
@@ -115,11 +169,12 @@ func (c *Client) target(ctx context.Context, ref string) (oras.GraphTarget, stri
 }
 
 // Resolve returns the digest of the manifest ref names now (a tag moves; a digest does not).
-func (c *Client) Resolve(ctx context.Context, ref string) (string, error) {
-	t, reference, err := c.target(ctx, ref)
+func (c *Client) Resolve(ctx context.Context, ref string, opts PullOptions) (string, error) {
+	t, reference, done, err := c.source(ctx, ref, opts)
 	if err != nil {
 		return "", err
 	}
+	defer done()
 	desc, err := t.Resolve(ctx, reference)
 	if err != nil {
 		return "", fmt.Errorf("oci: resolving %s: %w: check the reference, the registry's address and credentials, and --insecure for a plain-HTTP registry", ref, err)
@@ -136,16 +191,23 @@ type Module struct {
 	Cached         bool // read from the on-disk cache, not the registry
 }
 
-// Pull fetches the wasm module ref names. The layer's digest is verified, from the registry and
-// from the cache alike; a module already in the cache is not downloaded again.
-func (c *Client) Pull(ctx context.Context, ref string) (*Module, error) {
-	t, reference, err := c.target(ctx, ref)
+// Pull fetches the wasm module ref names, within opts. The layer's digest is verified, from the
+// registry and from the cache alike. A module already in the cache is not downloaded again, but
+// only once ref's own repository or layout has said it holds that layer: the cache never
+// answers for a source what the source itself does not serve. Only a layer that is a wasm
+// module is kept in the cache.
+func (c *Client) Pull(ctx context.Context, ref string, opts PullOptions) (*Module, error) {
+	t, reference, done, err := c.source(ctx, ref, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	desc, err := t.Resolve(ctx, reference)
 	if err != nil {
 		return nil, fmt.Errorf("oci: resolving %s: %w: check the reference, the registry's address and credentials, and --insecure for a plain-HTTP registry", ref, err)
+	}
+	if desc.Size > maxManifest {
+		return nil, fmt.Errorf("oci: the manifest of %s is %d bytes, over the limit of %d: it is not a plugin's", ref, desc.Size, maxManifest)
 	}
 	raw, err := content.FetchAll(ctx, t, desc)
 	if err != nil {
@@ -159,20 +221,35 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci: %s: %w", ref, err)
 	}
+	if opts.MaxSize > 0 && layer.Size > opts.MaxSize {
+		return nil, fmt.Errorf("oci: %s: %w", ref, &TooLargeError{What: "the module layer " + layer.Digest.String(), Size: layer.Size, Limit: opts.MaxSize})
+	}
 	m := &Module{Ref: ref, ManifestDigest: desc.Digest.String(), Digest: layer.Digest.String()}
 	if b, ok := c.cached(layer.Digest); ok {
-		m.Wasm, m.Cached = b, true
-		c.progress("%s: %s from the cache (%d bytes)", ref, layer.Digest, len(b))
-		return m, nil
+		has, err := t.Exists(ctx, layer)
+		if err != nil {
+			return nil, fmt.Errorf("oci: asking %s for the module layer %s: %w", ref, layer.Digest, err)
+		}
+		if has {
+			m.Wasm, m.Cached = b, true
+			c.progress("%s: %s from the cache (%d bytes)", ref, layer.Digest, len(b))
+			return m, nil
+		}
+		return nil, fmt.Errorf("oci: %s: the manifest names the module layer %s, which its repository does not hold: push the module again", ref, layer.Digest)
 	}
 	c.progress("%s: pulling %s (%d bytes)", ref, layer.Digest, layer.Size)
 	if m.Wasm, err = c.fetch(ctx, t, layer, ref); err != nil {
 		return nil, fmt.Errorf("oci: fetching the module layer %s of %s: %w", layer.Digest, ref, err)
 	}
-	c.keep(layer.Digest, m.Wasm)
+	if bytes.HasPrefix(m.Wasm, wasmMagic) {
+		c.keep(layer.Digest, m.Wasm)
+	}
 	c.progress("%s: pulled %s", ref, layer.Digest)
 	return m, nil
 }
+
+// wasmMagic opens every wasm module.
+var wasmMagic = []byte("\x00asm")
 
 // fetch reads a blob, checking its size and digest, and reports progress every 10% of a large
 // one.
@@ -234,11 +311,55 @@ func (c *Client) cached(d digest.Digest) ([]byte, bool) {
 	if c.opts.CacheDir == "-" || d.Validate() != nil {
 		return nil, false
 	}
-	b, err := os.ReadFile(c.cachePath(d))
+	path := c.cachePath(d)
+	b, err := os.ReadFile(path)
 	if err != nil || d.Algorithm().FromBytes(b) != d {
 		return nil, false
 	}
+	now := time.Now()
+	_ = os.Chtimes(path, now, now) // used lately: trimmed last
 	return b, true
+}
+
+// Forget removes the module whose digest is d from the cache: a module the host refused.
+func (c *Client) Forget(d string) {
+	if c.opts.CacheDir == "-" || digest.Digest(d).Validate() != nil {
+		return
+	}
+	_ = os.Remove(c.cachePath(digest.Digest(d)))
+}
+
+// trim removes the modules used least lately until the cache is within CacheMaxBytes.
+func (c *Client) trim() {
+	dir := filepath.Join(c.opts.CacheDir, digest.SHA256.String())
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	type kept struct {
+		path string
+		size int64
+		used time.Time
+	}
+	var all []kept
+	var total int64
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		all = append(all, kept{filepath.Join(dir, e.Name()), fi.Size(), fi.ModTime()})
+		total += fi.Size()
+	}
+	slices.SortFunc(all, func(a, b kept) int { return a.used.Compare(b.used) })
+	for _, k := range all {
+		if total <= c.opts.CacheMaxBytes {
+			return
+		}
+		if os.Remove(k.path) == nil {
+			total -= k.size
+		}
+	}
 }
 
 // CachedModule returns the module whose digest is d ("sha256:..."), if the cache has it: every
@@ -271,6 +392,7 @@ func (c *Client) keep(d digest.Digest, b []byte) {
 		return
 	}
 	_ = os.Rename(tmp.Name(), path)
+	c.trim()
 }
 
 // Push writes a module to ref in the CNCF layout: config application/vnd.wasm.config.v0+json
@@ -395,10 +517,11 @@ const (
 // Referrers returns what the artifacts of artifactType that refer to the manifest subject in
 // ref's repository hold: the first layer of each, at most maxReferrers of them.
 func (c *Client) Referrers(ctx context.Context, ref, subject, artifactType string) ([][]byte, error) {
-	t, _, err := c.target(ctx, ref)
+	t, _, done, err := c.source(ctx, ref, PullOptions{MaxSize: maxReferrer})
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	desc, err := t.Resolve(ctx, subject)
 	if err != nil {
 		return nil, fmt.Errorf("oci: resolving %s in %s: %w", subject, ref, err)

@@ -35,18 +35,18 @@ func TestPushPullLayoutAndCache(t *testing.T) {
 	if _, err := c.Push(ctx, module, []byte(`{"name":"x"}`), ref); err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Pull(ctx, ref)
+	m, err := c.Pull(ctx, ref, oci.PullOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(m.Wasm) != string(module) || m.Cached || !strings.HasPrefix(m.Digest, "sha256:") {
 		t.Fatalf("first pull: %+v", m)
 	}
-	again, err := c.Pull(ctx, ref)
+	again, err := c.Pull(ctx, ref, oci.PullOptions{})
 	if err != nil || !again.Cached || string(again.Wasm) != string(module) {
 		t.Fatalf("second pull should come from the cache: %+v, %v", again, err)
 	}
-	pinned, err := c.Pull(ctx, "oci:"+filepath.Join(filepath.Dir(strings.TrimPrefix(ref, "oci:")), "layout")+"@"+m.ManifestDigest)
+	pinned, err := c.Pull(ctx, "oci:"+filepath.Join(filepath.Dir(strings.TrimPrefix(ref, "oci:")), "layout")+"@"+m.ManifestDigest, oci.PullOptions{})
 	if err != nil || pinned.Digest != m.Digest {
 		t.Fatalf("pull by digest: %+v, %v", pinned, err)
 	}
@@ -77,15 +77,16 @@ func TestCorruptBlobIsRefused(t *testing.T) {
 	if !corrupted {
 		t.Fatal("module blob not found in the layout")
 	}
-	_, err := client(t).Pull(ctx, ref) // a fresh cache: the blob must be read
+	_, err := client(t).Pull(ctx, ref, oci.PullOptions{}) // a fresh cache: the blob must be read
 	if err == nil || !strings.Contains(err.Error(), "digest") {
 		t.Fatalf("Pull of a corrupt blob = %v, want a digest error", err)
 	}
 }
 
 func TestNotAWasmArtifact(t *testing.T) {
-	_, err := client(t).Pull(context.Background(), "oci:"+t.TempDir()+":missing")
-	if err == nil || !strings.Contains(err.Error(), "resolving") {
+	dir := t.TempDir()
+	_, err := client(t).Pull(context.Background(), "oci:"+dir+":missing", oci.PullOptions{})
+	if err == nil || !strings.Contains(err.Error(), "image layout "+dir+": invalid OCI Image Layout") {
 		t.Fatalf("Pull of a missing tag = %v", err)
 	}
 }
@@ -122,7 +123,7 @@ func TestOlderLayoutAndProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := c.Pull(ctx, "oci:"+dir+":old")
+	m, err := c.Pull(ctx, "oci:"+dir+":old", oci.PullOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +146,7 @@ func TestPushSignedAndReferrers(t *testing.T) {
 	var signed []string
 	signer := oci.Signer{ArtifactType: artifactType, Sign: func(ctx context.Context, name, digest string) ([]byte, error) {
 		// The tag does not point at the module yet.
-		if _, err := c.Resolve(ctx, ref); err == nil {
+		if _, err := c.Resolve(ctx, ref, oci.PullOptions{}); err == nil {
 			t.Error("the tag moved before the module was signed")
 		}
 		signed = append(signed, name+"@"+digest)

@@ -81,6 +81,11 @@ type Config struct {
 	Interruptible *bool `json:"interruptible,omitempty"`
 	// MemoryLimit caps one instance's memory. Defaults to 128Mi.
 	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+	// MaxModuleSize bounds the module's size: a larger one is refused before it is read whole,
+	// at load and at every swap. Defaults to 64Mi (pluginObjects.maxModuleSize, 32Mi, for
+	// plugin objects). The host's memory follows a module's size: compiling one takes about ten
+	// times its size, and its machine code stays.
+	MaxModuleSize *resource.Quantity `json:"maxModuleSize,omitempty"`
 	// RecycleAbove replaces an instance whose memory grew past this. Defaults to half the limit.
 	RecycleAbove *resource.Quantity `json:"recycleAbove,omitempty"`
 	// IdleTimeout closes an instance that has reconciled nothing for this long, and gives its
@@ -126,6 +131,10 @@ type Config struct {
 	// its writes and events are made as this ServiceAccount, and each of its reads from the
 	// host's caches is first reviewed with the API server for it. Plugin objects set it.
 	ServiceAccount *ServiceAccountRef `json:"-"`
+	// SourceDirs, if set, are the directories the plugin's module files and image layouts must
+	// lie in: each is opened inside the one that holds its path, and ".." or a symbolic link
+	// out of it is refused. A plugin object's are the operator's directory sources.
+	SourceDirs []string `json:"-"`
 	// Confined keeps the plugin inside Namespaces: cluster-scoped kinds are out of its reach
 	// (watches, reads and writes alike). A namespaced Plugin object's plugin is confined to its
 	// namespace.
@@ -274,6 +283,9 @@ func (c *Config) Validate() error {
 	if c.MemoryLimit != nil && c.MemoryLimit.Value() < 1<<20 {
 		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit))
 	}
+	if c.MaxModuleSize != nil && c.MaxModuleSize.Value() < 1<<10 {
+		errs = append(errs, fmt.Errorf("plugin %q: maxModuleSize %s is below 1Ki", c.Name, c.MaxModuleSize))
+	}
 	if c.RateLimiter.QPS < 0 || c.RateLimiter.Burst < 0 || c.Writes.QPS < 0 || c.Writes.Burst < 0 || c.Reads.QPS < 0 || c.Reads.Burst < 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: rate limits must not be negative", c.Name))
 	}
@@ -296,6 +308,18 @@ func (c *Config) Validate() error {
 
 // OCIRef returns the registry or layout reference of the module, if it comes from one.
 func (c *Config) OCIRef() (string, bool) { return modsource.OCIRef(c.Module) }
+
+// DefaultMaxModuleSize is a plugin's MaxModuleSize when none is set.
+var DefaultMaxModuleSize = resource.MustParse("64Mi")
+
+// bounds are what the plugin's module may be read from, and how much of it.
+func (c *Config) bounds() modsource.Bounds {
+	size := DefaultMaxModuleSize.Value()
+	if c.MaxModuleSize != nil {
+		size = c.MaxModuleSize.Value()
+	}
+	return modsource.Bounds{Dirs: c.SourceDirs, MaxSize: size}
+}
 
 func (c *Config) pollInterval() time.Duration {
 	if c.PollInterval == nil || c.PollInterval.Duration <= 0 {

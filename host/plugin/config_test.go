@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -92,5 +93,18 @@ func TestSnapshotsSetting(t *testing.T) {
 	b := (&Plugin{cfg: cfg.Plugins[1]}).moduleOptions().Snapshots
 	if a == nil || *a || b != nil {
 		t.Errorf("snapshots: a %v, b %v; want false and unset", a, b)
+	}
+}
+
+// A plugin's error message is kept to 1 KiB, cut at a rune, saying how much was cut: 64 KiB
+// errors under a retry of every few milliseconds filled the host's log.
+func TestErrorTextIsClipped(t *testing.T) {
+	if got := clip("short"); got != "short" {
+		t.Errorf("clip(short) = %q", got)
+	}
+	long := strings.Repeat("é", 40<<10) // 2 bytes a rune: 80 KiB
+	got := clip(long)
+	if len(got) > maxErrorText+40 || !strings.HasSuffix(got, "bytes more)") || !utf8.ValidString(got) {
+		t.Errorf("clip of 80 KiB: %d bytes, ends %q", len(got), got[len(got)-30:])
 	}
 }

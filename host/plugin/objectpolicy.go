@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmrec/wasmrec/host/controller"
+	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -25,6 +26,9 @@ type ObjectPolicy struct {
 	// refused without being touched. Defaults to none: every plugin object is refused until the
 	// operator lists a source.
 	Sources []string `json:"sources,omitempty"`
+	// MaxModuleSize bounds an object's module, and its maxModuleSize. Defaults to 32Mi: a typed
+	// Go module is about 18 MB, and compiling one takes about ten times its size.
+	MaxModuleSize *resource.Quantity `json:"maxModuleSize,omitempty"`
 	// MaxMemoryLimit bounds an object's memoryLimit (per instance). Defaults to 256Mi.
 	MaxMemoryLimit *resource.Quantity `json:"maxMemoryLimit,omitempty"`
 	// MaxConcurrentReconciles bounds an object's workers. Defaults to 8.
@@ -55,6 +59,7 @@ type ObjectPolicy struct {
 // Defaults of ObjectPolicy.
 var (
 	DefaultObjectMaxMemory    = resource.MustParse("256Mi")
+	DefaultObjectMaxModule    = resource.MustParse("32Mi")
 	DefaultObjectMaxWorkers   = 8
 	DefaultObjectMaxTimeout   = 5 * time.Minute
 	DefaultObjectMaxShards    = 16
@@ -67,6 +72,10 @@ var (
 
 // WithDefaults returns p with its defaults filled in.
 func (p ObjectPolicy) WithDefaults() ObjectPolicy {
+	if p.MaxModuleSize == nil {
+		q := DefaultObjectMaxModule.DeepCopy()
+		p.MaxModuleSize = &q
+	}
 	if p.MaxMemoryLimit == nil {
 		q := DefaultObjectMaxMemory.DeepCopy()
 		p.MaxMemoryLimit = &q
@@ -145,6 +154,8 @@ func (p ObjectPolicy) Admit(what, namespace string, c Config) error {
 		return beyond(field, fmt.Sprint(value), fmt.Sprint(limit), "the host's default, which plugin objects may lower only")
 	}
 	switch {
+	case c.MaxModuleSize != nil && c.MaxModuleSize.Cmp(*p.MaxModuleSize) > 0:
+		return beyond("maxModuleSize", c.MaxModuleSize.String(), p.MaxModuleSize.String(), "pluginObjects.maxModuleSize in the host config")
 	case c.MemoryLimit != nil && c.MemoryLimit.Cmp(*p.MaxMemoryLimit) > 0:
 		return beyond("memoryLimit", c.MemoryLimit.String(), p.MaxMemoryLimit.String(), "pluginObjects.maxMemoryLimit in the host config")
 	case c.MaxConcurrentReconciles > p.MaxConcurrentReconciles:
@@ -159,6 +170,8 @@ func (p ObjectPolicy) Admit(what, namespace string, c Config) error {
 		return fmt.Errorf("%s: spec.interruptible is for the operator's own plugins (the host config): remove it", what)
 	case c.RateLimiter.BaseDelay != nil && c.RateLimiter.BaseDelay.Duration < controller.DefaultBaseDelay:
 		return fmt.Errorf("%s: spec.rateLimiter.baseDelay %s is below the host's default of %s, which plugin objects may raise only: raise it", what, c.RateLimiter.BaseDelay.Duration, controller.DefaultBaseDelay)
+	case c.RateLimiter.MaxDelay != nil && c.RateLimiter.MaxDelay.Duration < controller.DefaultMaxDelay:
+		return fmt.Errorf("%s: spec.rateLimiter.maxDelay %s is below the host's default of %s, which plugin objects may raise only: raise it", what, c.RateLimiter.MaxDelay.Duration, controller.DefaultMaxDelay)
 	}
 	for _, err := range []error{
 		above("logLimit.linesPerSecond", c.LogLimit.LinesPerSecond, wasm.DefaultLogLinesPerSecond),
@@ -183,7 +196,8 @@ func (p ObjectPolicy) Admit(what, namespace string, c Config) error {
 
 // AllowsSource refuses a module that is not from one of the policy's sources, for an object in
 // namespace ("" for a ClusterPlugin). It looks at the reference alone: nothing is read or
-// dialled, so a refusal tells nothing of the host's files or network.
+// dialled, so a refusal tells nothing of the host's files or network. A module it allows from a
+// directory is read inside that directory (Dirs): a symbolic link does not lead out of it.
 func (p ObjectPolicy) AllowsSource(what, namespace, module string) error {
 	sources := p.sourcesFor(namespace)
 	if allows(sources, module) {
@@ -194,6 +208,18 @@ func (p ObjectPolicy) AllowsSource(what, namespace, module string) error {
 		allowed = strings.Join(sources, ", ")
 	}
 	return fmt.Errorf("%s: spec.module %q is not from a source the operator allows for plugin objects (%s; pluginObjects.sources in the host config): push the module to an allowed registry, or ask the operator", what, module, allowed)
+}
+
+// Dirs are the directories among the sources of an object in namespace: a module file or image
+// layout it names is opened inside the one that holds it (Config.SourceDirs).
+func (p ObjectPolicy) Dirs(namespace string) []string {
+	var dirs []string
+	for _, s := range p.sourcesFor(namespace) {
+		if filepath.IsAbs(s) {
+			dirs = append(dirs, filepath.Clean(s))
+		}
+	}
+	return dirs
 }
 
 // sourcesFor are the sources an object in namespace may use: "{namespace}" made its own, and
@@ -229,13 +255,16 @@ func allows(sources []string, module string) bool {
 		return false
 	}
 	dir := module // a .wasm file, or the directory of an image layout (oci:dir:tag)
-	if layout, ok := strings.CutPrefix(module, "oci:"); ok {
-		dir, _, _ = strings.Cut(layout, ":")
-	}
-	if !filepath.IsAbs(dir) {
+	if layout, _, ok := oci.ParseLayout(module); ok {
+		dir = layout // read as the pull reads it
+	} else if strings.HasPrefix(module, oci.LayoutPrefix) {
 		return false
 	}
-	dir = filepath.Clean(dir)
+	// A path is taken as written: one that "." or ".." would change, or that is relative,
+	// names somewhere else than it seems to.
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return false
+	}
 	for _, s := range sources {
 		if !filepath.IsAbs(s) {
 			continue

@@ -12,20 +12,23 @@ import (
 func TestObjectPolicyAllowsOnlyItsSources(t *testing.T) {
 	p := ObjectPolicy{Sources: []string{"oci://registry.example.com/team-a/", "oci://registry.example.com/shared", "/var/lib/wasmrec/modules"}}
 	for module, ok := range map[string]bool{
-		"oci://registry.example.com/team-a/labeler:v1":        true,
-		"oci://registry.example.com/team-a/labeler@sha256:ab": true,
-		"oci://registry.example.com/team-ab/labeler:v1":       false,
-		"oci://registry.example.com/shared:v1":                true,
-		"oci://registry.example.com/shared/x:v1":              true,
-		"oci://registry.example.com/sharedx:v1":               false,
-		"oci://127.0.0.1:6443/anything:v1":                    false,
-		"/var/lib/wasmrec/modules/a.wasm":                     true,
-		"/var/lib/wasmrec/modules/../../../etc/passwd":        false,
-		"/var/lib/wasmrec/modulesx/a.wasm":                    false,
-		"oci:/var/lib/wasmrec/modules/layout:v1":              true,
-		"oci:/tmp/layout:v1":                                  false,
-		"relative.wasm":                                       false,
-		"/var/run/secrets/kubernetes.io/serviceaccount/token": false,
+		"oci://registry.example.com/team-a/labeler:v1":         true,
+		"oci://registry.example.com/team-a/labeler@sha256:ab":  true,
+		"oci://registry.example.com/team-ab/labeler:v1":        false,
+		"oci://registry.example.com/shared:v1":                 true,
+		"oci://registry.example.com/shared/x:v1":               true,
+		"oci://registry.example.com/sharedx:v1":                false,
+		"oci://127.0.0.1:6443/anything:v1":                     false,
+		"/var/lib/wasmrec/modules/a.wasm":                      true,
+		"/var/lib/wasmrec/modules/../../../etc/passwd":         false,
+		"/var/lib/wasmrec/modulesx/a.wasm":                     false,
+		"oci:/var/lib/wasmrec/modules/layout:v1":               true,
+		"oci:/tmp/layout:v1":                                   false,
+		"oci:/var/lib/wasmrec/modules:/../../../tmp/layout:v1": false, // the check and the pull once cut this at different colons
+		"oci:/var/lib/wasmrec/modules/./layout:v1":             false,
+		"/var/lib/wasmrec/modules/a/../a.wasm":                 false,
+		"relative.wasm":                                        false,
+		"/var/run/secrets/kubernetes.io/serviceaccount/token":  false,
 	} {
 		err := p.AllowsSource("Plugin team-a/x", "team-a", module)
 		if (err == nil) != ok {
@@ -81,6 +84,10 @@ func TestObjectPolicyBoundsTheSettings(t *testing.T) {
 		{func(c *Config) { c.Reads.Burst = 1e6 }, "spec.reads.burst"},
 		{func(c *Config) { c.RateLimiter.QPS = 1e6 }, "spec.rateLimiter.qps"},
 		{func(c *Config) { c.RateLimiter.BaseDelay = &metav1.Duration{Duration: time.Nanosecond} }, "spec.rateLimiter.baseDelay 1ns is below the host's default"},
+		{func(c *Config) { c.RateLimiter.MaxDelay = &metav1.Duration{Duration: time.Nanosecond} }, "spec.rateLimiter.maxDelay 1ns is below the host's default of 16m40s"},
+		{func(c *Config) { c.RateLimiter.MaxDelay = &metav1.Duration{Duration: time.Hour} }, ""},
+		{func(c *Config) { c.MaxModuleSize = q("1Gi") }, "spec.maxModuleSize 1Gi is above the operator's limit of 32Mi (pluginObjects.maxModuleSize"},
+		{func(c *Config) { c.MaxModuleSize = q("4Mi") }, ""},
 		{func(c *Config) { c.PollInterval = &metav1.Duration{Duration: time.Millisecond} }, "spec.pollInterval 1ms is below the operator's floor of 10s"},
 		{func(c *Config) {
 			c.LogLimit.LinesPerSecond = 10

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -368,6 +369,8 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		RateLimiter:             rateLimiter(cfg.RateLimiter),
 		ReconcileTimeout:        cfg.ReconcileTimeout(),
 		Logger:                  log,
+		// A plugin's errors are its output: logged within its log limit, as its own lines are.
+		LogError: func(err error) bool { return p.Module().AdmitLog(len(err.Error())) },
 	}
 	if h.metrics != nil {
 		copts.Recorder, copts.QueueMetrics = h.metrics.Controller(cfg.Name), h.metrics.WorkqueueProvider()
@@ -863,9 +866,9 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		err = &timedOut{plugin: p.cfg.Name, timeout: p.cfg.ReconcileTimeout(), err: err}
 	case err != nil:
 	case res.Failed && res.Terminal:
-		err = reconcile.TerminalError(fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err))
+		err = reconcile.TerminalError(fmt.Errorf("plugin %q: %s", p.cfg.Name, clip(res.Err)))
 	case res.Failed:
-		err = fmt.Errorf("plugin %q: %s", p.cfg.Name, res.Err)
+		err = fmt.Errorf("plugin %q: %s", p.cfg.Name, clip(res.Err))
 	}
 	p.failures.record(err, p.OnFailing)
 	if err != nil {
@@ -1100,4 +1103,20 @@ func rateLimiter(c RateLimiterConfig) workqueue.TypedRateLimiter[reconcile.Reque
 		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
 		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(qps), burst)},
 	)
+}
+
+// maxErrorText bounds what of a plugin's error message the host keeps: its log, its object's
+// status and its metrics see no more.
+const maxErrorText = 1 << 10
+
+// clip is msg, cut to maxErrorText bytes (at a rune boundary), saying how much was cut.
+func clip(msg string) string {
+	if len(msg) <= maxErrorText {
+		return msg
+	}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes more)", msg[:cut], len(msg)-cut)
 }

@@ -77,7 +77,7 @@ func (h *Host) fetchSigned(ctx context.Context, cfg Config, module string) ([]by
 	if err != nil {
 		return nil, nil, err
 	}
-	wasm, src, err := h.fetcher.Fetch(ctx, h.oci, module)
+	wasm, src, err := h.fetcher.Fetch(ctx, h.oci, module, cfg.bounds())
 	if err != nil {
 		return nil, nil, &FetchError{Module: module, Err: err}
 	}

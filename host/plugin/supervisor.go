@@ -87,6 +87,7 @@ type Supervisor struct {
 	fetch  func(ctx context.Context, module string) ([]byte, *modsource.Source, error)
 	load   func(ctx context.Context, cfg Config, wasm []byte, src *modsource.Source) (*Plugin, error)
 	cached func(digest string) ([]byte, bool) // the host's module cache
+	forget func(digest string)                // takes a refused module out of it
 	start  func(p *Plugin) ([]manager.Runnable, error)
 	stop   func(ctx context.Context, p *Plugin, runnables []manager.Runnable)
 	remove func(ctx context.Context, p *Plugin, runnables []manager.Runnable)
@@ -121,6 +122,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 		},
 		load:   h.loadFrom,
 		cached: h.oci.CachedModule,
+		forget: h.oci.Forget,
 		start:  h.start,
 		stop:   h.stop,
 		remove: h.remove,
@@ -262,6 +264,9 @@ func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 		if p, err = s.load(ctx, s.cfg, wasm, src); err != nil {
 			if errors.As(err, new(*RefusedError)) && ctx.Err() == nil {
 				s.refused.Refuse(digest, err)
+				if s.forget != nil {
+					s.forget(digest) // the host keeps no module it refused
+				}
 				return nil, ReasonRefused, err
 			}
 			return nil, ReasonLoadFailed, err

@@ -85,6 +85,7 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		if mod, err = p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions()); err != nil {
 			if ctx.Err() == nil {
 				p.kept.Refuse(digest, err)
+				p.host.oci.Forget(digest) // the host keeps no module it refused
 			}
 			return p.swapRefused(p.Module().Digest(), err) // it names the plugin
 		}
@@ -121,6 +122,7 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		giveBack()
 		if !errors.As(err, new(*passingError)) {
 			p.kept.Refuse(digest, err)
+			p.host.oci.Forget(digest)
 		}
 		return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.ShortDigest(), err))
 	}
@@ -435,7 +437,7 @@ func (e *FetchError) Unwrap() error { return e.Err }
 // A module not signed as the plugin requires is refused (a *SignatureError) before it is
 // compiled, and told to OnSwap.
 func (p *Plugin) SwapTo(ctx context.Context, module string) error {
-	wasmBytes, src, err := p.host.fetcher.Fetch(ctx, p.host.oci, module)
+	wasmBytes, src, err := p.host.fetcher.Fetch(ctx, p.host.oci, module, p.cfg.bounds())
 	if err != nil {
 		return &FetchError{Module: module, Err: err} // the caller says it: it knows whether it is news
 	}
@@ -454,8 +456,8 @@ func (p *Plugin) SwapTo(ctx context.Context, module string) error {
 func (p *Plugin) Triggers() []manager.Runnable {
 	t := trigger{p}
 	return []manager.Runnable{
-		&modsource.FileWatcher{Plugin: p.cfg.Name, Target: t, Files: p.host.files, Fetch: &p.host.fetcher, Log: p.log},
-		&modsource.TagPoller{Plugin: p.cfg.Name, Target: t, OCI: p.host.oci, Interval: p.cfg.pollInterval(), Log: p.log},
+		&modsource.FileWatcher{Plugin: p.cfg.Name, Target: t, Files: p.host.files, Fetch: &p.host.fetcher, Bounds: p.cfg.bounds(), Log: p.log},
+		&modsource.TagPoller{Plugin: p.cfg.Name, Target: t, OCI: p.host.oci, Interval: p.cfg.pollInterval(), Bounds: p.cfg.bounds(), Log: p.log},
 	}
 }
 

@@ -329,6 +329,11 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if err == nil && !paused {
 		err = cfg.Validate()
 	}
+	// Its module is read within the operator's directories and size bound.
+	cfg.SourceDirs = r.policy.Dirs(u.GetNamespace())
+	if cfg.MaxModuleSize == nil {
+		cfg.MaxModuleSize = r.policy.MaxModuleSize
+	}
 	if err != nil {
 		r.unload(ctx, name, u)
 		return reconcile.Result{}, r.refuse(ctx, u, "Invalid", err)

@@ -109,6 +109,17 @@ func (inst *instance) admit(n int) bool {
 	return false
 }
 
+// AdmitLog tells whether a host log line of n bytes that the plugin caused (its reconcile's
+// error, say) may be written, within the plugin's log rates, and counts it as dropped if not.
+func (m *Module) AdmitLog(n int) bool {
+	if m.logLines.Allow() && m.logBytes.AllowN(time.Now(), n) {
+		return true
+	}
+	m.stats.LogDroppedLines.Add(1)
+	m.stats.LogDroppedBytes.Add(int64(n))
+	return false
+}
+
 // endOutput closes a reconcile's output: what it dropped is added to what the plugin has
 // dropped since it last said so, which it says at most every 30 s.
 func (inst *instance) endOutput() {

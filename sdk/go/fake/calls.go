@@ -552,6 +552,13 @@ func (c *Cluster) event(body []byte) error {
 	if req.Reason == "" {
 		return fail(abi.StatusBadRequest, "an event needs a reason")
 	}
+	// The host's bounds (ABI.md), the API server's for events.k8s.io.
+	if len(req.Reason) > 128 {
+		return fail(abi.StatusBadRequest, "an event's reason is %d bytes, over the limit of %d: use a short CamelCase word, and say the rest in the message", len(req.Reason), 128)
+	}
+	if len(req.Message) > 1024 {
+		return fail(abi.StatusBadRequest, "an event's message is %d bytes, over the limit of %d: say less, or log the rest", len(req.Message), 1024)
+	}
 	if err := c.policy().Require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
 		return fail(abi.StatusForbidden, "forbidden: %v", err)
 	}

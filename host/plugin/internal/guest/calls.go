@@ -541,6 +541,14 @@ func (c *Calls) delete(ctx context.Context, body []byte) error {
 	return c.resource(m, req.Namespace).Delete(ctx, req.Name, opts)
 }
 
+// The bounds of an event's reason and message (ABI.md): the API server's own for events.k8s.io
+// (a reason of 128, a note of 1 KiB). A plugin's events are the host's to send and, refused,
+// to log: unbounded, one plugin's messages filled the host's log and memory.
+const (
+	MaxEventReason  = 128
+	MaxEventMessage = 1024
+)
+
 func (c *Calls) event(ctx context.Context, body []byte) error {
 	var req abi.EventRequest
 	if err := decode(body, &req); err != nil {
@@ -551,6 +559,12 @@ func (c *Calls) event(ctx context.Context, body []byte) error {
 	}
 	if req.Reason == "" {
 		return fail(abi.StatusBadRequest, "an event needs a reason")
+	}
+	if len(req.Reason) > MaxEventReason {
+		return fail(abi.StatusBadRequest, "an event's reason is %d bytes, over the limit of %d: use a short CamelCase word, and say the rest in the message", len(req.Reason), MaxEventReason)
+	}
+	if len(req.Message) > MaxEventMessage {
+		return fail(abi.StatusBadRequest, "an event's message is %d bytes, over the limit of %d: say less, or log the rest", len(req.Message), MaxEventMessage)
 	}
 	if err := c.Policy.Require("an event", []abi.Rule{{Resource: "events", Verb: "create"}}); err != nil {
 		return fail(abi.StatusForbidden, "forbidden: %v", err)
@@ -575,6 +589,14 @@ func (c *Calls) event(ctx context.Context, body []byte) error {
 	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv.WithKind(ref.Kind) == c.API.For {
 		if o, err := c.API.Reader.Get(ctx, c.API.For, ref.Namespace, ref.Name); err == nil {
 			regarding.SetUID(o.(*object.Object).UID)
+		}
+	}
+	// The recorder sends events in the background, and the API server's refusal of one would
+	// be logged, whole, by it: an event the plugin's ServiceAccount may not create is refused
+	// here, to the guest, instead.
+	if c.API.MayRead != nil {
+		if err := c.API.MayRead(ctx, "create", schema.GroupResource{Resource: "events"}, []string{cmp.Or(ref.Namespace, metav1.NamespaceDefault)}); err != nil {
+			return fail(abi.StatusForbidden, "forbidden: %v", err)
 		}
 	}
 	if err := c.mayWrite(ctx); err != nil {

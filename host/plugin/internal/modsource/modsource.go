@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -44,38 +46,110 @@ func OCIRef(module string) (string, bool) {
 	return "", false
 }
 
+// Bounds are what a plugin's module may be read from, and how much of it.
+type Bounds struct {
+	// Dirs, if set, are the directories the module's files must lie in (a plugin object's, the
+	// operator's sources): a file or image layout is opened inside the one that holds its path,
+	// and ".." or a symbolic link that leads out of it is refused.
+	Dirs []string
+	// MaxSize bounds the module's bytes; 0: no bound.
+	MaxSize int64
+}
+
+// root is the directory of b.Dirs that holds path, "" without Dirs.
+func (b Bounds) root(path string) (string, error) {
+	if len(b.Dirs) == 0 {
+		return "", nil
+	}
+	path = filepath.Clean(path)
+	for _, d := range b.Dirs {
+		d = filepath.Clean(d)
+		if d == "/" || path == d || strings.HasPrefix(path, d+string(filepath.Separator)) {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("%s is not inside the directories its modules may come from", path)
+}
+
+// Pull is what b allows of a pull of an image layout at path.
+func (b Bounds) pull(path string) (oci.PullOptions, error) {
+	root, err := b.root(path)
+	return oci.PullOptions{Root: root, MaxSize: b.MaxSize}, err
+}
+
 // Fetcher reads modules. One per host: plugins that read the same file at once share the read.
 type Fetcher struct {
 	reads singleflight.Group // module files being read, by path, size and times
 }
 
-// Fetch reads the module at module: a file, or through c a registry or image layout. The source
-// it returns says where the module came from and when.
-func (f *Fetcher) Fetch(ctx context.Context, c *oci.Client, module string) ([]byte, *Source, error) {
+// Fetch reads the module at module, within b: a file, or through c a registry or image layout.
+// A file is read only if it is a regular file within b (never a FIFO or a device, which would
+// block the read). The source it returns says where the module came from and when.
+func (f *Fetcher) Fetch(ctx context.Context, c *oci.Client, module string, b Bounds) ([]byte, *Source, error) {
 	src := &Source{Ref: module, Fetched: time.Now()}
 	if ref, ok := OCIRef(module); ok {
 		if c == nil {
 			return nil, nil, fmt.Errorf("module %s comes from a registry, and this host has no OCI client", module)
 		}
-		m, err := c.Pull(ctx, ref)
+		opts := oci.PullOptions{MaxSize: b.MaxSize}
+		if dir, _, layout := oci.ParseLayout(ref); layout {
+			var err error
+			if opts, err = b.pull(dir); err != nil {
+				return nil, nil, err
+			}
+		}
+		m, err := c.Pull(ctx, ref, opts)
 		if err != nil {
 			return nil, nil, err
 		}
 		src.ManifestDigest = m.ManifestDigest
 		return m.Wasm, src, nil
 	}
+	root, err := b.root(module)
+	if err != nil {
+		return nil, nil, err
+	}
 	// Plugins that read the same file at once (one per team, say, at start or after a change)
 	// share one read. The key holds the file's size and times, so that a read begun before a
-	// change is never handed to a reader that came after it.
-	key := module
+	// change is never handed to a reader that came after it, and the bounds it was read within.
+	key := fmt.Sprintf("%s\x00%s\x00%d", module, root, b.MaxSize)
 	if fi, err := os.Stat(module); err == nil {
-		key = fmt.Sprintf("%s\x00%d\x00%d\x00%d", module, fi.Size(), fi.ModTime().UnixNano(), lastChange(fi).UnixNano())
+		key = fmt.Sprintf("%s\x00%d\x00%d\x00%d", key, fi.Size(), fi.ModTime().UnixNano(), lastChange(fi).UnixNano())
 	}
-	v, err, _ := f.reads.Do(key, func() (any, error) { return os.ReadFile(module) })
+	v, err, _ := f.reads.Do(key, func() (any, error) { return readFile(module, root, b.MaxSize) })
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading its module: %w", err)
 	}
 	return v.([]byte), src, nil
+}
+
+// readFile reads the regular file at path, inside root if set, of at most maxSize bytes.
+func readFile(path, root string, maxSize int64) ([]byte, error) {
+	var r *os.Root
+	name := path
+	if root != "" {
+		var err error
+		if r, err = os.OpenRoot(root); err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		if name, err = filepath.Rel(root, filepath.Clean(path)); err != nil {
+			return nil, err
+		}
+	}
+	f, err := oci.OpenFile(r, name, maxSize)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if maxSize <= 0 {
+		return io.ReadAll(f)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSize+1)) // a file that grows while read is cut
+	if err == nil && int64(len(b)) > maxSize {
+		err = &oci.TooLargeError{What: path, Size: int64(len(b)), Limit: maxSize}
+	}
+	return b, err
 }
 
 // Verify checks that wasm, fetched from src, is signed as each of checkers wants (none: nothing
@@ -129,6 +203,7 @@ type FileWatcher struct {
 	Target Target
 	Files  *filewatch.Watcher // the host's one file watcher
 	Fetch  *Fetcher
+	Bounds Bounds // what the module may be read from, and how much of it
 	Log    logr.Logger
 }
 
@@ -201,7 +276,7 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 			settle = time.After(100 * time.Millisecond)
 		case <-settle:
 			settle = nil
-			b, src, err := w.Fetch.Fetch(ctx, nil, path)
+			b, src, err := w.Fetch.Fetch(ctx, nil, path, w.Bounds)
 			if err != nil {
 				w.Log.Error(err, "reading the changed module file; the current module keeps serving", "path", path)
 				continue
@@ -252,6 +327,7 @@ type TagPoller struct {
 	Target   Target
 	OCI      *oci.Client // nil: nothing to poll
 	Interval time.Duration
+	Bounds   Bounds // what the module may be read from, and how much of it
 	Log      logr.Logger
 
 	unsigned string // the manifest last refused for its signatures: looked at again each poll
@@ -296,11 +372,17 @@ func (t *TagPoller) poll(ctx context.Context) (ref string, err error) {
 	if !ok || strings.Contains(ref, "@") || t.OCI == nil {
 		return ref, nil // a file, or pinned by digest: nothing moves
 	}
-	digest, err := t.OCI.Resolve(ctx, ref)
+	opts := oci.PullOptions{MaxSize: t.Bounds.MaxSize}
+	if dir, _, layout := oci.ParseLayout(ref); layout {
+		if opts, err = t.Bounds.pull(dir); err != nil {
+			return ref, err
+		}
+	}
+	digest, err := t.OCI.Resolve(ctx, ref, opts)
 	if err != nil || (digest == src.ManifestDigest && digest != t.unsigned) {
 		return ref, err
 	}
-	m, err := t.OCI.Pull(ctx, ref)
+	m, err := t.OCI.Pull(ctx, ref, opts)
 	if err != nil {
 		return ref, fmt.Errorf("pulling %s: %w", ref, err)
 	}

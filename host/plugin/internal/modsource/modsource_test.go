@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,11 +105,11 @@ func TestOCIRef(t *testing.T) {
 
 func TestFetchNamesAMissingFile(t *testing.T) {
 	var f Fetcher
-	_, _, err := f.Fetch(context.Background(), nil, "/nonexistent/plugin.wasm")
+	_, _, err := f.Fetch(context.Background(), nil, "/nonexistent/plugin.wasm", Bounds{})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/plugin.wasm") {
 		t.Errorf("fetching a missing file: %v; want an error naming it", err)
 	}
-	if _, _, err := f.Fetch(context.Background(), nil, "oci://reg/repo:v1"); err == nil || !strings.Contains(err.Error(), "no OCI client") {
+	if _, _, err := f.Fetch(context.Background(), nil, "oci://reg/repo:v1", Bounds{}); err == nil || !strings.Contains(err.Error(), "no OCI client") {
 		t.Errorf("a registry module without a client: %v", err)
 	}
 }
@@ -320,5 +321,55 @@ func TestFileWatcherWaitsForASlowWrite(t *testing.T) {
 			sizes[i] = len(s)
 		}
 		t.Fatalf("swaps of %v bytes; want one, of the whole %d-byte module", sizes, len(module))
+	}
+}
+
+// Within Bounds, a module file is read inside the directory that holds it: a symbolic link out
+// of it is refused, as are a FIFO (at once, not blocking the read), a file over MaxSize, and a
+// path outside every directory.
+func TestFetchStaysWithinItsBounds(t *testing.T) {
+	srv := t.TempDir()
+	teamA, teamB := filepath.Join(srv, "team-a"), filepath.Join(srv, "team-b")
+	for _, d := range []string{teamA, teamB} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(teamB, "theirs.wasm"), []byte("team B's module"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(teamA, "mine.wasm"), []byte("team A's module"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(teamB, "theirs.wasm"), filepath.Join(teamA, "link.wasm")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(teamA, "fifo.wasm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := Bounds{Dirs: []string{teamA}, MaxSize: 1 << 10}
+	var f Fetcher
+	ctx := context.Background()
+	if got, _, err := f.Fetch(ctx, nil, filepath.Join(teamA, "mine.wasm"), b); err != nil || string(got) != "team A's module" {
+		t.Fatalf("its own module: %q, %v", got, err)
+	}
+	for name, path := range map[string]string{
+		"a symbolic link out": filepath.Join(teamA, "link.wasm"),
+		"a path outside":      filepath.Join(teamB, "theirs.wasm"),
+		"a FIFO":              filepath.Join(teamA, "fifo.wasm"),
+	} {
+		done := make(chan error, 1)
+		go func() { _, _, err := f.Fetch(ctx, nil, path, b); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: read", name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: the read blocked", name)
+		}
+	}
+	if _, _, err := f.Fetch(ctx, nil, filepath.Join(teamA, "mine.wasm"), Bounds{Dirs: b.Dirs, MaxSize: 4}); err == nil || !strings.Contains(err.Error(), "over the limit of 4") {
+		t.Errorf("over MaxSize: %v", err)
 	}
 }
