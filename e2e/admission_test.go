@@ -92,6 +92,8 @@ func TestAdmission(t *testing.T) {
 	_, err := cs.RbacV1().Roles("team-a").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "plugin-author"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"wasmrec.dev"}, Resources: []string{"plugins"}, Verbs: []string{"create", "update", "get"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+		// The ServiceAccounts her Plugins act as, and no other.
+		{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}, ResourceNames: []string{"secrets-reader", "configmap-reader", "typo", "uninterruptible"}},
 	}}, metav1.CreateOptions{})
 	must(t, err)
 	_, err = cs.RbacV1().RoleBindings("team-a").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice"},
@@ -168,6 +170,14 @@ func TestAdmission(t *testing.T) {
 	})
 	if !apierrors.IsForbidden(err) || !strings.Contains(fmt.Sprint(err), "alice may not: delete core/configmaps in team-a") {
 		t.Errorf("an update granting delete = %v, want the policy's refusal naming it", err)
+	}
+	warned.take()
+
+	// (f) A Plugin acts as the ServiceAccount it names: she may name only one she may
+	// impersonate, or she would act, audited as it, as any ServiceAccount of her namespace.
+	_, err = plugins.Namespace("team-a").Create(ctx, pluginOf("team-a", "deployer", "core configmaps get"), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(fmt.Sprint(err), "alice may not: impersonate core/serviceaccounts team-a/deployer. A Plugin acts as its spec.serviceAccountName") {
+		t.Errorf("a Plugin acting as a ServiceAccount alice may not impersonate = %v, want the policy's refusal naming it", err)
 	}
 	warned.take()
 

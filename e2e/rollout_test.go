@@ -360,7 +360,7 @@ func TestATenantRollsOutAndAbortsWithHerOwnToken(t *testing.T) {
 	ctx := context.Background()
 	installPluginCRD(t)
 	teamA, teamB := namespace(t), namespace(t)
-	alice := newTenant(t, "alice-"+teamA, teamA)
+	alice := newTenant(t, "alice-"+teamA, teamA, "writer")
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	// She may patch ConfigMaps herself, so the admission policy lets her grant it.
 	_, err := cs.RbacV1().Roles(teamA).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "alice-patch"}, Rules: []rbacv1.PolicyRule{

@@ -26,24 +26,29 @@ import (
 	"github.com/wasmrec/wasmrec/host/pluginapi"
 )
 
-// tenant is a user with rights in one namespace only, as a team gets them: Plugin objects, and
-// reads of every core resource there (so that it may grant a plugin "*"), and nothing elsewhere.
+// tenant is a user with rights in one namespace only, as a team gets them: Plugin objects, reads
+// of every core resource there (so that it may grant a plugin "*"), impersonation of the
+// ServiceAccounts her plugins act as, and nothing elsewhere.
 type tenant struct {
 	name string
 	ns   string
 	dyn  dynamic.Interface
 }
 
-func newTenant(t *testing.T, name, ns string) *tenant {
+func newTenant(t *testing.T, name, ns string, actAs ...string) *tenant {
 	t.Helper()
 	rc, err := cp.AddUser(name)
 	must(t, err)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
-	_, err = cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{"wasmrec.dev"}, Resources: []string{"plugins"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
-	}}, metav1.CreateOptions{})
+	}
+	if len(actAs) > 0 { // the ServiceAccounts her Plugins may act as
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: []string{"impersonate"}, ResourceNames: actAs})
+	}
+	_, err = cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
 	must(t, err)
 	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Subjects: []rbacv1.Subject{{Kind: "User", Name: name}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}}, metav1.CreateOptions{})
@@ -119,7 +124,7 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 		_, err := cs.CoreV1().Secrets(s.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.name}, StringData: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{})
 		must(t, err)
 	}
-	alice := newTenant(t, "alice-"+teamA, teamA)
+	alice := newTenant(t, "alice-"+teamA, teamA, "reader")
 	serviceAccount(t, teamA, "reader",
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}})
