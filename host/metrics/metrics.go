@@ -132,6 +132,24 @@ func New() *Metrics {
 	return m
 }
 
+// Forget deletes every series of the plugin or controller name: its reconciles, workqueue, host
+// calls, swaps, rollouts and collected stats. Call it once the plugin is gone for good (its
+// object deleted), not on a reload: without it, every plugin ever run kept its series, and a
+// tenant creating and deleting objects grew the scrape without bound.
+func (m *Metrics) Forget(name string) {
+	for _, v := range []*prometheus.MetricVec{m.reconcileTotal.MetricVec, m.reconcileErrors.MetricVec, m.terminalErrors.MetricVec,
+		m.panics.MetricVec, m.reconcileTime.MetricVec, m.maxWorkers.MetricVec, m.activeWorkers.MetricVec} {
+		v.DeletePartialMatch(prometheus.Labels{"controller": name})
+	}
+	for _, v := range []*prometheus.MetricVec{m.HostCalls.MetricVec, m.Swaps.MetricVec, m.WriteLimitWaits.MetricVec, m.WriteLimitWaitSeconds.MetricVec,
+		m.ReadLimitWaits.MetricVec, m.ReadLimitWaitSeconds.MetricVec, m.Compiles.MetricVec, m.Running.MetricVec, m.ShardOwned.MetricVec,
+		m.RolloutStep.MetricVec, m.RolloutReconciles.MetricVec, m.ShadowDifferences.MetricVec, m.Rollouts.MetricVec} {
+		v.DeletePartialMatch(prometheus.Labels{"plugin": name})
+	}
+	m.queue.forget(name)
+	m.UnregisterPlugin(name)
+}
+
 // WatchDiscovery reports wasmrec_discovery_requests_total: the requests the host's RESTMapper
 // sent to the API server, as requests counts them.
 func (m *Metrics) WatchDiscovery(requests func() uint64) {

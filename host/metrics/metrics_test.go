@@ -40,3 +40,49 @@ func TestControllerCountersStartAtZero(t *testing.T) {
 		t.Errorf("%s is not served before the first reconcile", name)
 	}
 }
+
+// Forget deletes every series of a plugin and of no other: 1000 plugin objects created and
+// deleted left 96,045 series behind.
+func TestForgetDeletesAPluginsSeries(t *testing.T) {
+	m := metrics.New()
+	series := func(plugin string) int {
+		t.Helper()
+		families, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range families {
+			for _, s := range f.Metric {
+				for _, l := range s.Label {
+					if (l.GetName() == "plugin" || l.GetName() == "controller" || l.GetName() == "name") && l.GetValue() == plugin {
+						n++
+						break
+					}
+				}
+			}
+		}
+		return n
+	}
+	for _, p := range []string{"team-a.gone", "team-b.stays"} {
+		r := m.Controller(p)
+		r.SetMaxWorkers(2)
+		r.Reconciled("error", false, false, 0)
+		m.HostCalls.WithLabelValues(p, "get", "ok").Inc()
+		m.Swaps.WithLabelValues(p, "swapped").Inc()
+		m.Running.WithLabelValues(p).Set(1)
+		m.WorkqueueProvider().NewAddsMetric(p).Inc()
+		m.RegisterPlugin(p, func() metrics.PluginStats { return metrics.PluginStats{Digest: "sha256:ab"} })
+	}
+	before := series("team-b.stays")
+	if series("team-a.gone") == 0 || before == 0 {
+		t.Fatal("no series to forget")
+	}
+	m.Forget("team-a.gone")
+	if n := series("team-a.gone"); n != 0 {
+		t.Errorf("%d series of the forgotten plugin left", n)
+	}
+	if n := series("team-b.stays"); n != before {
+		t.Errorf("the other plugin has %d series, had %d", n, before)
+	}
+}

@@ -37,6 +37,14 @@ func (q *queueMetrics) register(r *prometheus.Registry) {
 	r.MustRegister(q.depthGauge, q.adds, q.latency, q.workDuration, q.unfinished, q.longestProc, q.retries)
 }
 
+// forget deletes the series of the queue name.
+func (q *queueMetrics) forget(name string) {
+	for _, v := range []*prometheus.MetricVec{q.depthGauge.MetricVec, q.adds.MetricVec, q.latency.MetricVec, q.workDuration.MetricVec,
+		q.unfinished.MetricVec, q.longestProc.MetricVec, q.retries.MetricVec} {
+		v.DeletePartialMatch(prometheus.Labels{"name": name})
+	}
+}
+
 func (q *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
 	return q.depthGauge.WithLabelValues(name, name)
 }

@@ -709,6 +709,14 @@ func (w *warmer) holdLocked(keys []cache.Key) error {
 	return nil
 }
 
+// Forget drops what the host keeps of a plugin gone for good (its object deleted, not a
+// reload): the series of its metrics. Call it once the plugin has stopped.
+func (h *Host) Forget(name string) {
+	if h.metrics != nil {
+		h.metrics.Forget(name)
+	}
+}
+
 // Run adds the plugin to the manager: its controller (on the leader) and its informers (on
 // every replica), each running only while every kind the plugin watches is served. It returns
 // what it added, for the manager's Remove.

@@ -317,6 +317,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		delete(r.overBudget, req)
 		r.mu.Unlock()
 		r.unload(ctx, name, nil)
+		r.host.Forget(name) // its series go with it
 		return reconcile.Result{}, nil
 	}
 	if err != nil {
