@@ -87,7 +87,7 @@ $(BIN)/kube-controller-manager: e2e/controlplane/kube-apiserver/go.mod e2e/contr
 
 GO_PLUGINS := app failing mirror rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave tenant abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
+TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 

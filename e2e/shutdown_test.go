@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -52,6 +53,11 @@ func startHost(t testing.TB, config string, args ...string) *hostProcess {
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "kubeconfig"), cp.Kubeconfig, 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(config), 0o600))
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--metrics-auth") }) {
+		// Tests that scrape to see what a host does scrape as anyone; TestMetricsNeedAReviewedToken
+		// runs the default.
+		args = append(args, "--metrics-auth=false")
+	}
 	h := &hostProcess{exited: make(chan error, 1)}
 	h.cmd = exec.Command(bin, append([]string{"run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", filepath.Join(dir, "kubeconfig")}, args...)...)
 	h.cmd.Stdout, h.cmd.Stderr = &h.out, &h.out

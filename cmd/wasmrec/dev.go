@@ -107,7 +107,7 @@ cluster as it is: what dev installed or applied stays. dev reads the file named,
 	f.BoolVar(&o.pluginObjects, "plugin-objects", true, "run the Plugin and ClusterPlugin objects made on the control plane (false leaves them to hosts you run against it, such as replicas of 'wasmrec run --share-plugins'; --plugin needs it)")
 	f.DurationVar(&o.churn, "churn-interval", 4*time.Second, "how often the example run edits something (0 turns it off)")
 	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0 runs until interrupted)")
-	o.addFlags(cmd)
+	o.addFlags(cmd, false)
 	return cmd
 }
 

@@ -36,6 +36,7 @@ type hostOptions struct {
 	verbose        int
 	logFormat      string
 	metricsAddr    string
+	metricsAuth    bool // /metrics only for clients the API server vouches for
 	probeAddr      string
 	pprofAddr      string
 	leaderElection *manager.LeaderElection
@@ -232,7 +233,15 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 	}
 	var ready atomic.Bool // caches synced and every plugin loaded or refused
-	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": m.Handler()}); err != nil {
+	metricsHandler := m.Handler()
+	if o.metricsAuth && o.metricsAddr != "0" {
+		cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "metrics-auth"))
+		if err != nil {
+			return err
+		}
+		metricsHandler = metrics.Authorized(cs, metricsHandler, log.WithName("metrics"))
+	}
+	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": metricsHandler}); err != nil {
 		return err
 	}
 	if err := serve(mgr, log, "pprof", o.pprofAddr, map[string]http.Handler{

@@ -102,7 +102,7 @@ an endpoint nothing is traced.`,
 	cmd.Flags().BoolVar(&o.warmStandby, "warm-standby", false, "with --share-plugins, keep synced the informers of the plugins and shards this replica would take over first, so it starts them on a warm cache (more memory: about one more share)")
 	cmd.Flags().StringVar(&le.namespace, "leader-election-namespace", "", "namespace of the Leases (default: the pod's namespace, else default)")
 	cmd.Flags().StringVar(&le.name, "leader-election-id", "wasmrec", "name of the Lease; with --share-plugins, the prefix of every Lease's name")
-	o.addFlags(cmd)
+	o.addFlags(cmd, true)
 	kube.AddFlags(cmd.Flags())
 	return cmd
 }
@@ -127,11 +127,14 @@ func podNamespace() string {
 	return "default"
 }
 
-func (o *hostOptions) addFlags(cmd *cobra.Command) {
+// addFlags adds the host's flags; metricsAuth is --metrics-auth's default (dev's control plane
+// is the user's own: off there).
+func (o *hostOptions) addFlags(cmd *cobra.Command, metricsAuth bool) {
 	cmd.Flags().StringVar(&o.cacheDir, "compilation-cache", "", `directory for compiled modules (default the user cache directory's wasmrec/wazero; "-" for none)`)
 	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity: 1 (DEBUG) adds each reconcile's start and end and informer detail; 2 (TRACE) also the local control plane's own logs, for dev")
 	cmd.Flags().StringVar(&o.logFormat, "log-format", "text", "log line format: text (key=value) or json")
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address to serve Prometheus metrics on at /metrics ("0" for none; ":8080" for all interfaces)`)
+	cmd.Flags().BoolVar(&o.metricsAuth, "metrics-auth", metricsAuth, "serve /metrics only to clients whose bearer token the API server accepts (TokenReview) and whose user may get /metrics (SubjectAccessReview): the metrics name every plugin and its module")
 	cmd.Flags().StringVar(&o.probeAddr, "health-probe-bind-address", "0", `address to serve /healthz and /readyz on ("0" for none; ":8081" for all interfaces)`)
 	cmd.Flags().StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address to serve Go's profiles on at /debug/pprof/ ("0" for none)`)
 	cmd.Flags().Float32Var(&o.kubeAPIQPS, "kube-api-qps", 0, "client-side limit on the host's API requests per second, shared by all plugins (default 0: none, as controller-runtime; the API server's priority and fairness paces clients)")

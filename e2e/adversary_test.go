@@ -1,0 +1,427 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/oci"
+	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/pluginapi"
+)
+
+// What a tenant tried within the bounds the docs recommend, with her own token only: each test
+// here is one of her findings, and what now stops it.
+
+// objectsHost starts a host that runs plugin objects under policy, with an OCI cache of its
+// own, logging to logs.
+func objectsHost(t *testing.T, policy plugin.ObjectPolicy, logs *logLines) *oci.Client {
+	t.Helper()
+	installPluginCRD(t)
+	c, err := oci.New(oci.Options{CacheDir: t.TempDir()})
+	must(t, err)
+	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger(), OCI: c})
+	must(t, err)
+	t.Cleanup(host.Close)
+	res, err := pluginapi.New(host, pluginapi.Options{Policy: policy})
+	must(t, err)
+	must(t, mgr.Add(res))
+	return c
+}
+
+// degraded waits for a Plugin to be Degraded and returns why.
+func degraded(t *testing.T, ns, name string, within time.Duration) string {
+	t.Helper()
+	var msg string
+	eventually(t, within, name+" Degraded", func() error {
+		s, m := pluginCondition(t, ns, name, "Degraded")
+		if s != "True" {
+			return fmt.Errorf("Degraded=%s: %s", s, m)
+		}
+		msg = m
+		return nil
+	})
+	return msg
+}
+
+func ready(t *testing.T, ns, name string, within time.Duration) {
+	t.Helper()
+	eventually(t, within, name+" Ready", func() error {
+		if s, m := pluginCondition(t, ns, name, "Ready"); s != "True" {
+			return fmt.Errorf("Ready=%s: %s", s, m)
+		}
+		return nil
+	})
+}
+
+// Her sources are her directory: a reference cut at another colon, a symbolic link, a layout
+// naming another team's layer, a directory that is no layout and a FIFO all fail, Degraded,
+// without loading another team's module, writing or echoing a host file, or holding a worker.
+// The sources check once cut oci:DIR:TAG at the first colon and the pull at the last, so
+// "oci:/srv/team-a:/../team-b/layout:v1" loaded team B's module.
+func TestATenantsModuleComesFromHerSourceOnly(t *testing.T) {
+	ctx := context.Background()
+	teamA, teamB := namespace(t), namespace(t)
+	srv := t.TempDir()
+	dirA, dirB := filepath.Join(srv, teamA), filepath.Join(srv, teamB)
+	must(t, os.MkdirAll(dirA, 0o755))
+	must(t, os.MkdirAll(dirB, 0o755))
+	logs := &logLines{}
+	ociClient := objectsHost(t, plugin.ObjectPolicy{Sources: []string{srv + "/{namespace}/"}}, logs)
+
+	// Team B's module, as a file and a layout, loaded once by team B (so the host's cache has it).
+	theirs := withCustomSection(module2(t, "tenant"), "team-b")
+	writeModule(t, filepath.Join(dirB, "theirs.wasm"), theirs)
+	_, err := ociClient.Push(ctx, theirs, nil, "oci:"+filepath.Join(dirB, "layout")+":v1")
+	must(t, err)
+	bob := newTenant(t, "bob-"+teamB, teamB, "reader")
+	serviceAccount(t, teamB, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	grant := []any{map[string]any{"group": "", "resources": []any{"*"}, "verbs": []any{"get", "list", "watch"}}}
+	must(t, bob.plugin("theirs", map[string]any{"module": "oci:" + filepath.Join(dirB, "layout") + ":v1", "serviceAccountName": "reader", "permissions": grant}))
+	ready(t, teamB, "theirs", 60*time.Second)
+
+	alice := newTenant(t, "alice-"+teamA, teamA, "reader")
+	serviceAccount(t, teamA, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	spec := func(module string) map[string]any {
+		return map[string]any{"module": module, "serviceAccountName": "reader", "permissions": grant}
+	}
+	// Her own layout, naming team B's layer, without the layer: the cache must not answer.
+	stolen := filepath.Join(dirA, "stolen")
+	_, err = ociClient.Push(ctx, theirs, nil, "oci:"+stolen+":v1")
+	must(t, err)
+	must(t, os.Remove(filepath.Join(stolen, "blobs", "sha256", strings.TrimPrefix(digestOf(theirs), "sha256:"))))
+	// A symbolic link in her directory to team B's module file, and one to a host file.
+	must(t, os.Symlink(filepath.Join(dirB, "theirs.wasm"), filepath.Join(dirA, "link.wasm")))
+	must(t, os.Symlink("/etc", filepath.Join(dirA, "etc")))
+	// A directory that is no layout, holding a private file.
+	private := filepath.Join(dirA, "private")
+	must(t, os.MkdirAll(private, 0o755))
+	must(t, os.WriteFile(filepath.Join(private, "index.json"), []byte("Hunter2 is the password"), 0o600))
+	// A FIFO as her module file.
+	must(t, syscall.Mkfifo(filepath.Join(dirA, "fifo.wasm"), 0o644))
+
+	attempts := map[string]string{
+		"dotdot":  "oci:" + dirA + ":/../" + teamB + "/layout:v1",
+		"stolen":  "oci:" + stolen + ":v1",
+		"link":    filepath.Join(dirA, "link.wasm"),
+		"etc":     "oci:" + filepath.Join(dirA, "etc") + ":v1",
+		"private": "oci:" + private + ":v1",
+		"fifo":    filepath.Join(dirA, "fifo.wasm"),
+	}
+	for name, module := range attempts {
+		must(t, alice.plugin(name, spec(module)))
+	}
+	for name := range attempts {
+		msg := degraded(t, teamA, name, 30*time.Second)
+		t.Logf("%s: %s", name, msg)
+		for _, leak := range []string{"Hunter2", "invalid character 'H'", "team-b"} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("%s: the status tells of what is not hers (%q): %s", name, leak, msg)
+			}
+		}
+		if s, _ := pluginCondition(t, teamA, name, "Ready"); s == "True" {
+			t.Errorf("%s: Ready: it loaded a module that is not hers", name)
+		}
+	}
+	if entries, _ := os.ReadDir(private); len(entries) != 1 {
+		t.Errorf("the host wrote into %s: %v", private, entries)
+	}
+	if _, err := os.Stat("/etc/oci-layout"); err == nil {
+		t.Error("the host wrote /etc/oci-layout")
+	}
+
+	// The FIFO held nothing: deleting its Plugin is quick, and a new Plugin of hers is Ready.
+	start := time.Now()
+	must(t, alice.dyn.Resource(pluginapi.GVR).Namespace(teamA).Delete(ctx, "fifo", metav1.DeleteOptions{}))
+	writeModule(t, filepath.Join(dirA, "mine.wasm"), module2(t, "tenant"))
+	must(t, alice.plugin("mine", spec(filepath.Join(dirA, "mine.wasm"))))
+	ready(t, teamA, "mine", 30*time.Second)
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("a new Plugin took %s to be Ready after the FIFO's was deleted", took)
+	}
+}
+
+// largeModule is wasm with a custom section that makes it size bytes.
+func largeModule(t *testing.T, size int) []byte {
+	t.Helper()
+	b := append([]byte(nil), module2(t, "tenant")...)
+	pad := size - len(b) - 16
+	name := "padding"
+	payload := make([]byte, 0, pad)
+	payload = append(payload, byte(len(name)))
+	payload = append(payload, name...)
+	payload = append(payload, make([]byte, pad-len(payload))...)
+	b = append(b, 0x00)
+	for n := uint32(len(payload)); ; { // LEB128
+		c := byte(n & 0x7f)
+		n >>= 7
+		if n != 0 {
+			b = append(b, c|0x80)
+			continue
+		}
+		b = append(b, c)
+		break
+	}
+	return append(b, payload...)
+}
+
+// A module is refused past the operator's size bound, before it is read whole, from a file and
+// from a layout alike; an object may lower the bound, not raise it. A 1 GiB layer once took
+// the host to 7.29 GiB.
+func TestATenantsModuleSizeIsBounded(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	dir := t.TempDir()
+	limit := resource.MustParse("1Mi")
+	logs := &logLines{}
+	ociClient := objectsHost(t, plugin.ObjectPolicy{Sources: []string{dir}, MaxModuleSize: &limit}, logs)
+	big := largeModule(t, 8<<20)
+	writeModule(t, filepath.Join(dir, "big.wasm"), big)
+	_, err := ociClient.Push(ctx, big, nil, "oci:"+filepath.Join(dir, "layout")+":v1")
+	must(t, err)
+	writeModule(t, filepath.Join(dir, "small.wasm"), largeModule(t, 512<<10))
+
+	alice := newTenant(t, "alice-"+ns, ns, "reader")
+	serviceAccount(t, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	spec := func(module string, extra ...any) map[string]any {
+		s := map[string]any{"module": module, "serviceAccountName": "reader", "permissions": []any{map[string]any{"group": "", "resources": []any{"*"}, "verbs": []any{"get", "list", "watch"}}}}
+		for i := 0; i < len(extra); i += 2 {
+			s[extra[i].(string)] = extra[i+1]
+		}
+		return s
+	}
+	must(t, alice.plugin("file", spec(filepath.Join(dir, "big.wasm"))))
+	must(t, alice.plugin("layer", spec("oci:"+filepath.Join(dir, "layout")+":v1")))
+	must(t, alice.plugin("raise", spec(filepath.Join(dir, "small.wasm"), "maxModuleSize", "1Gi")))
+	must(t, alice.plugin("lower", spec(filepath.Join(dir, "small.wasm"), "maxModuleSize", "256Ki")))
+	must(t, alice.plugin("small", spec(filepath.Join(dir, "small.wasm"))))
+	for name, want := range map[string]string{
+		"file":  "bytes, over the limit of 1048576",
+		"layer": "over the limit of 1048576",
+		"raise": "spec.maxModuleSize 1Gi is above the operator's limit of 1Mi (pluginObjects.maxModuleSize",
+		"lower": "bytes, over the limit of 262144",
+	} {
+		if msg := degraded(t, ns, name, 30*time.Second); !strings.Contains(msg, want) {
+			t.Errorf("%s: %s; want it to say %q", name, msg, want)
+		}
+	}
+	ready(t, ns, "small", 30*time.Second)
+}
+
+// Events and errors are bounded: an Event her plugin's ServiceAccount may not create is refused
+// to the guest and never handed to the recorder (client-go's broadcaster logged each refused
+// one whole: 2000 of 512 KiB took the host to 4 GiB), a message over 1 KiB is refused, and a
+// plugin failing with 64 KiB errors logs them clipped, within its logLimit. maxDelay may only
+// be raised.
+func TestATenantsEventsAndErrorsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	dir := t.TempDir()
+	logs := &logLines{}
+	objectsHost(t, plugin.ObjectPolicy{Sources: []string{dir}}, logs)
+	writeModule(t, filepath.Join(dir, "flood.wasm"), module2(t, "flood"))
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	// She may create Events herself (so that she may grant it); her plugin's ServiceAccount may
+	// not.
+	alice := newTenant(t, "alice-"+ns, ns, "quiet")
+	_, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "alice-events"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}}}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-events"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: alice.name}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "alice-events"}}, metav1.CreateOptions{})
+	must(t, err)
+	serviceAccount(t, ns, "quiet", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	grant := []any{
+		map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch"}},
+		map[string]any{"group": "", "resources": []any{"events"}, "verbs": []any{"create"}},
+	}
+	eventually(t, 30*time.Second, "the policy admitting her Plugin", func() error {
+		return alice.plugin("flood", map[string]any{"module": filepath.Join(dir, "flood.wasm"), "serviceAccountName": "quiet", "permissions": grant,
+			"logLimit": map[string]any{"linesPerSecond": 1}})
+	})
+	must(t, alice.plugin("fast", map[string]any{"module": filepath.Join(dir, "flood.wasm"), "serviceAccountName": "quiet", "permissions": grant,
+		"rateLimiter": map[string]any{"maxDelay": "1ns"}}))
+	if msg := degraded(t, ns, "fast", 30*time.Second); !strings.Contains(msg, "spec.rateLimiter.maxDelay 1ns is below the host's default") {
+		t.Errorf("maxDelay 1ns: %s", msg)
+	}
+	ready(t, ns, "flood", 30*time.Second)
+
+	for _, name := range []string{"event.100", "event.4096", "fail.65536"} {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"wasmrec.dev/flood": ""}}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	if line := logs.waitFor(t, 30*time.Second, "event.100 returned status"); !strings.Contains(line, "status 4") || !strings.Contains(line, "does not let system:serviceaccount:"+ns+":quiet create core/events") {
+		t.Errorf("an Event its ServiceAccount may not create: %s", line)
+	}
+	if line := logs.waitFor(t, 30*time.Second, "event.4096 returned status"); !strings.Contains(line, "status 9") || !strings.Contains(line, "over the limit of 1024") {
+		t.Errorf("an Event of 4 KiB: %s", line)
+	}
+	// 10 s of failures: the retries run at the host's pace, each line clipped, at most 1 a
+	// second and its burst of 2.
+	since := time.Now()
+	time.Sleep(10 * time.Second)
+	lines, times := logs.matching("reconciler error", ns+".flood")
+	var logged, bytes int
+	for i, l := range lines {
+		if times[i].Before(since) {
+			continue
+		}
+		logged++
+		bytes += len(l)
+		if len(l) > 4<<10 {
+			t.Errorf("an error line of %d bytes", len(l))
+		}
+	}
+	t.Logf("10 s of 64 KiB errors under logLimit 1 line/s: %d lines, %d bytes logged", logged, bytes)
+	if logged > 13 {
+		t.Errorf("%d error lines in 10 s under a logLimit of 1 line/s (burst 2)", logged)
+	}
+	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Flood"})
+	must(t, err)
+	if len(evs.Items) > 0 {
+		t.Errorf("%d Flood events were recorded", len(evs.Items))
+	}
+}
+
+// The metrics name every plugin and its module: a host run with its defaults serves them only
+// to a token the API server accepts, whose user may get /metrics.
+func TestMetricsNeedAReviewedToken(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	h := startHost(t, "plugins: []\n", "--metrics-bind-address", "127.0.0.1:0", "--metrics-auth") // run's default, which startHost turns off for other tests
+	h.waitOut(t, "serving metrics")
+	url := metricsAddrRE.FindStringSubmatch(h.out.String())[1] + "/metrics"
+	token := func(sa string) string {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+		must(t, err)
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		must(t, err)
+		return tr.Status.Token
+	}
+	prometheus, tenant := token("prometheus"), token("tenant")
+	name := "e2e-metrics-" + ns
+	_, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: ns}}}, metav1.CreateOptions{})
+	must(t, err)
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	get := func(token string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
+		must(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct {
+		who, token string
+		code       int
+	}{{"no token", "", 401}, {"a forged token", "forged", 401}, {"a tenant's ServiceAccount", tenant, 403}} {
+		code, body := get(c.token)
+		if code != c.code || strings.Contains(body, "wasmrec_") || strings.Contains(body, "go_goroutines") {
+			t.Errorf("%s: %d %.200q; want %d and no metrics", c.who, code, body, c.code)
+		}
+	}
+	eventually(t, 30*time.Second, "the scraper's ServiceAccount served", func() error {
+		if code, body := get(prometheus); code != 200 || !strings.Contains(body, "go_goroutines") {
+			return fmt.Errorf("%d %.200q", code, body)
+		}
+		return nil
+	})
+}
+
+// A tenant at her bounds with shards (plugin objects of 8 shards, each a Lease with
+// --share-plugins) cannot stop the host: her units past the namespace's budget wait, saying
+// so, and a second replica coming and going moves the units held, cancelling their runs, which
+// once returned the cancelled permission review as the runnable's error and stopped the host
+// (2 of 2 runs with 512 such Plugins). Another team's plugin stays Ready throughout.
+func TestATenantsShardsCannotStopTheHost(t *testing.T) {
+	installPluginCRD(t)
+	teamA, teamB, leaseNS := namespace(t), namespace(t), namespace(t)
+	dir := t.TempDir()
+	writeModule(t, filepath.Join(dir, "tenant.wasm"), module2(t, "tenant"))
+	config := fmt.Sprintf("plugins: []\npluginObjects:\n  sources: [%q]\n  maxShards: 8\n", dir)
+	set := &replicaSet{t: t, config: config, args: []string{"--share-plugins", "--leader-election-namespace", leaseNS,
+		"--log-format", "json", "--metrics-bind-address", "127.0.0.1:0"}}
+	a := set.start("a")
+
+	grant := []any{map[string]any{"group": "", "resources": []any{"*"}, "verbs": []any{"get", "list", "watch"}}}
+	spec := func(shards int) map[string]any {
+		return map[string]any{"module": filepath.Join(dir, "tenant.wasm"), "serviceAccountName": "reader", "permissions": grant, "shards": int64(shards), "memoryLimit": "1Mi"}
+	}
+	bob := newTenant(t, "bob-"+teamB, teamB, "reader")
+	serviceAccount(t, teamB, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	eventually(t, 30*time.Second, "bob's Plugin admitted", func() error { return bob.plugin("steady", spec(0)) })
+	ready(t, teamB, "steady", 60*time.Second)
+
+	alice := newTenant(t, "alice-"+teamA, teamA, "reader")
+	serviceAccount(t, teamA, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	const n = 12 // 96 units against the namespace's default budget of 64
+	for i := range n {
+		eventually(t, 30*time.Second, "alice's Plugin admitted", func() error { return alice.plugin(fmt.Sprint("sh-", i), spec(8)) })
+	}
+	over := 0
+	eventually(t, 2*time.Minute, "her Plugins loaded or waiting for her budget", func() error {
+		loaded, waiting := 0, 0
+		for i := range n {
+			if s, _ := pluginCondition(t, teamA, fmt.Sprint("sh-", i), "Ready"); s == "True" {
+				loaded++
+			} else if s, m := pluginCondition(t, teamA, fmt.Sprint("sh-", i), "Degraded"); s == "True" && strings.Contains(m, "pluginObjects.namespaceUnitBudget") {
+				waiting++
+			}
+		}
+		over = waiting
+		if loaded != 8 || waiting != n-8 {
+			return fmt.Errorf("%d Ready, %d waiting for the budget", loaded, waiting)
+		}
+		return nil
+	})
+	t.Logf("%d of her Plugins wait for the namespace's unit budget", over)
+
+	// A second replica takes its share and goes: every held unit's run is cancelled twice.
+	b := set.start("b")
+	eventually(t, time.Minute, "b holding a share", func() error {
+		if held := b.owned(t); len(held) < 10 {
+			return fmt.Errorf("b holds %d units", len(held))
+		}
+		return nil
+	})
+	b.stop(t)
+	eventually(t, time.Minute, "a holding every unit again", func() error {
+		if held := a.owned(t); len(held) < 65 {
+			return fmt.Errorf("a holds %d units", len(held))
+		}
+		return nil
+	})
+	if !a.alive() || strings.Contains(a.h.out.String(), "a runnable failed") {
+		t.Fatalf("the host stopped:\n%s", tail(a.h.out.String(), 40))
+	}
+	ready(t, teamB, "steady", 10*time.Second)
+}
