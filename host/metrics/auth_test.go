@@ -36,7 +36,9 @@ func TestAuthorizedAsksTheAPIServer(t *testing.T) {
 		sar.Status.Allowed = sar.Spec.User == "system:serviceaccount:x:prometheus" && sar.Spec.NonResourceAttributes.Path == "/metrics" && sar.Spec.NonResourceAttributes.Verb == "get"
 		return true, sar, nil
 	})
-	served := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("wasmrec_plugin_info{plugin=\"team-a.x\"} 1")) })
+	served := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("wasmrec_plugin_info{plugin=\"team-a.x\"} 1"))
+	})
 	h := Authorized(cs, served, logr.Discard()).(*authorized)
 	clock := clocktesting.NewFakePassiveClock(time.Now())
 	h.clock = clock
