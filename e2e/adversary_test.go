@@ -425,3 +425,60 @@ func TestATenantsShardsCannotStopTheHost(t *testing.T) {
 	}
 	ready(t, teamB, "steady", 10*time.Second)
 }
+
+// A tenant's looping guests take her namespace's share of the host's cores
+// (pluginObjects.namespaceCPU, default 1), not her neighbours': 16 looping guests once took
+// 193% of a 2-core host and a neighbour lost its Lease. Here four Plugins of hers loop on every
+// reconcile: at most one of them executes at a time, the others wait and fail saying why, and
+// another team's plugin reconciles meanwhile.
+func TestATenantsLoopsTakeHerCPUShareOnly(t *testing.T) {
+	ctx := context.Background()
+	teamA, teamB := namespace(t), namespace(t)
+	dir := t.TempDir()
+	writeModule(t, filepath.Join(dir, "misbehave.wasm"), module2(t, "misbehave"))
+	logs := &logLines{}
+	objectsHost(t, plugin.ObjectPolicy{Sources: []string{dir}}, logs)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	grant := []any{map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"get", "list", "watch"}}}
+	spec := map[string]any{"module": filepath.Join(dir, "misbehave.wasm"), "serviceAccountName": "reader", "permissions": grant, "timeout": "2s"}
+	alice := newTenant(t, "alice-"+teamA, teamA, "reader")
+	serviceAccount(t, teamA, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	bob := newTenant(t, "bob-"+teamB, teamB, "reader")
+	serviceAccount(t, teamB, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	eventually(t, 30*time.Second, "bob's Plugin admitted", func() error { return bob.plugin("steady", spec) })
+	const loops = 4
+	for i := range loops {
+		eventually(t, 30*time.Second, "alice's Plugin admitted", func() error { return alice.plugin(fmt.Sprint("loop-", i), spec) })
+	}
+	ready(t, teamB, "steady", 30*time.Second)
+	for i := range loops {
+		ready(t, teamA, fmt.Sprint("loop-", i), 30*time.Second)
+	}
+	_, err := cs.CoreV1().ConfigMaps(teamA).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "loop", Labels: map[string]string{"wasmrec.dev/misbehave": ""}}}, metav1.CreateOptions{})
+	must(t, err)
+	start := time.Now()
+	time.Sleep(8 * time.Second) // about four timeouts of 2 s
+	// Her neighbour's reconcile runs at once.
+	_, err = cs.CoreV1().ConfigMaps(teamB).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nap-steady", Labels: map[string]string{"wasmrec.dev/misbehave": ""}}}, metav1.CreateOptions{})
+	must(t, err)
+	logs.waitFor(t, 10*time.Second, "napped nap-steady")
+
+	// Her loops, by when each began: never two within one timeout of each other.
+	_, began := logs.matching(`"msg"="looping"`, teamA+".loop-")
+	var within []time.Time
+	for _, at := range began {
+		if at.After(start) {
+			within = append(within, at)
+		}
+	}
+	for i := 1; i < len(within); i++ {
+		if gap := within[i].Sub(within[i-1]); gap < 1500*time.Millisecond {
+			t.Errorf("two of her guests looped at once: began %s apart", gap)
+		}
+	}
+	throttled, _ := logs.matching("reconciler error", teamA+".loop-", "no CPU slot free")
+	t.Logf("in 8 s: %d of her loops ran, one at a time; %d reconciles waited for her share and failed", len(within), len(throttled))
+	if len(within) < 2 || len(throttled) == 0 {
+		t.Errorf("%d loops and %d throttled reconciles: want her plugins to take turns", len(within), len(throttled))
+	}
+}

@@ -135,6 +135,9 @@ type Config struct {
 	// lie in: each is opened inside the one that holds its path, and ".." or a symbolic link
 	// out of it is refused. A plugin object's are the operator's directory sources.
 	SourceDirs []string `json:"-"`
+	// CPU, if set, is the share of the host's cores the plugin's guests run within, with the
+	// other plugins given it: a plugin object's is its namespace's (pluginObjects.namespaceCPU).
+	CPU *wasm.CPUShare `json:"-"`
 	// Confined keeps the plugin inside Namespaces: cluster-scoped kinds are out of its reach
 	// (watches, reads and writes alike). A namespaced Plugin object's plugin is confined to its
 	// namespace.

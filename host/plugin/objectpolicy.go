@@ -51,6 +51,12 @@ type ObjectPolicy struct {
 	// NamespaceUnitBudget bounds the units of one namespace's Plugins, so that one team cannot
 	// take the whole budget. Defaults to 64.
 	NamespaceUnitBudget int `json:"namespaceUnitBudget,omitempty"`
+	// NamespaceCPU is how many guests of one namespace's Plugins may execute at once: each takes
+	// one core at most, so a team's plugins together take at most this many of the host's
+	// cores, whatever their number, workers or loops. A reconcile waits for a slot within its
+	// timeout, and fails past it (retried with backoff; the plugin's status says so once every
+	// reconcile fails). Defaults to 1; raise it for teams whose plugins are busy.
+	NamespaceCPU int `json:"namespaceCPU,omitempty"`
 	// MinPollInterval is the shortest pollInterval an object may set: each poll is a request to
 	// its registry, made with the host's credentials. Defaults to 10s.
 	MinPollInterval *metav1.Duration `json:"minPollInterval,omitempty"`
@@ -68,6 +74,7 @@ var (
 	DefaultObjectMinPoll      = 10 * time.Second
 	DefaultObjectUnitBudget   = 512
 	DefaultNamespaceUnits     = 64
+	DefaultNamespaceCPU       = 1
 )
 
 // WithDefaults returns p with its defaults filled in.
@@ -99,6 +106,9 @@ func (p ObjectPolicy) WithDefaults() ObjectPolicy {
 	}
 	if p.MinPollInterval == nil {
 		p.MinPollInterval = &metav1.Duration{Duration: DefaultObjectMinPoll}
+	}
+	if p.NamespaceCPU <= 0 {
+		p.NamespaceCPU = DefaultNamespaceCPU
 	}
 	if p.UnitBudget <= 0 {
 		p.UnitBudget = DefaultObjectUnitBudget

@@ -212,6 +212,7 @@ func (p *Plugin) moduleOptions() wasm.Options {
 		Snapshots:       p.cfg.Snapshots,
 		Logger:          p.log,
 		LogLimit:        p.cfg.LogLimit,
+		CPU:             p.cfg.CPU,
 	}
 }
 

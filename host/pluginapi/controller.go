@@ -38,6 +38,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
+	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/backoff"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -153,7 +154,7 @@ func New(h *plugin.Host, opts Options) (manager.Runnable, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, running: map[string]*loaded{}, overBudget: map[reconcile.Request]bool{},
+	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, cpu: map[string]*wasm.CPUShare{}, running: map[string]*loaded{}, overBudget: map[reconcile.Request]bool{},
 		recorder: h.Recorder("wasmrec")}
 	// Several workers: a load compiles, and one slow plugin must not hold the others back.
 	ctrl, err := controller.New("plugins", r, controller.Options{Logger: log, MaxConcurrentReconciles: 4})
@@ -265,6 +266,7 @@ type resources struct {
 	reads    atomic.Pointer[informers]
 
 	mu         sync.Mutex
+	cpu        map[string]*wasm.CPUShare  // each namespace's share of the host's cores
 	running    map[string]*loaded         // by plugin name
 	overBudget map[reconcile.Request]bool // objects refused for memory or units: tried again when one stops
 }
@@ -334,6 +336,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	cfg.SourceDirs = r.policy.Dirs(u.GetNamespace())
 	if cfg.MaxModuleSize == nil {
 		cfg.MaxModuleSize = r.policy.MaxModuleSize
+	}
+	if ns := u.GetNamespace(); ns != "" {
+		cfg.CPU = r.cpuShare(ns)
 	}
 	if err != nil {
 		r.unload(ctx, name, u)
@@ -484,6 +489,18 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded
 	l.namespace = ns
 	r.running[name] = l
 	return nil
+}
+
+// cpuShare is namespace's share of the host's cores, which its Plugins run within.
+func (r *resources) cpuShare(namespace string) *wasm.CPUShare {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.cpu[namespace]
+	if s == nil {
+		s = wasm.NewCPUShare(fmt.Sprintf("the Plugins of %s (pluginObjects.namespaceCPU in the host config)", namespace), r.policy.NamespaceCPU)
+		r.cpu[namespace] = s
+	}
+	return s
 }
 
 func quantity(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }

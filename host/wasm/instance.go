@@ -153,6 +153,12 @@ func (inst *instance) logger() logr.Logger {
 // interruption at ctx's deadline or a malformed result is an error, and the instance is thrown
 // away. The error names the plugin.
 func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
+	if s := m.opts.CPU; s != nil {
+		if err := s.acquire(ctx); err != nil {
+			return abi.Result{}, fmt.Errorf("plugin %q: %w", m.opts.Name, err)
+		}
+		defer s.release()
+	}
 	inst, err := m.get(ctx)
 	if err != nil {
 		return abi.Result{}, err

@@ -77,6 +77,10 @@ type Options struct {
 
 	// LogLimit bounds what the guest puts in Logger. Zero fields take the defaults.
 	LogLimit LogLimit
+
+	// CPU, if set, is the share of the host's cores the module's guests run within, with the
+	// other modules given the same share. Nil: only MaxInstances bounds them.
+	CPU *CPUShare
 }
 
 // LogLimit bounds a plugin's output in the host log: its stdout and stderr lines and its log
