@@ -456,28 +456,42 @@ func TestATenantsLoopsTakeHerCPUShareOnly(t *testing.T) {
 	}
 	_, err := cs.CoreV1().ConfigMaps(teamA).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "loop", Labels: map[string]string{"wasmrec.dev/misbehave": ""}}}, metav1.CreateOptions{})
 	must(t, err)
-	start := time.Now()
 	time.Sleep(8 * time.Second) // about four timeouts of 2 s
 	// Her neighbour's reconcile runs at once.
 	_, err = cs.CoreV1().ConfigMaps(teamB).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "nap-steady", Labels: map[string]string{"wasmrec.dev/misbehave": ""}}}, metav1.CreateOptions{})
 	must(t, err)
 	logs.waitFor(t, 10*time.Second, "napped nap-steady")
 
-	// Her loops, by when each began: never two within one timeout of each other.
-	_, began := logs.matching(`"msg"="looping"`, teamA+".loop-")
-	var within []time.Time
-	for _, at := range began {
-		if at.After(start) {
-			within = append(within, at)
+	// Her loops, each from its "looping" line to its plugin's next timeout: never two at once.
+	type span struct {
+		plugin     string
+		begin, end time.Time
+	}
+	var spans []span
+	for i := range loops {
+		p := fmt.Sprintf("%s.loop-%d", teamA, i)
+		_, began := logs.matching(`"msg"="looping"`, `"plugin"="`+p+`"`)
+		_, ended := logs.matching("reconciler error", `"plugin"="`+p+`"`, "timed out")
+		for _, b := range began {
+			for _, e := range ended {
+				if e.After(b) {
+					spans = append(spans, span{p, b, e})
+					break
+				}
+			}
 		}
 	}
-	for i := 1; i < len(within); i++ {
-		if gap := within[i].Sub(within[i-1]); gap < 1500*time.Millisecond {
-			t.Errorf("two of her guests looped at once: began %s apart", gap)
+	for i, a := range spans {
+		for _, b := range spans[i+1:] {
+			if a.begin.Before(b.end.Add(-10*time.Millisecond)) && b.begin.Before(a.end.Add(-10*time.Millisecond)) {
+				t.Errorf("%s looped from %s to %s, and %s from %s to %s: at once", a.plugin, a.begin.Format("15:04:05.000"), a.end.Format("15:04:05.000"),
+					b.plugin, b.begin.Format("15:04:05.000"), b.end.Format("15:04:05.000"))
+			}
 		}
 	}
+	within := spans
 	throttled, _ := logs.matching("reconciler error", teamA+".loop-", "no CPU slot free")
-	t.Logf("in 8 s: %d of her loops ran, one at a time; %d reconciles waited for her share and failed", len(within), len(throttled))
+	t.Logf("%d of her loops ran, one at a time; %d reconciles waited for her share and failed", len(within), len(throttled))
 	if len(within) < 2 || len(throttled) == 0 {
 		t.Errorf("%d loops and %d throttled reconciles: want her plugins to take turns", len(within), len(throttled))
 	}
