@@ -108,7 +108,8 @@ func TestATenantsModuleComesFromHerSourceOnly(t *testing.T) {
 	must(t, os.Remove(filepath.Join(stolen, "blobs", "sha256", strings.TrimPrefix(digestOf(theirs), "sha256:"))))
 	// A symbolic link in her directory to team B's module file, and one to a host file.
 	must(t, os.Symlink(filepath.Join(dirB, "theirs.wasm"), filepath.Join(dirA, "link.wasm")))
-	must(t, os.Symlink("/etc", filepath.Join(dirA, "etc")))
+	hostDir := t.TempDir() // a host directory outside every source
+	must(t, os.Symlink(hostDir, filepath.Join(dirA, "etc")))
 	// A directory that is no layout, holding a private file.
 	private := filepath.Join(dirA, "private")
 	must(t, os.MkdirAll(private, 0o755))
@@ -142,8 +143,8 @@ func TestATenantsModuleComesFromHerSourceOnly(t *testing.T) {
 	if entries, _ := os.ReadDir(private); len(entries) != 1 {
 		t.Errorf("the host wrote into %s: %v", private, entries)
 	}
-	if _, err := os.Stat("/etc/oci-layout"); err == nil {
-		t.Error("the host wrote /etc/oci-layout")
+	if entries, _ := os.ReadDir(hostDir); len(entries) != 0 {
+		t.Errorf("the host wrote into a host directory through her symbolic link: %v", entries)
 	}
 
 	// The FIFO held nothing: deleting its Plugin is quick, and a new Plugin of hers is Ready.

@@ -235,6 +235,8 @@ func TestAdmissionPolicy(t *testing.T) {
 			{"patch", "", "configmaps", "team-a", ""},
 			{"get", "apps", "deployments", "team-a", ""}, {"list", "apps", "deployments", "team-a", ""},
 			{"update", "apps", "deployments", "team-a", ""},
+			// the ServiceAccount her Plugins act as
+			{"impersonate", "", "serviceaccounts", "team-a", "labeler"}, {"impersonate", "", "serviceaccounts", "team-b", "labeler"},
 		},
 		// carol holds what alice holds on ConfigMaps, cluster-wide, and may impersonate one
 		// ServiceAccount.
@@ -243,12 +245,16 @@ func TestAdmissionPolicy(t *testing.T) {
 			{"impersonate", "", "serviceaccounts", "wasmrec-plugins", "labeler"},
 		},
 		// dave holds every right in team-a (an admin of it with "*" on "*"), none elsewhere.
-		"dave": {{"*", "*", "*", "team-a", ""}},
+		"dave": {{"*", "*", "*", "team-a", ""}, {"impersonate", "", "serviceaccounts", "team-b", "labeler"}},
 		// root is a cluster admin.
 		"root": {{"*", "*", "*", "", ""}},
 		// erin holds get on every resource of the core group in team-a ("*"), and on
 		// deployments/status of apps.
-		"erin": {{"get", "", "*", "team-a", ""}, {"update", "apps", "deployments/status", "team-a", ""}},
+		"erin": {{"get", "", "*", "team-a", ""}, {"update", "apps", "deployments/status", "team-a", ""}, {"impersonate", "", "serviceaccounts", "team-a", "labeler"}},
+		// bob may act as the ServiceAccount, and holds nothing else.
+		"bob": {{"impersonate", "", "serviceaccounts", "team-a", "labeler"}},
+		// frank holds every right granted below in team-a, but may not act as its ServiceAccount.
+		"frank": {{"get", "", "configmaps", "team-a", ""}},
 	}}
 	p := admissionPlugin(t, authz)
 	const module = "oci://registry.example/labeler:v1"
@@ -262,8 +268,19 @@ func TestAdmissionPolicy(t *testing.T) {
 		}
 		// One check for the wildcard, then one per right (the two bindings share them).
 		checks := authz.takeChecks()
-		if len(checks) != 7 || !slices.Contains(checks, "alice patch /configmaps team-a ") || !slices.Contains(checks, "alice * */* team-a ") {
-			t.Errorf("checks %q, want the wildcard and each of the 6 rights in team-a", checks)
+		if len(checks) != 8 || !slices.Contains(checks, "alice patch /configmaps team-a ") || !slices.Contains(checks, "alice * */* team-a ") ||
+			!slices.Contains(checks, "alice impersonate /serviceaccounts team-a labeler") {
+			t.Errorf("checks %q, want the wildcard, impersonation and each of the 6 rights in team-a", checks)
+		}
+	})
+
+	t.Run("a Plugin acts only as a ServiceAccount its author may impersonate", func(t *testing.T) {
+		err, w := admit(t, p, pluginReq{op: admission.Create, user: "frank", namespace: "team-a",
+			spec: spec(module, [][3]any{{"", []string{"configmaps"}, []string{"get"}}}, nil)})
+		refusedFor(t, err, "frank may not: impersonate core/serviceaccounts team-a/labeler",
+			"A Plugin acts as its spec.serviceAccountName: ask an admin of team-a for the right to impersonate it")
+		if len(w) != 1 {
+			t.Errorf("warnings %q, want the impersonation alone", w)
 		}
 	})
 
