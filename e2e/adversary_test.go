@@ -60,7 +60,7 @@ func degraded(t *testing.T, ns, name string, within time.Duration) string {
 	return msg
 }
 
-func ready(t *testing.T, ns, name string, within time.Duration) {
+func ready(t testing.TB, ns, name string, within time.Duration) {
 	t.Helper()
 	eventually(t, within, name+" Ready", func() error {
 		if s, m := pluginCondition(t, ns, name, "Ready"); s != "True" {
@@ -159,7 +159,7 @@ func TestATenantsModuleComesFromHerSourceOnly(t *testing.T) {
 }
 
 // largeModule is wasm with a custom section that makes it size bytes.
-func largeModule(t *testing.T, size int) []byte {
+func largeModule(t testing.TB, size int) []byte {
 	t.Helper()
 	b := append([]byte(nil), module2(t, "tenant")...)
 	pad := size - len(b) - 16

@@ -129,7 +129,7 @@ func namespace(t testing.TB) string {
 	return name
 }
 
-func dyn(t *testing.T) dynamic.Interface {
+func dyn(t testing.TB) dynamic.Interface {
 	t.Helper()
 	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {

@@ -181,7 +181,7 @@ func createApp(t *testing.T, ns, name string, spec map[string]any) {
 }
 
 // eventually polls f until it returns nil, or fails with its last error.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() error) {
+func eventually(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error

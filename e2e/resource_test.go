@@ -37,7 +37,7 @@ var pluginGVR = pluginapi.ClusterGVR
 // installPluginCRD installs the Plugin and ClusterPlugin CRDs and their admission policy for
 // the test (TestMain did, unless a test removed them), and after it removes every Plugin and
 // ClusterPlugin by removing the CRDs, then installs them again as TestMain left them.
-func installPluginCRD(t *testing.T) {
+func installPluginCRD(t testing.TB) {
 	t.Helper()
 	must(t, pluginapi.Install(context.Background(), cfg))
 	t.Cleanup(func() {

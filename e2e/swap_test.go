@@ -46,7 +46,7 @@ func installThings(t *testing.T) {
 
 // writeModule replaces the file at path with a module, as a deploy tool would: write beside,
 // rename over.
-func writeModule(t *testing.T, path string, wasmBytes []byte) {
+func writeModule(t testing.TB, path string, wasmBytes []byte) {
 	t.Helper()
 	tmp := path + ".tmp"
 	must(t, os.WriteFile(tmp, wasmBytes, 0o644))

@@ -35,7 +35,7 @@ type tenant struct {
 	dyn  dynamic.Interface
 }
 
-func newTenant(t *testing.T, name, ns string, actAs ...string) *tenant {
+func newTenant(t testing.TB, name, ns string, actAs ...string) *tenant {
 	t.Helper()
 	rc, err := cp.AddUser(name)
 	must(t, err)
@@ -65,7 +65,7 @@ func (tn *tenant) plugin(name string, spec map[string]any) error {
 }
 
 // serviceAccount makes a ServiceAccount in ns allowed only rules.
-func serviceAccount(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) {
+func serviceAccount(t testing.TB, ns, name string, rules ...rbacv1.PolicyRule) {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
@@ -77,7 +77,7 @@ func serviceAccount(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) {
 }
 
 // serviceAccountBinding binds the ServiceAccount name of ns to its Role.
-func serviceAccountBinding(t *testing.T, ns, name string) {
+func serviceAccountBinding(t testing.TB, ns, name string) {
 	t.Helper()
 	_, err := kubernetes.NewForConfigOrDie(cfg).RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sa-" + name},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "sa-" + name}}, metav1.CreateOptions{})
@@ -85,14 +85,14 @@ func serviceAccountBinding(t *testing.T, ns, name string) {
 }
 
 // pluginCondition reads a Plugin's condition: status and message.
-func pluginCondition(t *testing.T, ns, name, typ string) (string, string) {
+func pluginCondition(t testing.TB, ns, name, typ string) (string, string) {
 	t.Helper()
 	return objectCondition(t, pluginapi.GVR, ns, name, typ)
 }
 
 // objectCondition reads a plugin object's condition: status and message (the error, if the
 // object cannot be read).
-func objectCondition(t *testing.T, gvr schema.GroupVersionResource, ns, name, typ string) (string, string) {
+func objectCondition(t testing.TB, gvr schema.GroupVersionResource, ns, name, typ string) (string, string) {
 	t.Helper()
 	u, err := dyn(t).Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {

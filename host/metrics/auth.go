@@ -52,8 +52,8 @@ type answer struct {
 }
 
 func (a *authorized) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || token == "" { // the scheme is case-insensitive (RFC 7235)
 		http.Error(w, "unauthorized: send a bearer token the Kubernetes API server accepts (a ServiceAccount's), whose user may get "+r.URL.Path, http.StatusUnauthorized)
 		return
 	}

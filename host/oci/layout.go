@@ -43,13 +43,16 @@ func OpenFile(root *os.Root, name string, maxSize int64) (*os.File, error) {
 		f, err = os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	}
 	if err != nil {
+		if root != nil && strings.Contains(err.Error(), "path escapes from parent") {
+			return nil, fmt.Errorf("%s leads out of %s (a symbolic link, or ..): a module is read inside its source directory only; put the module file itself there", name, root.Name())
+		}
 		return nil, err
 	}
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
 	case !fi.Mode().IsRegular():
-		err = fmt.Errorf("%s: not a regular file (%s)", name, fi.Mode().Type())
+		err = fmt.Errorf("%s is not a regular file but %s: a module is read from a regular file only; put the module file itself there", name, fileType(fi.Mode()))
 	case maxSize > 0 && fi.Size() > maxSize:
 		err = &TooLargeError{What: name, Size: fi.Size(), Limit: maxSize}
 	}
@@ -67,7 +70,22 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is %d bytes, over the limit of %d (maxModuleSize in the host config, pluginObjects.maxModuleSize for plugin objects): make the module smaller, or ask the operator", e.What, e.Size, e.Limit)
+	return fmt.Sprintf("%s is %d bytes, over the limit of %d (the plugin's maxModuleSize: a plugin object's spec.maxModuleSize, or the operator's pluginObjects.maxModuleSize, or the host config's): make the module smaller, raise the object's own bound, or ask the operator", e.What, e.Size, e.Limit)
+}
+
+// fileType names what a mode says a file is.
+func fileType(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return m.Type().String()
 }
 
 // layoutFS reads an image layout inside a root, regular files only, each at most maxSize bytes:

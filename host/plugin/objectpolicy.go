@@ -213,6 +213,9 @@ func (p ObjectPolicy) AllowsSource(what, namespace, module string) error {
 	if allows(sources, module) {
 		return nil
 	}
+	if clean := cleanModule(module); clean != module && allows(sources, clean) {
+		return fmt.Errorf("%s: spec.module %q is not written plainly (a path with ., .. or //, which a link could turn elsewhere): write it as %q, which pluginObjects.sources in the host config allow", what, module, clean)
+	}
 	allowed := "none yet"
 	if len(sources) > 0 {
 		allowed = strings.Join(sources, ", ")
@@ -245,6 +248,20 @@ func (p ObjectPolicy) sourcesFor(namespace string) []string {
 		}
 	}
 	return out
+}
+
+// cleanModule is module with its path cleaned, for a file or an image layout.
+func cleanModule(module string) string {
+	if dir, reference, ok := oci.ParseLayout(module); ok {
+		if filepath.IsAbs(dir) {
+			return oci.LayoutPrefix + filepath.Clean(dir) + ":" + reference
+		}
+		return module
+	}
+	if filepath.IsAbs(module) {
+		return filepath.Clean(module)
+	}
+	return module
 }
 
 func allows(sources []string, module string) bool {

@@ -38,6 +38,9 @@ func TestObjectPolicyAllowsOnlyItsSources(t *testing.T) {
 			t.Errorf("%s: the refusal %q names neither the object nor the setting", module, err)
 		}
 	}
+	if err := p.AllowsSource("Plugin team-a/x", "team-a", "/var/lib/wasmrec/modules/./a.wasm"); err == nil || !strings.Contains(err.Error(), `write it as "/var/lib/wasmrec/modules/a.wasm"`) {
+		t.Errorf("a path inside a source, not written plainly: %v; want the plain form", err)
+	}
 	if err := (ObjectPolicy{}).AllowsSource("Plugin a/b", "a", "oci://r/x:v1"); err == nil || !strings.Contains(err.Error(), "none yet") {
 		t.Errorf("with no sources: %v; want a refusal saying none are allowed yet", err)
 	}

@@ -30,14 +30,14 @@ func TestUnitsAreBudgeted(t *testing.T) {
 		}
 	}
 	err := reserve("team-a", "sh-2", 1)
-	if err == nil || !strings.Contains(err.Error(), "the Plugins of team-a are 16 of the operator's budget of 16 for one namespace (pluginObjects.namespaceUnitBudget") {
+	if err == nil || !strings.Contains(err.Error(), "the Plugins of team-a hold 16 of the operator's budget of 16 units for one namespace (pluginObjects.namespaceUnitBudget") {
 		t.Fatalf("past the namespace's budget: %v", err)
 	}
 	if err := reserve("team-b", "one", 8); err != nil {
 		t.Fatalf("another namespace, within the whole budget: %v", err)
 	}
 	err = reserve("team-c", "one", 0)
-	if err == nil || !strings.Contains(err.Error(), "plugin objects are 24 of the operator's budget of 24 (pluginObjects.unitBudget") {
+	if err == nil || !strings.Contains(err.Error(), "plugin objects hold 24 of the operator's budget of 24 units (pluginObjects.unitBudget") {
 		t.Fatalf("past the whole budget: %v", err)
 	}
 	if len(r.overBudget) != 2 {

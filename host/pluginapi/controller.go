@@ -469,11 +469,11 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded
 	var err error
 	switch {
 	case ns != "" && unitsHere+l.units > r.policy.NamespaceUnitBudget:
-		err = fmt.Errorf("%s: it is %d units of work (a plugin object is one, or one per shard), and the Plugins of %s are %d of the operator's budget of %d for one namespace (pluginObjects.namespaceUnitBudget in the host config): lower spec.shards, stop another Plugin of %s, or ask the operator",
-			describe(u), l.units, ns, unitsHere, r.policy.NamespaceUnitBudget, ns)
+		err = fmt.Errorf("%s: it takes %s, and the Plugins of %s hold %d of the operator's budget of %d units for one namespace (pluginObjects.namespaceUnitBudget in the host config; every Plugin not paused holds its units, loaded or still trying to load): %sstop or pause another Plugin of %s, or ask the operator",
+			describe(u), unitsOf(l.units), ns, unitsHere, r.policy.NamespaceUnitBudget, lowerShards(l.units), ns)
 	case units+l.units > r.policy.UnitBudget:
-		err = fmt.Errorf("%s: it is %d units of work (a plugin object is one, or one per shard), and plugin objects are %d of the operator's budget of %d (pluginObjects.unitBudget in the host config): lower spec.shards, or ask the operator; it is tried again when a plugin object stops",
-			describe(u), l.units, units, r.policy.UnitBudget)
+		err = fmt.Errorf("%s: it takes %s, and plugin objects hold %d of the operator's budget of %d units (pluginObjects.unitBudget in the host config): %sor ask the operator; it is tried again when a plugin object stops",
+			describe(u), unitsOf(l.units), units, r.policy.UnitBudget, lowerShards(l.units))
 	case ns != "" && usedHere+l.memory > r.policy.NamespaceMemoryBudget.Value():
 		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, stop another Plugin of %s, or ask the operator",
 			describe(u), quantity(l.memory), ns, quantity(usedHere), r.policy.NamespaceMemoryBudget, ns)
@@ -489,6 +489,22 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded
 	l.namespace = ns
 	r.running[name] = l
 	return nil
+}
+
+// unitsOf says what units n is: a plugin object is one, or one per shard.
+func unitsOf(n int) string {
+	if n == 1 {
+		return "1 unit (a plugin object is one, or one per shard)"
+	}
+	return fmt.Sprintf("%d units (one per shard)", n)
+}
+
+// lowerShards is the advice to lower spec.shards, for an object that has them.
+func lowerShards(n int) string {
+	if n > 1 {
+		return "lower spec.shards, "
+	}
+	return ""
 }
 
 // cpuShare is namespace's share of the host's cores, which its Plugins run within.
