@@ -159,7 +159,9 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 	}
 }
 
-func ratio(a, b time.Duration) float64 { return float64(a) / math.Max(float64(b), float64(time.Millisecond)) }
+func ratio(a, b time.Duration) float64 {
+	return float64(a) / math.Max(float64(b), float64(time.Millisecond))
+}
 
 // cpuSeconds reads a process's user and system CPU time from /proc/PID/stat.
 func cpuSeconds(t testing.TB, pid int) float64 {
