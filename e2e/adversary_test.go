@@ -60,6 +60,18 @@ func degraded(t *testing.T, ns, name string, within time.Duration) string {
 	return msg
 }
 
+// degradedWith waits for a Plugin to be Degraded saying want (Degraded is also true while its
+// first load runs).
+func degradedWith(t *testing.T, ns, name, want string, within time.Duration) {
+	t.Helper()
+	eventually(t, within, name+" Degraded saying "+want, func() error {
+		if s, m := pluginCondition(t, ns, name, "Degraded"); s != "True" || !strings.Contains(m, want) {
+			return fmt.Errorf("Degraded=%s: %s", s, m)
+		}
+		return nil
+	})
+}
+
 func ready(t testing.TB, ns, name string, within time.Duration) {
 	t.Helper()
 	eventually(t, within, name+" Ready", func() error {
@@ -218,9 +230,7 @@ func TestATenantsModuleSizeIsBounded(t *testing.T) {
 		"raise": "spec.maxModuleSize 1Gi is above the operator's limit of 1Mi (pluginObjects.maxModuleSize",
 		"lower": "bytes, over the limit of 262144",
 	} {
-		if msg := degraded(t, ns, name, 30*time.Second); !strings.Contains(msg, want) {
-			t.Errorf("%s: %s; want it to say %q", name, msg, want)
-		}
+		degradedWith(t, ns, name, want, 30*time.Second)
 	}
 	ready(t, ns, "small", 30*time.Second)
 }
@@ -258,9 +268,7 @@ func TestATenantsEventsAndErrorsAreBounded(t *testing.T) {
 	})
 	must(t, alice.plugin("fast", map[string]any{"module": filepath.Join(dir, "flood.wasm"), "serviceAccountName": "quiet", "permissions": grant,
 		"rateLimiter": map[string]any{"maxDelay": "1ns"}}))
-	if msg := degraded(t, ns, "fast", 30*time.Second); !strings.Contains(msg, "spec.rateLimiter.maxDelay 1ns is below the host's default") {
-		t.Errorf("maxDelay 1ns: %s", msg)
-	}
+	degradedWith(t, ns, "fast", "spec.rateLimiter.maxDelay 1ns is below the host's default", 30*time.Second)
 	ready(t, ns, "flood", 30*time.Second)
 
 	for _, name := range []string{"event.100", "event.4096", "fail.65536"} {
