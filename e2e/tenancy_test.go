@@ -203,23 +203,10 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	must(t, alice.plugin("probe-file", map[string]any{"module": "/etc/hostname", "serviceAccountName": "reader", "permissions": star}))
 	must(t, alice.plugin("probe-none", map[string]any{"module": "/no/such/file.wasm", "serviceAccountName": "reader", "permissions": star}))
 	must(t, alice.plugin("probe-net", map[string]any{"module": "oci://127.0.0.1:1/x:v1", "serviceAccountName": "reader", "permissions": star}))
-	degraded := func(name string) string {
-		t.Helper()
-		var msg string
-		eventually(t, 30*time.Second, name+" Degraded", func() error {
-			s, m := pluginCondition(t, teamA, name, "Degraded")
-			if s != "True" {
-				return fmt.Errorf("Degraded=%s: %s", s, m)
-			}
-			msg = m
-			return nil
-		})
-		return msg
-	}
-	if m := degraded("big"); !strings.Contains(m, "spec.memoryLimit 1Gi is above the operator's limit of 256Mi") {
+	if m := degraded(t, teamA, "big", 30*time.Second); !strings.Contains(m, "spec.memoryLimit 1Gi is above the operator's limit of 256Mi") {
 		t.Errorf("big: %s", m)
 	}
-	file, none, net := degraded("probe-file"), degraded("probe-none"), degraded("probe-net")
+	file, none, net := degraded(t, teamA, "probe-file", 30*time.Second), degraded(t, teamA, "probe-none", 30*time.Second), degraded(t, teamA, "probe-net", 30*time.Second)
 	if strings.ReplaceAll(file, "/etc/hostname", "X") != strings.ReplaceAll(strings.ReplaceAll(none, "/no/such/file.wasm", "X"), "probe-none", "probe-file") {
 		t.Errorf("the status of a path that exists differs from one that does not:\n%s\n%s", file, none)
 	}
@@ -229,7 +216,7 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	for _, name := range []string{"second", "third"} {
 		must(t, alice.plugin(name, map[string]any{"module": module, "serviceAccountName": "reader", "permissions": star}))
 	}
-	if m := degraded("third"); !strings.Contains(m, "the Plugins of "+teamA+" hold 256Mi of the operator's budget of 300Mi for one namespace") {
+	if m := degraded(t, teamA, "third", 30*time.Second); !strings.Contains(m, "the Plugins of "+teamA+" hold 256Mi of the operator's budget of 300Mi for one namespace") {
 		t.Errorf("third: %s", m)
 	}
 	must(t, alice.dyn.Resource(pluginapi.GVR).Namespace(teamA).Delete(ctx, "second", metav1.DeleteOptions{}))

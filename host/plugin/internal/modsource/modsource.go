@@ -71,7 +71,7 @@ func (b Bounds) root(path string) (string, error) {
 	return "", fmt.Errorf("%s is not inside the directories its modules may come from", path)
 }
 
-// Pull is what b allows of a pull of an image layout at path.
+// pull is what b allows of a pull of an image layout at path.
 func (b Bounds) pull(path string) (oci.PullOptions, error) {
 	root, err := b.root(path)
 	return oci.PullOptions{Root: root, MaxSize: b.MaxSize}, err
