@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -308,8 +309,8 @@ func TestATenantsEventsAndErrorsAreBounded(t *testing.T) {
 	}
 }
 
-// The metrics name every plugin and its module: a host run with its defaults serves them only
-// to a token the API server accepts, whose user may get /metrics.
+// The metrics name every plugin and its module: a host run with its defaults serves them over
+// HTTPS only, to a token the API server accepts, whose user may get /metrics.
 func TestMetricsNeedAReviewedToken(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
@@ -317,6 +318,12 @@ func TestMetricsNeedAReviewedToken(t *testing.T) {
 	h := startHost(t, "plugins: []\n", "--metrics-bind-address", "127.0.0.1:0", "--metrics-auth") // run's default, which startHost turns off for other tests
 	h.waitOut(t, "serving metrics")
 	url := metricsAddrRE.FindStringSubmatch(h.out.String())[1] + "/metrics"
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("metrics served at %s: want HTTPS, as tokens are sent to it", url)
+	}
+	// The host's own certificate, made at start: a scraper is told to skip verifying it, or
+	// given one to verify (--metrics-cert-dir).
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	token := func(sa string) string {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
 		must(t, err)
@@ -343,7 +350,7 @@ func TestMetricsNeedAReviewedToken(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		must(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)

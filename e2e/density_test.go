@@ -35,7 +35,7 @@ func density(module, ns string, n int, rules string) (config string, names []str
 	return b.String(), names
 }
 
-var metricsAddrRE = regexp.MustCompile(`msg="serving metrics" address=(http://\S+)`)
+var metricsAddrRE = regexp.MustCompile(`msg="serving metrics" address=(https?://\S+)`)
 
 // reconciledAll waits until every one of names has reconciled successfully, by the host's
 // metrics.

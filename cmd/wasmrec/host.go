@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +21,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/wasmrec/wasmrec/host/apiready"
 	"github.com/wasmrec/wasmrec/host/manager"
@@ -36,7 +41,8 @@ type hostOptions struct {
 	verbose        int
 	logFormat      string
 	metricsAddr    string
-	metricsAuth    bool // /metrics only for clients the API server vouches for
+	metricsAuth    bool   // /metrics only for clients the API server vouches for, over TLS
+	metricsCertDir string // the metrics server's tls.crt and tls.key ("": one of its own)
 	probeAddr      string
 	pprofAddr      string
 	leaderElection *manager.LeaderElection
@@ -75,6 +81,31 @@ func (o *hostOptions) clientConfig(cfg *rest.Config) (*rest.Config, error) {
 
 func (o *hostOptions) ociClient(progress io.Writer) (*oci.Client, error) {
 	return oci.New(oci.Options{CacheDir: o.ociCache, Insecure: o.insecure, Progress: progress})
+}
+
+// metricsTLSConfig is the TLS of the metrics server: the certificate and key in
+// --metrics-cert-dir (tls.crt, tls.key), or one the host makes for itself at start, as
+// controller-runtime's secure metrics serving does (a scraper then skips verifying it, or is
+// given a certificate to verify).
+func (o *hostOptions) metricsTLSConfig() (*tls.Config, error) {
+	var cert tls.Certificate
+	var err error
+	if o.metricsCertDir != "" {
+		crt, key := filepath.Join(o.metricsCertDir, "tls.crt"), filepath.Join(o.metricsCertDir, "tls.key")
+		if cert, err = tls.LoadX509KeyPair(crt, key); err != nil {
+			return nil, fmt.Errorf("--metrics-cert-dir %s: %w: give a directory with tls.crt and tls.key (a Secret of type kubernetes.io/tls, mounted), or leave it out for a certificate the host makes itself", o.metricsCertDir, err)
+		}
+	} else {
+		host, _ := os.Hostname()
+		crtPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(cmp.Or(host, "wasmrec"), nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("making the metrics server's certificate: %w", err)
+		}
+		if cert, err = tls.X509KeyPair(crtPEM, keyPEM); err != nil {
+			return nil, err
+		}
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // checkFlags refuses flag values no command could use.
@@ -234,14 +265,19 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	}
 	var ready atomic.Bool // caches synced and every plugin loaded or refused
 	metricsHandler := m.Handler()
+	var metricsTLS *tls.Config
 	if o.metricsAuth && o.metricsAddr != "0" {
 		cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "metrics-auth"))
 		if err != nil {
 			return err
 		}
 		metricsHandler = metrics.Authorized(cs, metricsHandler, log.WithName("metrics"))
+		// Scrapers send their tokens: over TLS only.
+		if metricsTLS, err = o.metricsTLSConfig(); err != nil {
+			return err
+		}
 	}
-	if err := serve(mgr, log, "metrics", o.metricsAddr, map[string]http.Handler{"/metrics": metricsHandler}); err != nil {
+	if err := serveTLS(mgr, log, "metrics", o.metricsAddr, metricsTLS, map[string]http.Handler{"/metrics": metricsHandler}); err != nil {
 		return err
 	}
 	if err := serve(mgr, log, "pprof", o.pprofAddr, map[string]http.Handler{
@@ -314,6 +350,11 @@ func orNone(s []string) string {
 
 // serve adds an HTTP server on addr ("0" for none) to the manager's first group.
 func serve(mgr *manager.Manager, log logr.Logger, name, addr string, routes map[string]http.Handler) error {
+	return serveTLS(mgr, log, name, addr, nil, routes)
+}
+
+// serveTLS is serve over TLS with tc (nil: plain HTTP).
+func serveTLS(mgr *manager.Manager, log logr.Logger, name, addr string, tc *tls.Config, routes map[string]http.Handler) error {
 	if addr == "0" || addr == "" {
 		return nil
 	}
@@ -321,10 +362,14 @@ func serve(mgr *manager.Manager, log logr.Logger, name, addr string, routes map[
 	if err != nil {
 		return fmt.Errorf("serving %s on %s: %w", name, addr, err)
 	}
+	scheme := "http://"
+	if tc != nil {
+		ln, scheme = tls.NewListener(ln, tc), "https://"
+	}
 	mux := http.NewServeMux()
 	for path, h := range routes {
 		mux.Handle(path, h)
 	}
-	log.Info("serving "+name, "address", "http://"+ln.Addr().String())
+	log.Info("serving "+name, "address", scheme+ln.Addr().String())
 	return mgr.Add(&manager.Server{Name: name, Listener: ln, Server: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}})
 }
