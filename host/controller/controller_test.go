@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/types"
@@ -350,13 +352,7 @@ func (stackError) Stack() string { return "goroutine 1 [running]:\nmain.reconcil
 
 // An error with a stack of its own (a plugin's panic) is logged with the stack beside it.
 func TestErrorStackIsLogged(t *testing.T) {
-	var mu sync.Mutex
-	var lines []string
-	log := funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, args)
-	}, funcr.Options{})
+	log, logged := captureLog()
 	src := newQueueSource(req("a"))
 	var calls atomic.Int32
 	c, err := New("stacky", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
@@ -371,8 +367,7 @@ func TestErrorStackIsLogged(t *testing.T) {
 	c.Watch(src)
 	startController(t, c)
 	waitFor(t, "the retry", func() bool { return calls.Load() >= 2 })
-	mu.Lock()
-	defer mu.Unlock()
+	lines := logged()
 	for _, l := range lines {
 		if strings.Contains(l, "reconciler error") {
 			if !strings.Contains(l, `"stack"="goroutine 1 [running]:\nmain.reconcile()"`) {
@@ -386,13 +381,7 @@ func TestErrorStackIsLogged(t *testing.T) {
 
 // LogError decides which errors are logged; every one is retried all the same.
 func TestLogErrorGatesErrorLines(t *testing.T) {
-	var mu sync.Mutex
-	var lines []string
-	log := funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		lines = append(lines, args)
-	}, funcr.Options{})
+	log, logged := captureLog()
 	src := newQueueSource(req("a"))
 	var calls, asked atomic.Int32
 	c, err := New("quiet", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
@@ -407,16 +396,30 @@ func TestLogErrorGatesErrorLines(t *testing.T) {
 	c.Watch(src)
 	startController(t, c)
 	waitFor(t, "the retries", func() bool { return calls.Load() >= 4 })
-	mu.Lock()
-	defer mu.Unlock()
-	var logged []string
-	for _, l := range lines {
+	var errs []string
+	for _, l := range logged() {
 		if strings.Contains(l, "reconciler error") {
-			logged = append(logged, l)
+			errs = append(errs, l)
 		}
 	}
-	if len(logged) != 1 || !strings.Contains(logged[0], "failure 1") || asked.Load() != 3 {
-		t.Errorf("asked %d times; logged %q; want 3 asked, the first logged", asked.Load(), logged)
+	if len(errs) != 1 || !strings.Contains(errs[0], "failure 1") || asked.Load() != 3 {
+		t.Errorf("asked %d times; logged %q; want 3 asked, the first logged", asked.Load(), errs)
+	}
+}
+
+// captureLog is a logger that keeps its lines, and what it has kept so far.
+func captureLog() (logr.Logger, func() []string) {
+	var mu sync.Mutex
+	var lines []string
+	log := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, args)
+	}, funcr.Options{})
+	return log, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lines)
 	}
 }
 

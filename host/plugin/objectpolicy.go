@@ -254,7 +254,11 @@ func (p ObjectPolicy) sourcesFor(namespace string) []string {
 func cleanModule(module string) string {
 	if dir, reference, ok := oci.ParseLayout(module); ok {
 		if filepath.IsAbs(dir) {
-			return oci.LayoutPrefix + filepath.Clean(dir) + ":" + reference
+			sep := ":"
+			if strings.Contains(reference, ":") { // a digest, "sha256:..."
+				sep = "@"
+			}
+			return oci.LayoutPrefix + filepath.Clean(dir) + sep + reference
 		}
 		return module
 	}

@@ -41,6 +41,9 @@ func TestObjectPolicyAllowsOnlyItsSources(t *testing.T) {
 	if err := p.AllowsSource("Plugin team-a/x", "team-a", "/var/lib/wasmrec/modules/./a.wasm"); err == nil || !strings.Contains(err.Error(), `write it as "/var/lib/wasmrec/modules/a.wasm"`) {
 		t.Errorf("a path inside a source, not written plainly: %v; want the plain form", err)
 	}
+	if err := p.AllowsSource("Plugin team-a/x", "team-a", "oci:/var/lib/wasmrec/modules//layout@sha256:ab"); err == nil || !strings.Contains(err.Error(), `write it as "oci:/var/lib/wasmrec/modules/layout@sha256:ab"`) {
+		t.Errorf("a layout pinned by digest, not written plainly: %v; want the plain form, pinned alike", err)
+	}
 	if err := (ObjectPolicy{}).AllowsSource("Plugin a/b", "a", "oci://r/x:v1"); err == nil || !strings.Contains(err.Error(), "none yet") {
 		t.Errorf("with no sources: %v; want a refusal saying none are allowed yet", err)
 	}
