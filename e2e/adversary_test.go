@@ -18,6 +18,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/wasmrec/wasmrec/host/manager"
@@ -234,6 +236,66 @@ func TestATenantsModuleSizeIsBounded(t *testing.T) {
 		degradedWith(t, ns, name, want, 30*time.Second)
 	}
 	ready(t, ns, "small", 30*time.Second)
+}
+
+// Her modules count in her memory budget with what compiling them costs, beside her instances:
+// a module that does not fit is not compiled, and its Plugin is Degraded (OverBudget) naming the
+// budget; a new version that does not fit leaves the one serving to serve; once memory is given
+// back, the move is made. A valid 512 MiB module with memoryLimit 2Mi once held 1.76 GiB of a
+// host whose budgets counted 4 MiB for it.
+func TestATenantsModulesCountInHerMemoryBudget(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	dir := t.TempDir()
+	budget, limit := resource.MustParse("120Mi"), resource.MustParse("8Mi")
+	logs := &logLines{}
+	objectsHost(t, plugin.ObjectPolicy{Sources: []string{dir}, NamespaceMemoryBudget: &budget, MaxModuleSize: &limit}, logs)
+	big := largeModule(t, 6<<20) // compiling: 108Mi at most; compiled: 48Mi
+	writeModule(t, filepath.Join(dir, "big.wasm"), big)
+	writeModule(t, filepath.Join(dir, "small.wasm"), largeModule(t, 1<<20)) // 18Mi; 8Mi
+	alice := newTenant(t, "alice-"+ns, ns, "reader")
+	serviceAccount(t, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	spec := func(module string) map[string]any {
+		return map[string]any{"module": filepath.Join(dir, module), "memoryLimit": "1Mi", "serviceAccountName": "reader",
+			"permissions": []any{map[string]any{"group": "", "resources": []any{"*"}, "verbs": []any{"get", "list", "watch"}}}}
+	}
+	plugins := alice.dyn.Resource(pluginapi.GVR).Namespace(ns)
+	must(t, alice.plugin("small", spec("small.wasm")))
+	ready(t, ns, "small", 30*time.Second)
+	must(t, alice.plugin("big", spec("big.wasm"))) // 9Mi held, 1Mi and 108Mi asked: it fits
+	ready(t, ns, "big", 30*time.Second)
+
+	must(t, alice.plugin("third", spec("big.wasm"))) // 58Mi held, 1Mi and 108Mi asked
+	degradedWith(t, ns, "third", "its module needs 108Mi more to compile", 30*time.Second)
+	if _, m := pluginCondition(t, ns, "third", "Degraded"); !strings.Contains(m, "the Plugins of "+ns+" hold 59Mi (instances and compiled code) of the operator's budget of 120Mi for one namespace (pluginObjects.namespaceMemoryBudget") {
+		t.Errorf("third: %s", m)
+	}
+	if s, why := pluginCondition(t, ns, "third", "Ready"); s != "False" {
+		t.Errorf("third is Ready=%s (%s), though its module was not compiled", s, why)
+	}
+	must(t, plugins.Delete(ctx, "third", metav1.DeleteOptions{}))
+
+	// A new version that does not fit: the one serving serves on.
+	_, err := plugins.Patch(ctx, "small", types.MergePatchType, []byte(`{"spec":{"module":"`+filepath.Join(dir, "big.wasm")+`"}}`), metav1.PatchOptions{})
+	must(t, err)
+	degradedWith(t, ns, "small", "its module needs 108Mi more to compile", 30*time.Second)
+	if s, why := pluginCondition(t, ns, "small", "Ready"); s != "True" {
+		t.Errorf("small is Ready=%s (%s) while its new version waits for room", s, why)
+	}
+	// Room is made: the move is tried again, and made.
+	must(t, plugins.Delete(ctx, "big", metav1.DeleteOptions{}))
+	want := digestOf(big)
+	eventually(t, 90*time.Second, "small serving big.wasm", func() error {
+		u, err := plugins.Get(ctx, "small", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
+		if s, m := pluginCondition(t, ns, "small", "Degraded"); d != want || s != "False" {
+			return fmt.Errorf("activeDigest %s, Degraded=%s: %s", d, s, m)
+		}
+		return nil
+	})
 }
 
 // Events and errors are bounded: an Event her plugin's ServiceAccount may not create is refused

@@ -100,7 +100,7 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 		var names []string
 		for i := range 16 {
 			names = append(names, admitted(b, tenant, "alice", fmt.Sprint("loop-", i), map[string]any{"module": filepath.Join(dir, "misbehave.wasm"),
-				"maxConcurrentReconciles": int64(8), "memoryLimit": "4Mi"}, rule)) // 512Mi of her 1Gi budget
+				"maxConcurrentReconciles": int64(8), "memoryLimit": "2Mi"}, rule)) // 256Mi of her 1Gi budget: the big module compiling takes 576Mi
 		}
 		for i := range 5 { // with the 16 above and the two below, 58 of her 64 units
 			names = append(names, admitted(b, tenant, "alice", fmt.Sprint("shards-", i), map[string]any{"module": filepath.Join(dir, "misbehave.wasm"),

@@ -138,6 +138,11 @@ type Config struct {
 	// CPU, if set, is the share of the host's cores the plugin's guests run within, with the
 	// other plugins given it: a plugin object's is its namespace's (pluginObjects.namespaceCPU).
 	CPU *wasm.CPUShare `json:"-"`
+	// Code, if set, is charged for compiling each of the plugin's modules and for its compiled
+	// code while the plugin holds it (the live version, a rollout's candidate, versions kept
+	// for a swap back): a plugin object's is its share of the memory budgets. A module that
+	// does not fit is not compiled, and is tried again later (ReasonOverBudget).
+	Code wasm.CodeBudget `json:"-"`
 	// Confined keeps the plugin inside Namespaces: cluster-scoped kinds are out of its reach
 	// (watches, reads and writes alike). A namespaced Plugin object's plugin is confined to its
 	// namespace.

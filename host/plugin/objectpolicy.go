@@ -37,8 +37,10 @@ type ObjectPolicy struct {
 	MaxTimeout *metav1.Duration `json:"maxTimeout,omitempty"`
 	// MaxShards bounds an object's shards. Defaults to 16.
 	MaxShards int `json:"maxShards,omitempty"`
-	// MemoryBudget bounds the memory all plugin objects' instances may take together
-	// (memoryLimit times maxConcurrentReconciles, summed). Defaults to 4Gi.
+	// MemoryBudget bounds the memory all plugin objects may take together: their instances'
+	// (memoryLimit times maxConcurrentReconciles, twice that with a rollout) and their modules'
+	// compiled code (wasm.CompilePeak times a module's size while it compiles, wasm.CodeHeld
+	// times after). Defaults to 4Gi.
 	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
 	// NamespaceMemoryBudget bounds what the Plugins of one namespace may take together, so that
 	// one team cannot take the whole budget. Defaults to 1Gi.

@@ -323,8 +323,8 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	mod, err := h.engine.Compile(ctx, wasmBytes, p.moduleOptions())
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
+		if ctx.Err() != nil || overBudget(err) {
+			return nil, err // not the module's fault: it may load later
 		}
 		return nil, &RefusedError{Err: err}
 	}

@@ -25,6 +25,7 @@ const (
 	ReasonRefused     = "Refused"      // the module was refused for what it is: tried again when it changes
 	ReasonNotSigned   = "NotSigned"    // the module is not signed as required: looked at again with backoff
 	ReasonLoadFailed  = "LoadFailed"   // loading failed otherwise (its identity, say): tried again with backoff
+	ReasonOverBudget  = "OverBudget"   // compiling the module does not fit its memory budget now: tried again with backoff
 	ReasonStartFailed = "StartFailed"  // the manager would not run it: not tried again
 	ReasonRevoked     = "ReadsRevoked" // its ServiceAccount may no longer read what it watches: stopped until it may
 )
@@ -269,6 +270,9 @@ func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 				}
 				return nil, ReasonRefused, err
 			}
+			if overBudget(err) {
+				return nil, ReasonOverBudget, err
+			}
 			return nil, ReasonLoadFailed, err
 		}
 	}
@@ -295,6 +299,9 @@ func (s *Supervisor) liveModule(digest string) []byte {
 }
 
 func wasmShort(digest string) string { return wasm.ShortDigest(digest) }
+
+// overBudget says err is a module that did not fit its plugin's Config.Code.
+func overBudget(err error) bool { return errors.As(err, new(*wasm.BudgetError)) }
 
 // run starts p and keeps it until ctx is done. A plugin acting as a ServiceAccount of its own
 // has its reads reviewed again every reviewTTL: one whose RBAC no longer lets it read what it

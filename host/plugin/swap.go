@@ -83,6 +83,11 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 			p.host.metrics.Compiles.WithLabelValues(p.cfg.Name).Inc()
 		}
 		if mod, err = p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions()); err != nil {
+			if overBudget(err) {
+				// Not a refusal of the module: it is tried again, and may fit then.
+				p.log.Error(err, "the new module does not fit the plugin's memory budget now; the current module keeps serving", "serving", p.Module().ShortDigest())
+				return err
+			}
 			if ctx.Err() == nil {
 				p.kept.Refuse(digest, err)
 				p.host.oci.Forget(digest) // the host keeps no module it refused
@@ -213,6 +218,7 @@ func (p *Plugin) moduleOptions() wasm.Options {
 		Logger:          p.log,
 		LogLimit:        p.cfg.LogLimit,
 		CPU:             p.cfg.CPU,
+		Code:            p.cfg.Code,
 	}
 }
 

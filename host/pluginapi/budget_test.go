@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 )
@@ -44,3 +46,63 @@ func TestUnitsAreBudgeted(t *testing.T) {
 		t.Errorf("%d objects wait for a stop; want 2", len(r.overBudget))
 	}
 }
+
+// A Plugin's compiled modules count in the memory budgets beside its instances: a module whose
+// compiling does not fit is refused before it compiles, naming the budget and what holds it; code
+// given back makes room for the next. A 512 MiB module with memoryLimit 2Mi held 1.76 GiB of a
+// host whose budgets counted 4 MiB for it.
+func TestCompiledCodeIsBudgeted(t *testing.T) {
+	r := &resources{
+		policy: plugin.ObjectPolicy{
+			NamespaceMemoryBudget: ptr(resource.MustParse("100Mi")),
+			MemoryBudget:          ptr(resource.MustParse("150Mi")),
+		}.WithDefaults(),
+		running:    map[string]*loaded{},
+		overBudget: map[reconcile.Request]bool{},
+	}
+	start := func(ns, name string, memory int64) (*loaded, codeBudget, error) {
+		u := objectOf(t, fmt.Sprintf(`"kind":"Plugin","metadata":{"name":%q,"namespace":%q}`, name, ns), `{"module":"/m.wasm"}`)
+		l := &loaded{units: 1, memory: memory}
+		return l, codeBudget{r: r, l: l, name: PluginName(ns, name), what: describe(u)}, r.reserve(u, PluginName(ns, name), l)
+	}
+	_, one, err := start("team-a", "one", 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.Charge(30 << 20); err != nil {
+		t.Fatalf("code within the namespace's budget: %v", err)
+	}
+	err = one.Charge(10 << 20)
+	if err == nil || !strings.HasPrefix(err.Error(), "Plugin team-a/one: its module needs 10Mi more to compile") ||
+		!strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi (instances and compiled code) of the operator's budget of 100Mi for one namespace (pluginObjects.namespaceMemoryBudget") {
+		t.Fatalf("code past the namespace's budget: %v", err)
+	}
+	if _, _, err := start("team-a", "two", 8<<20); err == nil || !strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi (instances and compiled code)") {
+		t.Fatalf("instances past the namespace's budget, counting code: %v", err)
+	}
+	one.Release(30 << 20)
+	if _, _, err := start("team-a", "two", 8<<20); err != nil {
+		t.Fatalf("once the code was let go: %v", err)
+	}
+
+	_, b, err := start("team-b", "one", 40<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Charge(20 << 20); err != nil {
+		t.Fatalf("within the whole budget: %v", err)
+	}
+	err = b.Charge(30 << 20)
+	if err == nil || !strings.Contains(err.Error(), "plugin objects hold 132Mi (instances and compiled code) of the operator's memory budget of 150Mi (pluginObjects.memoryBudget") {
+		t.Fatalf("past the whole budget: %v", err)
+	}
+
+	r.mu.Lock()
+	delete(r.running, PluginName("team-b", "one")) // stopped while its module loads
+	r.mu.Unlock()
+	if err := b.Charge(1); err == nil || !strings.Contains(err.Error(), "stopped while its module was being loaded") {
+		t.Fatalf("a stopped plugin's module: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -274,7 +274,8 @@ type resources struct {
 // loaded is the plugin an object runs, under its supervisor.
 type loaded struct {
 	sup       *plugin.Supervisor
-	memory    int64  // its share of the memory budget
+	memory    int64  // its instances' share of the memory budget
+	code      int64  // its compiled modules' share (codeBudget)
 	units     int    // its share of the unit budget: its shards, or 1
 	namespace string // a Plugin's, for the namespace's budget
 	settings  string // the spec without module and paused: a change starts it anew
@@ -282,7 +283,7 @@ type loaded struct {
 	announced bool   // the Loaded event was recorded
 	shown     string // the last load failure said, so that it is said once
 	lastErr   string // the last refusal or fetch failure of a swap, cleared by a good swap
-	lastWhy   string // its reason: SwapRefused or FetchFailed
+	lastWhy   string // its reason: SwapRefused, FetchFailed or OverBudget
 	swaps     int64
 	refusals  int64
 	tried     string            // the last module a swap failed to, its retries, and when the
@@ -292,7 +293,7 @@ type loaded struct {
 
 // failure is why an object's plugin is not loaded, as its status says it.
 type failure struct {
-	reason   string // Invalid, FetchFailed, Refused, LoadFailed or StartFailed
+	reason   string // Invalid, FetchFailed, Refused, LoadFailed, OverBudget or StartFailed
 	msg      string
 	refusals int64 // modules refused, over the object's life
 }
@@ -364,6 +365,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		live, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
 		l = &loaded{settings: settings, module: cfg.Module, memory: cfg.Memory(), units: cfg.Units(), swaps: swaps, refusals: refusals}
 		again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
+		cfg.Code = codeBudget{r: r, l: l, name: name, what: describe(u)}
 		l.sup = r.host.Supervise(cfg, plugin.SuperviseOptions{
 			OnState:   func(plugin.State) { r.ctrl.Enqueue(again) },
 			OnSwap:    r.onSwap(u, l),
@@ -377,7 +379,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			Live:      live, // a rollout the host was in the middle of starts again
 		})
 		if err := r.reserve(u, name, l); err != nil {
-			return reconcile.Result{}, r.refuse(ctx, u, "OverBudget", err)
+			return reconcile.Result{}, r.refuse(ctx, u, plugin.ReasonOverBudget, err)
 		}
 		if err := r.mgr.Add(l.sup); err != nil {
 			r.unload(ctx, name, u)
@@ -413,17 +415,23 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			r.mu.Lock()
 			delay := l.retries.Next()
 			l.due = time.Now().Add(delay)
-			news := false
-			if errors.As(err, &fetch) { // not a refusal of the module: OnSwap was not told
-				news = l.lastErr != err.Error()
-				l.lastErr, l.lastWhy = err.Error(), "FetchFailed"
+			why := "" // not a refusal of the module, which OnSwap was told
+			switch {
+			case errors.As(err, &fetch):
+				why = plugin.ReasonFetchFailed
+			case errors.As(err, new(*wasm.BudgetError)):
+				why = plugin.ReasonOverBudget
+			}
+			news := why != "" && l.lastErr != err.Error()
+			if why != "" {
+				l.lastErr, l.lastWhy = err.Error(), why
 			}
 			r.mu.Unlock()
 			if news {
-				if r.leading() {
+				if r.leading() && why == plugin.ReasonFetchFailed {
 					r.log.Error(err, "the plugin object's module could not be fetched; the current module keeps serving, and it is tried again with backoff", "plugin", cfg.Name, "serving", p.Module().Digest(), "next", delay.Round(time.Millisecond))
 				}
-				r.event(u, corev1.EventTypeWarning, "FetchFailed", "%s keeps serving: %v", p.Module().Digest(), err)
+				r.event(u, corev1.EventTypeWarning, why, "%s keeps serving: %v", p.Module().Digest(), err)
 			}
 			return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, l, nil)
 		}
@@ -447,77 +455,6 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 // rolloutStatusEvery is how often the status of a plugin rolling out a new version is written.
 const rolloutStatusEvery = 2 * time.Second
 
-// reserve takes l's memory and units out of the operator's budgets for plugin objects (all of
-// them, and a namespace's Plugins) and records l as name's, in one step (the controller's workers reconcile
-// objects at once). A plugin that would exceed one is refused, saying what is taken and by whom,
-// and tried again when a plugin object stops.
-func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ns := u.GetNamespace()
-	var used, usedHere int64
-	var units, unitsHere int
-	for _, other := range r.running {
-		used += other.memory
-		units += other.units
-		if ns != "" && other.namespace == ns {
-			usedHere += other.memory
-			unitsHere += other.units
-		}
-	}
-	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: u.GetName()}}
-	var err error
-	switch {
-	case ns != "" && unitsHere+l.units > r.policy.NamespaceUnitBudget:
-		err = fmt.Errorf("%s: it takes %s, and the Plugins of %s hold %d of the operator's budget of %d units for one namespace (pluginObjects.namespaceUnitBudget in the host config; every Plugin not paused holds its units, loaded or still trying to load): %sstop or pause another Plugin of %s, or ask the operator",
-			describe(u), unitsOf(l.units), ns, unitsHere, r.policy.NamespaceUnitBudget, lowerShards(l.units), ns)
-	case units+l.units > r.policy.UnitBudget:
-		err = fmt.Errorf("%s: it takes %s, and plugin objects hold %d of the operator's budget of %d units (pluginObjects.unitBudget in the host config): %sor ask the operator; it is tried again when a plugin object stops",
-			describe(u), unitsOf(l.units), units, r.policy.UnitBudget, lowerShards(l.units))
-	case ns != "" && usedHere+l.memory > r.policy.NamespaceMemoryBudget.Value():
-		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, stop another Plugin of %s, or ask the operator",
-			describe(u), quantity(l.memory), ns, quantity(usedHere), r.policy.NamespaceMemoryBudget, ns)
-	case used+l.memory > r.policy.MemoryBudget.Value():
-		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator; it is tried again when a plugin object stops",
-			describe(u), quantity(l.memory), quantity(used), r.policy.MemoryBudget)
-	}
-	if err != nil {
-		r.overBudget[req] = true
-		return err
-	}
-	delete(r.overBudget, req)
-	l.namespace = ns
-	r.running[name] = l
-	return nil
-}
-
-// unitsOf says what units n is: a plugin object is one, or one per shard.
-func unitsOf(n int) string {
-	if n == 1 {
-		return "1 unit (a plugin object is one, or one per shard)"
-	}
-	return fmt.Sprintf("%d units (one per shard)", n)
-}
-
-// lowerShards is the advice to lower spec.shards, for an object that has them.
-func lowerShards(n int) string {
-	if n > 1 {
-		return "lower spec.shards, "
-	}
-	return ""
-}
-
-// cpuShare is namespace's share of the host's cores, which its Plugins run within.
-func (r *resources) cpuShare(namespace string) *wasm.CPUShare {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.cpu[namespace]
-	if s == nil {
-		s = wasm.NewCPUShare(fmt.Sprintf("the Plugins of %s (pluginObjects.namespaceCPU in the host config)", namespace), r.policy.NamespaceCPU)
-		r.cpu[namespace] = s
-	}
-	return s
-}
 
 func quantity(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }
 
@@ -720,7 +657,7 @@ type serving struct {
 	digest          string
 	swaps, refusals int64
 	lastErr         string // the last swap's refusal, or fetch failure; "" once one succeeds
-	lastWhy         string // its reason: SwapRefused or FetchFailed
+	lastWhy         string // its reason: SwapRefused, FetchFailed or OverBudget
 	running         bool
 	kinds           []schema.GroupVersionKind
 	plugin          *plugin.Plugin

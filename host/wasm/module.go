@@ -81,6 +81,10 @@ type Options struct {
 	// CPU, if set, is the share of the host's cores the module's guests run within, with the
 	// other modules given the same share. Nil: only MaxInstances bounds them.
 	CPU *CPUShare
+
+	// Code, if set, is charged for the memory of compiling the module and of its compiled code
+	// while the Module lives (see CodeBudget). Nil: nothing bounds it but MaxModuleSize upstream.
+	Code CodeBudget
 }
 
 // LogLimit bounds a plugin's output in the host log: its stdout and stderr lines and its log
@@ -172,7 +176,8 @@ type Module struct {
 	digest   string
 	manifest *abi.Manifest
 	describe Describe
-	released sync.Once // code released, by Close
+	released sync.Once   // code released, by Close
+	charge   *codeCharge // what the Module holds of Options.Code, given back by Close
 
 	// code is shared with the other Modules of the same bytes and settings; nil while it is let
 	// go (CodeIdleTimeout). It changes under codeMu, only while every token is held, so an
@@ -283,9 +288,18 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 	}()
 	defer recoverPanic(&err)
 
+	if m.charge, err = chargeCompile(opts.Code, len(wasm)); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			m.charge.release()
+		}
+	}()
 	if m.code, err = e.load(ctx, wasm, m.digest, opts); err != nil {
 		return nil, err
 	}
+	m.charge.settle(len(wasm))
 	m.wasm, m.describe = m.code.wasm, m.code.describe
 	if why := m.code.snapshots.why; why != "" && *opts.Snapshots {
 		opts.Logger.Info("instances of this plugin start by running its initialisation, not from a snapshot", "reason", why)
@@ -394,12 +408,18 @@ func (m *Module) Close(ctx context.Context) error {
 	if err := m.Retire(ctx); err != nil {
 		go func() {
 			_ = m.Retire(context.Background())
-			m.released.Do(func() { _ = m.releaseCode(context.Background()) })
+			m.released.Do(func() {
+				_ = m.releaseCode(context.Background())
+				m.charge.release()
+			})
 		}()
 		return err
 	}
 	var err error
-	m.released.Do(func() { err = m.releaseCode(context.WithoutCancel(ctx)) })
+	m.released.Do(func() {
+		err = m.releaseCode(context.WithoutCancel(ctx))
+		m.charge.release()
+	})
 	return err
 }
 

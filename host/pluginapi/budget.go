@@ -1,0 +1,140 @@
+package pluginapi
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+// The budgets of plugin objects (pluginObjects in the host config), all and per namespace:
+//   - units: a plugin object is one, or one per shard; taken when the object starts;
+//   - memory: its instances' (memoryLimit times maxConcurrentReconciles, twice that with a
+//     rollout), taken when the object starts, and its modules' compiled code (codeBudget), taken
+//     before each module compiles and given back when the plugin lets it go.
+//
+// All of it is held in r.running under r.mu: a budget's use is the sum over the objects running.
+
+// held is what l holds of the memory budgets. r.mu is held.
+func (l *loaded) held() int64 { return l.memory + l.code }
+
+// use sums what the running objects hold, all and in namespace ns. r.mu is held.
+func (r *resources) use(ns string) (memory, memoryHere int64, units, unitsHere int) {
+	for _, other := range r.running {
+		memory += other.held()
+		units += other.units
+		if ns != "" && other.namespace == ns {
+			memoryHere += other.held()
+			unitsHere += other.units
+		}
+	}
+	return memory, memoryHere, units, unitsHere
+}
+
+// reserve takes l's memory and units out of the operator's budgets for plugin objects (all of
+// them, and a namespace's Plugins) and records l as name's, in one step (the controller's
+// workers reconcile objects at once). A plugin that would exceed one is refused, saying what is
+// taken and by whom, and tried again when a plugin object stops.
+func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ns := u.GetNamespace()
+	used, usedHere, units, unitsHere := r.use(ns)
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: u.GetName()}}
+	var err error
+	switch {
+	case ns != "" && unitsHere+l.units > r.policy.NamespaceUnitBudget:
+		err = fmt.Errorf("%s: it takes %s, and the Plugins of %s hold %d of the operator's budget of %d units for one namespace (pluginObjects.namespaceUnitBudget in the host config; every Plugin not paused holds its units, loaded or still trying to load): %sstop or pause another Plugin of %s, or ask the operator",
+			describe(u), unitsOf(l.units), ns, unitsHere, r.policy.NamespaceUnitBudget, lowerShards(l.units), ns)
+	case units+l.units > r.policy.UnitBudget:
+		err = fmt.Errorf("%s: it takes %s, and plugin objects hold %d of the operator's budget of %d units (pluginObjects.unitBudget in the host config): %sor ask the operator; it is tried again when a plugin object stops",
+			describe(u), unitsOf(l.units), units, r.policy.UnitBudget, lowerShards(l.units))
+	case ns != "" && usedHere+l.memory > r.policy.NamespaceMemoryBudget.Value():
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and the Plugins of %s hold %s (instances and compiled code) of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, stop another Plugin of %s, or ask the operator",
+			describe(u), approx(l.memory), ns, approx(usedHere), r.policy.NamespaceMemoryBudget, ns)
+	case used+l.memory > r.policy.MemoryBudget.Value():
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and plugin objects hold %s (instances and compiled code) of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator; it is tried again when a plugin object stops",
+			describe(u), approx(l.memory), approx(used), r.policy.MemoryBudget)
+	}
+	if err != nil {
+		r.overBudget[req] = true
+		return err
+	}
+	delete(r.overBudget, req)
+	l.namespace = ns
+	r.running[name] = l
+	return nil
+}
+
+// codeBudget charges an object's compiled modules to the memory budgets, beside its instances
+// (plugin.Config.Code). A module that does not fit is not compiled: the object is Degraded
+// (OverBudget) and its supervisor tries again with backoff, or, for a new version, the one
+// serving keeps serving and the move is tried again.
+type codeBudget struct {
+	r    *resources
+	l    *loaded
+	name string // the plugin's
+	what string // the object, as messages name it
+}
+
+func (c codeBudget) Charge(n int64) error {
+	r := c.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running[c.name] != c.l {
+		return fmt.Errorf("%s: stopped while its module was being loaded", c.what)
+	}
+	ns := c.l.namespace
+	used, usedHere, _, _ := r.use(ns)
+	const cost = "compiling a module takes about %d times its size, and its code holds about %d times its size after, while the plugin keeps it"
+	switch {
+	case ns != "" && usedHere+n > r.policy.NamespaceMemoryBudget.Value():
+		return fmt.Errorf("%s: its module needs %s more to compile ("+cost+"), and the Plugins of %s hold %s (instances and compiled code) of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): use a smaller module, lower memoryLimit or maxConcurrentReconciles, stop another Plugin of %s, or ask the operator",
+			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, ns, approx(usedHere), r.policy.NamespaceMemoryBudget, ns)
+	case used+n > r.policy.MemoryBudget.Value():
+		return fmt.Errorf("%s: its module needs %s more to compile ("+cost+"), and plugin objects hold %s (instances and compiled code) of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): use a smaller module, or ask the operator",
+			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, approx(used), r.policy.MemoryBudget)
+	}
+	c.l.code += n
+	return nil
+}
+
+func (c codeBudget) Release(n int64) {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	c.l.code -= n
+}
+
+// approx is b rounded up to the MiB, as budget messages show amounts.
+func approx(b int64) string { return quantity((b + 1<<20 - 1) &^ (1<<20 - 1)) }
+
+// unitsOf says what units n is: a plugin object is one, or one per shard.
+func unitsOf(n int) string {
+	if n == 1 {
+		return "1 unit (a plugin object is one, or one per shard)"
+	}
+	return fmt.Sprintf("%d units (one per shard)", n)
+}
+
+// lowerShards is the advice to lower spec.shards, for an object that has them.
+func lowerShards(n int) string {
+	if n > 1 {
+		return "lower spec.shards, "
+	}
+	return ""
+}
+
+// cpuShare is namespace's share of the host's cores, which its Plugins run within.
+func (r *resources) cpuShare(namespace string) *wasm.CPUShare {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.cpu[namespace]
+	if s == nil {
+		s = wasm.NewCPUShare(fmt.Sprintf("the Plugins of %s (pluginObjects.namespaceCPU in the host config)", namespace), r.policy.NamespaceCPU)
+		r.cpu[namespace] = s
+	}
+	return s
+}
