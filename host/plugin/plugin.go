@@ -43,7 +43,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/ownership"
-	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
@@ -206,8 +206,8 @@ type Plugin struct {
 	kept     versions.Kept // versions swapped out lately, and digests refused
 	ctrl     *controller.Controller
 	forGVK   schema.GroupVersionKind
-	api      *guest.API // the guest's host calls
-	reader   *guest.Reader
+	api      *hostcalls.API // the guest's host calls
+	reader   *hostcalls.Reader
 	identity *identity            // who the guest's API calls are made as
 	checkers []*signature.Checker // who must have signed its modules (none: anyone)
 	log      logr.Logger
@@ -235,7 +235,7 @@ type Plugin struct {
 
 	// shards are the shards this replica runs (nil: the plugin is not split); wantShards those
 	// it is to run from the controller's next start.
-	shards     atomic.Pointer[guest.Sharding]
+	shards     atomic.Pointer[hostcalls.Sharding]
 	wantShards atomic.Pointer[[]int]
 	held       atomic.Pointer[[]string] // see Held
 	standby    atomic.Pointer[[]string] // the units this replica would take over first
@@ -360,7 +360,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if p.forGVK, err = parseGVK(m.For); err != nil {
 		return refuse(fmt.Errorf("for: %w", err))
 	}
-	p.reader = guest.NewReader(h.mgr.GetCache(), cfg.Namespaces)
+	p.reader = hostcalls.NewReader(h.mgr.GetCache(), cfg.Namespaces)
 	p.reader.OnAcquire = p.checkHealth
 	p.api = p.guestAPI()
 
@@ -784,9 +784,9 @@ func (h *Host) follow(p *Plugin, kinds []schema.GroupVersionKind, log logr.Logge
 
 // guestAPI builds what the plugin's host calls share: its identity's clients and its limits,
 // from its config or the defaults.
-func (p *Plugin) guestAPI() *guest.API {
+func (p *Plugin) guestAPI() *hostcalls.API {
 	cfg, h := p.cfg, p.host
-	limit := func(field string, c CallLimit, qps float64, burst int, waits, seconds *prometheus.CounterVec) *guest.Limit {
+	limit := func(field string, c CallLimit, qps float64, burst int, waits, seconds *prometheus.CounterVec) *hostcalls.Limit {
 		if c.QPS > 0 {
 			qps = c.QPS
 		}
@@ -794,9 +794,9 @@ func (p *Plugin) guestAPI() *guest.API {
 			burst = c.Burst
 		}
 		if waits == nil {
-			return guest.NewLimit(field, qps, burst, nil, nil)
+			return hostcalls.NewLimit(field, qps, burst, nil, nil)
 		}
-		return guest.NewLimit(field, qps, burst, waits.WithLabelValues(cfg.Name), seconds.WithLabelValues(cfg.Name))
+		return hostcalls.NewLimit(field, qps, burst, waits.WithLabelValues(cfg.Name), seconds.WithLabelValues(cfg.Name))
 	}
 	var (
 		count                        func(string, abi.Status)
@@ -806,7 +806,7 @@ func (p *Plugin) guestAPI() *guest.API {
 		wWaits, wSecs, rWaits, rSecs = m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds
 		count = func(fn string, s abi.Status) { m.HostCalls.WithLabelValues(cfg.Name, fn, s.String()).Inc() }
 	}
-	return (&guest.API{
+	return (&hostcalls.API{
 		Name:      cfg.Name,
 		For:       p.forGVK,
 		Mapper:    h.mapper,
@@ -905,13 +905,13 @@ func (e *timedOut) Unwrap() []error { return []error{e.err, context.DeadlineExce
 // set. A reconcile runs whole on one version: one that picked a version just as a swap or a
 // rollback closed it runs on the live version instead if fallback is set (a shadow run does
 // not), and run returns the version it ran on.
-func (p *Plugin) run(ctx context.Context, req reconcile.Request, call abi.Request, v *version, fallback bool, log logr.Logger, calls func(*guest.Calls)) (abi.Result, *version, error) {
+func (p *Plugin) run(ctx context.Context, req reconcile.Request, call abi.Request, v *version, fallback bool, log logr.Logger, calls func(*hostcalls.Calls)) (abi.Result, *version, error) {
 	for {
 		cur := v
 		if cur == nil {
 			cur = p.current.Load()
 		}
-		c := &guest.Calls{API: p.api, Policy: cur.policy, Req: req}
+		c := &hostcalls.Calls{API: p.api, Policy: cur.policy, Req: req}
 		if calls != nil {
 			calls(c)
 		}
@@ -994,11 +994,11 @@ func (p *Plugin) keysFor(gvk schema.GroupVersionKind, metadataOnly bool) []cache
 	return p.keysWithSharding(gvk, metadataOnly, p.sharding())
 }
 
-func (p *Plugin) keysWithSharding(gvk schema.GroupVersionKind, metadataOnly bool, sh guest.Sharding) []cache.Key {
+func (p *Plugin) keysWithSharding(gvk schema.GroupVersionKind, metadataOnly bool, sh hostcalls.Sharding) []cache.Key {
 	if m, err := p.host.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
-		return guest.Keys(gvk, metadataOnly, nil, sh.Shards(gvk, false))
+		return hostcalls.Keys(gvk, metadataOnly, nil, sh.Shards(gvk, false))
 	}
-	return guest.Keys(gvk, metadataOnly, p.cfg.Namespaces, sh.Shards(gvk, true))
+	return hostcalls.Keys(gvk, metadataOnly, p.cfg.Namespaces, sh.Shards(gvk, true))
 }
 
 // keysOf lists the distinct informers sources use, in a stable order.

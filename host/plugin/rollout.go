@@ -15,7 +15,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/cache"
-	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/rollout"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/tracing"
@@ -352,7 +352,7 @@ func (p *Plugin) reconcileRolling(ctx context.Context, req reconcile.Request, ro
 		return p.shadowed(ctx, req, ro, w, call, log)
 	}
 	var rec rollout.Record
-	record := func(c *guest.Calls) { c.Record = rec.Add }
+	record := func(c *hostcalls.Calls) { c.Record = rec.Add }
 	counter, which := &w.live, "live"
 	var v *version
 	if rollout.Candidate(req.Namespace, req.Name, w.step.Share) {
@@ -404,7 +404,7 @@ func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollin
 		defer span.End()
 		var s ended
 		s.res, _, s.err = p.run(sctx, req, call, ro.cand, false, log.WithValues("shadow", true),
-			func(c *guest.Calls) { c.DryRun, c.Record = true, s.rec.Add })
+			func(c *hostcalls.Calls) { c.DryRun, c.Record = true, s.rec.Add })
 		l := <-liveDone
 		if errors.Is(s.err, wasm.ErrClosed) || p.ro.Load() != ro {
 			return // rolled back, promoted or aborted under it
@@ -413,7 +413,7 @@ func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollin
 	}()
 	start := time.Now()
 	var l ended
-	l.res, _, l.err = p.run(ctx, req, call, nil, true, log, func(c *guest.Calls) { c.Record = l.rec.Add })
+	l.res, _, l.err = p.run(ctx, req, call, nil, true, log, func(c *hostcalls.Calls) { c.Record = l.rec.Add })
 	liveDone <- l
 	t := time.NewTimer(max(time.Since(start), 100*time.Millisecond))
 	defer t.Stop()

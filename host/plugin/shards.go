@@ -15,7 +15,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/ownership"
-	"github.com/wasmrec/wasmrec/host/plugin/internal/guest"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/shard"
 	"github.com/wasmrec/wasmrec/internal/backoff"
@@ -50,11 +50,11 @@ func (p *Plugin) shardsOf(units []string) []int {
 }
 
 // sharding is how the plugin's objects are split and which shards run here now.
-func (p *Plugin) sharding() guest.Sharding {
+func (p *Plugin) sharding() hostcalls.Sharding {
 	if s := p.shards.Load(); s != nil {
 		return *s
 	}
-	return guest.Sharding{}
+	return hostcalls.Sharding{}
 }
 
 // runShards sets the shards this replica runs from the next start of the controller on: the
@@ -80,7 +80,7 @@ func (p *Plugin) applyShards() error {
 	if err != nil {
 		return err
 	}
-	next := guest.Sharding{Field: field, Count: p.cfg.Shards, Held: *want, For: p.forGVK}
+	next := hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: *want, For: p.forGVK}
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
 	if cur := p.shards.Load(); cur != nil && cur.Field == next.Field && slices.Equal(cur.Held, next.Held) {
@@ -123,7 +123,7 @@ func (p *Plugin) shardField() (string, error) {
 }
 
 // keysWith are the informers the running module's watches use with sharding sh.
-func (p *Plugin) keysWith(sh guest.Sharding) []cache.Key {
+func (p *Plugin) keysWith(sh hostcalls.Sharding) []cache.Key {
 	m := p.Module().Manifest()
 	var keys []cache.Key
 	add := func(w abi.Watch, metadataOnly bool) {
@@ -154,13 +154,13 @@ func (p *Plugin) standbyKeys() []cache.Key {
 		return nil
 	}
 	if p.cfg.Shards <= 1 {
-		return p.keysWith(guest.Sharding{})
+		return p.keysWith(hostcalls.Sharding{})
 	}
 	field, err := p.shardField()
 	if err != nil {
 		return nil // not served yet: the warmer waits for it anyway
 	}
-	return p.keysWith(guest.Sharding{Field: field, Count: p.cfg.Shards, Held: p.shardsOf(*sb), For: p.forGVK})
+	return p.keysWith(hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: p.shardsOf(*sb), For: p.forGVK})
 }
 
 // shardFilter passes on only the requests of the shards this replica runs: a watched or owned

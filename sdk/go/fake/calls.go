@@ -12,7 +12,7 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 )
 
-// The host calls, with the statuses and messages the host gives (host/plugin/internal/guest),
+// The host calls, with the statuses and messages the host gives (host/plugin/internal/hostcalls),
 // over an API server in memory. c.mu is held.
 
 func (c *Cluster) call(fn string, body []byte) ([]byte, error) {

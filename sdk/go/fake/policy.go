@@ -8,7 +8,7 @@ import (
 )
 
 // This file is the host's check of a call: abi.Policy, which the host's policy is built on, in
-// the order of the target check of host/plugin/internal/guest, on the manifest and the grant the
+// the order of the target check of host/plugin/internal/hostcalls, on the manifest and the grant the
 // Cluster holds.
 
 // apiError is a call's failure: a status and the message the host would send.

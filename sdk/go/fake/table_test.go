@@ -18,7 +18,7 @@ import (
 )
 
 // The call table (testdata/calls, whose README says the format) run against the fake: the same
-// cases the host's table_test.go (host/plugin/internal/guest) runs against the host's calls and
+// cases the host's table_test.go (host/plugin/internal/hostcalls) runs against the host's calls and
 // a real API server, so that what a plugin's test sees here is what the host answers.
 
 const tableDir = "testdata/calls"
@@ -208,7 +208,7 @@ func run(t *testing.T, tab callTable, tc tableCase) {
 	}
 }
 
-// From here on, the same in host/plugin/internal/guest's table_test.go: how a call's request is
+// From here on, the same in host/plugin/internal/hostcalls's table_test.go: how a call's request is
 // made and its outcome judged.
 
 // substitute makes a call's request: the body, with "$rv" and "$uid" replaced by the

@@ -1,4 +1,4 @@
-package guest
+package hostcalls
 
 import (
 	"context"
