@@ -1,0 +1,181 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/controller"
+	"github.com/wasmrec/wasmrec/host/metrics"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/tracing"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+// guestAPI builds what the plugin's host calls share: its identity's clients and its limits,
+// from its config or the defaults.
+func (p *Plugin) guestAPI() *hostcalls.API {
+	cfg, h := p.cfg, p.host
+	limit := func(field string, c CallLimit, qps float64, burst int, waits, seconds *prometheus.CounterVec) *hostcalls.Limit {
+		if c.QPS > 0 {
+			qps = c.QPS
+		}
+		if c.Burst > 0 {
+			burst = c.Burst
+		}
+		if waits == nil {
+			return hostcalls.NewLimit(field, qps, burst, nil, nil)
+		}
+		return hostcalls.NewLimit(field, qps, burst, waits.WithLabelValues(cfg.Name), seconds.WithLabelValues(cfg.Name))
+	}
+	var (
+		count                        func(string, abi.Status)
+		wWaits, wSecs, rWaits, rSecs *prometheus.CounterVec
+	)
+	if m := h.metrics; m != nil {
+		wWaits, wSecs, rWaits, rSecs = m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds
+		count = func(fn string, s abi.Status) { m.HostCalls.WithLabelValues(cfg.Name, fn, s.String()).Inc() }
+	}
+	return (&hostcalls.API{
+		Name:      cfg.Name,
+		For:       p.forGVK,
+		Mapper:    h.mapper,
+		KnownKind: h.knownKind,
+		Objects:   p.identity.objects,
+		Recorder:  p.identity.recorder(h, cfg.Name),
+		Reader:    p.reader,
+		Writes:    limit("writes", cfg.Writes, DefaultWriteQPS, DefaultWriteBurst, wWaits, wSecs),
+		Reads:     limit("reads", cfg.Reads, DefaultReadQPS, DefaultReadBurst, rWaits, rSecs),
+		Log:       p.log,
+		Count:     count,
+		Owned:     p.owned,
+		MayRead:   p.identity.mayRead(),
+	}).Init()
+}
+
+func (p *Plugin) stats() metrics.PluginStats {
+	mod := p.Module()
+	s := mod.Stats()
+	_, mem := mod.Instances()
+	return metrics.PluginStats{
+		Digest: mod.Digest(), Instances: int(s.Live.Load()), InstanceMemoryBytes: mem,
+		Traps: s.Traps.Load(), Timeouts: s.Timeouts.Load(), BadResults: s.BadResults.Load(),
+		Instantiated: s.Instantiated.Load(), Discarded: s.Discarded.Load(), Rec: s.Recycled.Load(),
+		LogDroppedLines: s.LogDroppedLines.Load(), LogDroppedBytes: s.LogDroppedBytes.Load(),
+	}
+}
+
+// owned reports whether this replica may act for the plugin now: always, unless it shares
+// plugins and its hold on the plugin's units has gone stale (see ownership.Claim.Fresh).
+func (p *Plugin) owned() bool {
+	c := p.claim.Load()
+	return c == nil || c.Fresh()
+}
+
+// Reconcile runs one reconcile in the plugin.
+func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if !p.owned() {
+		// The controller is being stopped: the unit is another replica's, or about to be.
+		p.log.V(1).Info("not reconciling: this replica's Lease on the plugin went unrenewed past the renew deadline", "request", req.String())
+		return reconcile.Result{}, nil
+	}
+	id := fmt.Sprintf("%s-%d", p.cfg.Name, p.ids.Add(1))
+	log := p.log.WithValues(append([]any{"request", req.String(), "reconcileID", id}, tracing.LogValues(ctx)...)...)
+	var (
+		res abi.Result
+		err error
+	)
+	if !p.interruptible() { // the timeout cannot stop the guest: say so when it passes
+		stop := context.AfterFunc(ctx, func() {
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				log.Info("reconcile running past its timeout: the plugin is not interruptible, so it holds its worker until the guest returns", "timeout", p.cfg.ReconcileTimeout())
+			}
+		})
+		defer stop()
+	}
+	call := abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))}
+	if ro := p.ro.Load(); ro != nil {
+		res, err = p.reconcileRolling(ctx, req, ro, call, log)
+	} else {
+		res, _, err = p.run(ctx, req, call, nil, true, log, nil)
+	}
+	switch {
+	case errors.Is(err, wasm.ErrTimedOut):
+		err = &timedOut{plugin: p.cfg.Name, timeout: p.cfg.ReconcileTimeout(), err: err}
+	case err != nil:
+	case res.Failed && res.Terminal:
+		err = reconcile.TerminalError(fmt.Errorf("plugin %q: %s", p.cfg.Name, clip(res.Err)))
+	case res.Failed:
+		err = fmt.Errorf("plugin %q: %s", p.cfg.Name, clip(res.Err))
+	}
+	p.failures.record(err, p.OnFailing)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}, nil
+}
+
+// timedOut is a reconcile the host stopped at the plugin's timeout, said in the terms of the
+// setting an author or operator changes. It wraps what the module reported (wasm.ErrTimedOut)
+// and context.DeadlineExceeded, so that the controller does not say it again.
+type timedOut struct {
+	plugin  string
+	timeout time.Duration
+	err     error
+}
+
+func (e *timedOut) Error() string {
+	return fmt.Sprintf("plugin %q: reconcile timed out after %s, the plugin's timeout (timeout in host.yaml, spec.timeout of its Plugin or ClusterPlugin), and was stopped: make the reconcile return sooner, or raise the timeout",
+		e.plugin, e.timeout)
+}
+
+func (e *timedOut) Unwrap() []error { return []error{e.err, context.DeadlineExceeded} }
+
+// run runs one reconcile on version v (nil: the live one), its host calls set up by calls if
+// set. A reconcile runs whole on one version: one that picked a version just as a swap or a
+// rollback closed it runs on the live version instead if fallback is set (a shadow run does
+// not), and run returns the version it ran on.
+func (p *Plugin) run(ctx context.Context, req reconcile.Request, call abi.Request, v *version, fallback bool, log logr.Logger, calls func(*hostcalls.Calls)) (abi.Result, *version, error) {
+	for {
+		cur := v
+		if cur == nil {
+			cur = p.current.Load()
+		}
+		c := &hostcalls.Calls{API: p.api, Policy: cur.policy, Req: req}
+		if calls != nil {
+			calls(c)
+		}
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetAttributes(tracing.Digest.String(cur.mod.Digest()))
+		}
+		res, err := cur.mod.Reconcile(ctx, &wasm.Call{Request: call, Host: c, Logger: log.WithValues("digest", cur.mod.ShortDigest())})
+		switch {
+		case !errors.Is(err, wasm.ErrClosed), !fallback:
+			return res, cur, err
+		case v != nil:
+			v = nil // the candidate was dropped: the live version
+		case p.Module() == cur.mod:
+			return res, cur, err
+		}
+	}
+}
+
+// clip is msg, cut to maxErrorText bytes (at a rune boundary), saying how much was cut.
+func clip(msg string) string {
+	if len(msg) <= maxErrorText {
+		return msg
+	}
+	cut := maxErrorText
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes more)", msg[:cut], len(msg)-cut)
+}
