@@ -1,16 +1,12 @@
 package pluginapi
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	_ "embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,13 +14,10 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 
@@ -40,7 +33,6 @@ import (
 	"github.com/wasmrec/wasmrec/host/source"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/backoff"
-	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // CRD holds the CustomResourceDefinitions of Plugin and ClusterPlugin (wasmrec.dev, v1alpha1).
@@ -71,57 +63,6 @@ func PluginName(namespace, name string) string {
 		return name
 	}
 	return namespace + "." + name
-}
-
-// ConfigOf returns the settings a plugin object gives its plugin, and whether it is paused. A
-// Plugin's plugin acts as spec.serviceAccountName of its namespace and is confined to that
-// namespace; a ClusterPlugin's acts as spec.serviceAccount and reaches spec.namespaces (all if
-// none). Unknown fields, and fields only the operator may set, are refused.
-func ConfigOf(u *unstructured.Unstructured) (cfg plugin.Config, paused bool, err error) {
-	what := describe(u)
-	var spec pluginSpec
-	raw, _ := json.Marshal(u.Object["spec"])
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return plugin.Config{}, false, fmt.Errorf("%s: spec is not a plugin's settings: %v: fix the object", what, err)
-	}
-	cfg = spec.Config
-	cfg.Origin = what
-	if ns := u.GetNamespace(); ns != "" {
-		cfg.Name = PluginName(ns, u.GetName())
-		switch {
-		case spec.ServiceAccount != nil:
-			return cfg, false, fmt.Errorf("%s: spec.serviceAccount is a ClusterPlugin's: a Plugin acts as spec.serviceAccountName, a ServiceAccount of its own namespace", what)
-		case len(cfg.Namespaces) > 0:
-			return cfg, false, fmt.Errorf("%s: spec.namespaces is a ClusterPlugin's: a Plugin reaches its own namespace only", what)
-		case spec.ServiceAccountName == "":
-			return cfg, false, fmt.Errorf("%s: spec.serviceAccountName is required: the ServiceAccount of namespace %s the plugin acts as", what, ns)
-		}
-		cfg.ServiceAccount = &plugin.ServiceAccountRef{Namespace: ns, Name: spec.ServiceAccountName}
-		cfg.Namespaces, cfg.Confined = []string{ns}, true
-	} else {
-		cfg.Name = u.GetName()
-		switch {
-		case spec.ServiceAccountName != "":
-			return cfg, false, fmt.Errorf("%s: spec.serviceAccountName is a Plugin's: a ClusterPlugin names spec.serviceAccount {namespace, name}", what)
-		case spec.ServiceAccount == nil || spec.ServiceAccount.Namespace == "" || spec.ServiceAccount.Name == "":
-			return cfg, false, fmt.Errorf("%s: spec.serviceAccount {namespace, name} is required: the ServiceAccount the plugin acts as", what)
-		}
-		cfg.ServiceAccount = spec.ServiceAccount
-	}
-	if sa := cfg.ServiceAccount; len(validation.IsDNS1123Subdomain(sa.Name)) > 0 || len(validation.IsDNS1123Label(sa.Namespace)) > 0 {
-		return cfg, false, fmt.Errorf("%s: ServiceAccount %s/%s: not a valid name", what, sa.Namespace, sa.Name)
-	}
-	return cfg, spec.Paused, nil
-}
-
-// pluginSpec is a plugin object's spec: a Config without its name, who it acts as, and paused.
-type pluginSpec struct {
-	plugin.Config                                // its fields are the spec's; name comes from the object
-	ServiceAccountName string                    `json:"serviceAccountName,omitempty"` // Plugin
-	ServiceAccount     *plugin.ServiceAccountRef `json:"serviceAccount,omitempty"`     // ClusterPlugin
-	Paused             bool                      `json:"paused,omitempty"`
 }
 
 // Options configure New.
@@ -298,16 +239,6 @@ type failure struct {
 	refusals int64 // modules refused, over the object's life
 }
 
-// settingsOf is what of spec starts the plugin anew when it changes: all but module and paused.
-func settingsOf(u *unstructured.Unstructured) string {
-	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-	spec = maps.Clone(spec)
-	delete(spec, "module")
-	delete(spec, "paused")
-	b, _ := json.Marshal(spec)
-	return string(b)
-}
-
 func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	reads := r.reads.Load()
 	if reads == nil {
@@ -454,327 +385,6 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 
 // rolloutStatusEvery is how often the status of a plugin rolling out a new version is written.
 const rolloutStatusEvery = 2 * time.Second
-
-
-func quantity(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }
-
-// notLoaded reports an object whose plugin is not loaded: once per distinct failure in the log
-// and an Event, and always in status. The supervisor tries again on its own.
-func (r *resources) notLoaded(ctx context.Context, u *unstructured.Unstructured, l *loaded, st plugin.State) error {
-	if st.Reason == "" { // the first attempt has not ended
-		return r.status(ctx, u, nil, &failure{reason: "Loading", msg: "the module is being loaded", refusals: l.refusals})
-	}
-	first := st.Err
-	var before *plugin.RefusedBeforeError
-	if errors.As(first, &before) {
-		first = before.Err
-	}
-	r.mu.Lock()
-	news := l.shown != first.Error()
-	l.shown = first.Error()
-	if news && st.Reason == plugin.ReasonRefused {
-		l.refusals++
-	}
-	f := failure{reason: st.Reason, msg: first.Error(), refusals: l.refusals}
-	r.mu.Unlock()
-	switch cfg := l.sup.Config(); {
-	case st.Reason == plugin.ReasonRevoked:
-		f.msg = fmt.Sprintf("%s (looked at again every %s)", f.msg, st.Next.Round(time.Second))
-	case st.Next > 0 && isRegistry(&cfg):
-		f.msg = fmt.Sprintf("%s (tried again in %s)", f.msg, st.Next.Round(time.Second))
-	case st.Next > 0:
-		f.msg = fmt.Sprintf("%s (tried again in %s, or as soon as the module file changes)", f.msg, st.Next.Round(time.Second))
-	}
-	if news {
-		r.event(u, corev1.EventTypeWarning, st.Reason, "%v", st.Err)
-	}
-	return r.status(ctx, u, nil, &f)
-}
-
-func isRegistry(cfg *plugin.Config) bool {
-	_, ok := cfg.OCIRef()
-	return ok
-}
-
-// onSwap records a swap's outcome on the object, whoever triggered it.
-func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(plugin.SwapEvent) {
-	again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
-	return func(s plugin.SwapEvent) {
-		r.mu.Lock()
-		switch {
-		case s.Err != nil:
-			l.lastErr, l.lastWhy = s.Err.Error(), "SwapRefused"
-			l.refusals++
-		case s.Unchanged:
-			if l.lastWhy == "SwapRefused" {
-				l.lastErr, l.lastWhy = "", ""
-			}
-		default:
-			l.lastErr, l.lastWhy = "", ""
-			l.swaps++
-		}
-		r.mu.Unlock()
-		switch {
-		case s.Unchanged:
-		case s.Err != nil:
-			r.event(u, corev1.EventTypeWarning, "SwapRefused", "%s keeps serving: %v", s.From, s.Err)
-		case s.Rollback:
-			r.event(u, corev1.EventTypeNormal, "RolledBack", "%s -> %s, a version that served before (kept compiled)", s.From, s.To)
-		default:
-			r.event(u, corev1.EventTypeNormal, "Swapped", "%s -> %s", s.From, s.To)
-		}
-		r.ctrl.Enqueue(again)
-	}
-}
-
-// RolloutAnnotation on a plugin object is an operator's word on the rollout of a new module
-// version: "promote DIGEST" (the candidate serves every key now) or "abort DIGEST" (it is
-// dropped, and not tried again until the plugin's source changes). It acts only while the
-// rollout of that digest runs, on every replica, and may stay on the object.
-const RolloutAnnotation = "wasmrec.dev/rollout"
-
-// rolloutAction acts on u's rollout annotation, if it names p's candidate.
-func (r *resources) rolloutAction(u *unstructured.Unstructured, p *plugin.Plugin) {
-	word, digest, _ := strings.Cut(u.GetAnnotations()[RolloutAnnotation], " ")
-	st := p.Rollout()
-	if digest == "" || st == nil || !st.Active() || st.Candidate != strings.TrimSpace(digest) {
-		return
-	}
-	switch word {
-	case "promote":
-		p.Promote()
-	case "abort":
-		p.Abort(fmt.Sprintf("aborted by an operator (annotation %s) at the %s step", RolloutAnnotation, st.Step))
-	default:
-		r.event(u, corev1.EventTypeWarning, "BadRolloutAnnotation", "annotation %s: %q: write \"promote %s\" or \"abort %s\"", RolloutAnnotation, word, st.Candidate, st.Candidate)
-	}
-}
-
-// onRollout records a rollout's news on the object as Events, and has its status written.
-// A version rolled back or aborted makes the object Degraded, as a refused swap does, until a
-// version is taken.
-func (r *resources) onRollout(u *unstructured.Unstructured, l *loaded) func(plugin.RolloutEvent) {
-	again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
-	return func(e plugin.RolloutEvent) {
-		st := e.Status
-		typ, msg := corev1.EventTypeNormal, ""
-		switch e.Reason {
-		case "RolloutStarted":
-			msg = fmt.Sprintf("%s comes in beside %s: %s step", st.Candidate, st.Live, st.Step)
-		case "RolloutStep":
-			msg = fmt.Sprintf("%s: %s; now the %s step", st.Candidate, st.Message, st.Step)
-		case "RolloutRolledBack":
-			typ = corev1.EventTypeWarning
-			msg = fmt.Sprintf("%s rolled back at the %s step, %s serving on: %s", st.Candidate, st.Step, st.Live, st.Message)
-		default: // promoted, aborted
-			msg = fmt.Sprintf("%s: %s", st.Candidate, st.Message)
-		}
-		if e.Dropped { // spec.module's version does not serve: Degraded until one is taken
-			r.mu.Lock()
-			l.lastErr, l.lastWhy = fmt.Sprintf("%s (%s) does not serve: %s; %s serves", st.Candidate, strings.ToLower(st.Stage), st.Message, st.Live), st.Stage
-			r.mu.Unlock()
-		}
-		r.event(u, typ, e.Reason, "%s", msg)
-		r.ctrl.Enqueue(again)
-	}
-}
-
-func (r *resources) refuse(ctx context.Context, u *unstructured.Unstructured, reason string, err error) error {
-	if r.leading() { // once, by the replica that reports
-		r.log.Error(err, "plugin object refused", "object", describe(u), "reason", reason)
-	}
-	r.event(u, corev1.EventTypeWarning, reason, "%v", err)
-	return r.status(ctx, u, nil, &failure{reason: reason, msg: err.Error()})
-}
-
-// leading is whether this replica leads: only the leader writes status and Events, so that
-// replicas loading the same plugins do not report everything twice.
-//
-// Replicas that share plugins (Host.Share) all run: one of them, the group's reporter, writes
-// the status and Events they would all write alike, and each writes its own entry of
-// status.replicas.
-func (r *resources) leading() bool {
-	if t := r.host.Share(); t != nil {
-		return t.Reporter()
-	}
-	select {
-	case <-r.mgr.Elected():
-		return true
-	default:
-		return false
-	}
-}
-
-func (r *resources) event(u *unstructured.Unstructured, typ, reason, format string, args ...any) {
-	if r.leading() {
-		r.recorder.Eventf(u, typ, reason, format, args...)
-	}
-}
-
-// status writes the object's status: Ready while a module serves, Degraded while the last
-// attempt (load or swap) failed, with its message, and Running while the controller runs. The
-// conditions are metav1.Conditions, set with apimachinery's helpers: a condition's
-// lastTransitionTime moves only when its status does. A failed write is returned, so that the
-// reconcile is retried with backoff.
-func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, f *failure) error {
-	var s *serving
-	if l != nil {
-		p := l.sup.State().Plugin
-		if p == nil {
-			return nil // stopped meanwhile: the next reconcile says so
-		}
-		r.mu.Lock()
-		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy}
-		r.mu.Unlock()
-		s.digest, s.running, s.kinds, s.plugin, s.unavailable = p.Module().Digest(), p.Running(), p.Kinds(), p, p.Unavailable()
-		s.failing, s.waiting = p.Failing(), p.Waiting()
-		s.rollout = p.Rollout()
-	}
-	st := map[string]any{}
-	if r.leading() {
-		st = statusOf(u, s, f, r.host.Share() != nil)
-	}
-	if t := r.host.Share(); t != nil {
-		st["replicas"] = replicasOf(u, t.Identity(), t.Replicas(), s)
-	}
-	if len(st) == 0 {
-		return nil
-	}
-	patch, _ := json.Marshal(map[string]any{"status": st})
-	gvr := ClusterGVR
-	if u.GetNamespace() != "" {
-		gvr = GVR
-	}
-	_, err := r.dynamic.Resource(gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing %s's status: %w", describe(u), err)
-	}
-	return nil
-}
-
-// serving is what a Plugin's status says of its loaded plugin.
-type serving struct {
-	digest          string
-	swaps, refusals int64
-	lastErr         string // the last swap's refusal, or fetch failure; "" once one succeeds
-	lastWhy         string // its reason: SwapRefused, FetchFailed or OverBudget
-	running         bool
-	kinds           []schema.GroupVersionKind
-	plugin          *plugin.Plugin
-	unavailable     []string // what it needs that the host cannot list or watch
-	failing         string   // Plugin.Failing: every reconcile fails
-	waiting         []string // Plugin.Waiting: kinds it needs that no API serves
-	rollout         *plugin.RolloutStatus
-}
-
-// statusOf is the status (a merge patch) of Plugin u, whose plugin s serves (nil: not loaded,
-// for f).
-// With shared set, replicas share the plugin: whether it runs is said per replica.
-func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool) map[string]any {
-	var conds []metav1.Condition
-	if raw, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
-		b, _ := json.Marshal(raw)
-		_ = json.Unmarshal(b, &conds) // conditions the host did not write are replaced
-	}
-	set := func(typ string, ok bool, reason, msg string) {
-		status := metav1.ConditionFalse
-		if ok {
-			status = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&conds, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: u.GetGeneration()})
-	}
-	st := map[string]any{"observedGeneration": u.GetGeneration()}
-	lastErr, why := "", "LoadFailed"
-	if f != nil {
-		lastErr, why = f.msg, f.reason
-		if f.refusals > 0 {
-			st["refusals"] = f.refusals
-		}
-	}
-	if s != nil {
-		lastErr, why = s.lastErr, cmp.Or(s.lastWhy, "SwapRefused")
-		st["swaps"], st["refusals"], st["activeDigest"] = s.swaps, s.refusals, s.digest
-		st["rollout"] = rolloutOf(s.rollout)
-	}
-	paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
-	switch {
-	case paused:
-		set("Ready", false, "Paused", "spec.paused is set")
-	case s == nil:
-		set("Ready", false, "NotLoaded", lastErr)
-	case len(s.waiting) > 0:
-		// Its controller cannot start, whichever replica leads: no CRD serves a kind it needs.
-		set("Ready", false, "WaitingForKinds", "waiting until these are served: "+strings.Join(s.waiting, "; "))
-	case lastErr != "":
-		set("Ready", true, "Serving", "the last good module serves")
-	default:
-		set("Ready", true, "Serving", "the module serves")
-	}
-	switch {
-	case paused:
-		set("Degraded", false, "Paused", "")
-	case s == nil || lastErr != "":
-		set("Degraded", true, why, lastErr)
-	case len(s.unavailable) > 0:
-		set("Degraded", true, "Unavailable", strings.Join(s.unavailable, "; "))
-	case s.failing != "":
-		set("Degraded", true, "ReconcilesFailing", s.failing)
-	default:
-		set("Degraded", false, "Healthy", "")
-	}
-	switch {
-	case s == nil || shared:
-		meta.RemoveStatusCondition(&conds, "Running")
-	case s.running:
-		set("Running", true, "Reconciling", "the controller runs")
-	default:
-		set("Running", false, "Waiting", fmt.Sprintf("not running: it waits for %s to be served (their CRDs installed) and for this replica to lead", kinds.GVKs(s.kinds)))
-	}
-	st["conditions"] = conds
-	st["lastError"] = nil // a merge patch: null removes it
-	if lastErr != "" {
-		st["lastError"] = lastErr
-	}
-	return st
-}
-
-// rolloutOf is the merge patch of status.rollout: ro whole, the fields it leaves out null.
-func rolloutOf(ro *plugin.RolloutStatus) any {
-	if ro == nil {
-		return nil
-	}
-	b, _ := json.Marshal(ro)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	for _, k := range []string{"ended", "differences"} {
-		if _, ok := m[k]; !ok {
-			m[k] = nil
-		}
-	}
-	return m
-}
-
-// replicasOf is the merge patch of status.replicas from replica me: its own entry (what it
-// holds of the plugin and whether it runs it), and null for the entries of replicas no longer
-// live, which are gone for good (a restarted process is a new replica).
-func replicasOf(u *unstructured.Unstructured, me string, live []string, s *serving) map[string]any {
-	out := map[string]any{}
-	old, _, _ := unstructured.NestedMap(u.Object, "status", "replicas")
-	for id := range old {
-		if !slices.Contains(live, id) {
-			out[id] = nil
-		}
-	}
-	entry := map[string]any{"holds": []string{}, "running": false}
-	if s != nil {
-		if held := s.plugin.Held(); held != nil {
-			entry["holds"] = held
-		}
-		entry["running"] = s.running
-	}
-	out[me] = entry
-	return out
-}
 
 // unload stops an object's plugin: its supervisor removes it from the manager and closes it.
 func (r *resources) unload(ctx context.Context, name string, u *unstructured.Unstructured) {
