@@ -143,6 +143,8 @@ type Config struct {
 	// for a swap back): a plugin object's is its share of the memory budgets. A module that
 	// does not fit is not compiled, and is tried again later (ReasonOverBudget).
 	Code wasm.CodeBudget `json:"-"`
+	// Hooks are told what happens to the plugin once it is loaded.
+	Hooks Hooks `json:"-"`
 	// Confined keeps the plugin inside Namespaces: cluster-scoped kinds are out of its reach
 	// (watches, reads and writes alike). A namespaced Plugin object's plugin is confined to its
 	// namespace.
@@ -349,4 +351,23 @@ func quantity(q *resource.Quantity) uint64 {
 		return 0
 	}
 	return uint64(q.Value())
+}
+
+// Hooks are told what happens to a loaded plugin, each when it happens; a nil hook is not told.
+// They are given at load, in Config, and do not change after.
+type Hooks struct {
+	// OnSwap is told of every swap attempt.
+	OnSwap func(SwapEvent)
+	// OnRollout is told when a rollout starts, moves on a step or ends. It is called with the
+	// plugin's swap lock held: it must not block or call the plugin's swap methods.
+	OnRollout func(RolloutEvent)
+	// OnRunning is told when the controller starts (true) or stops.
+	OnRunning func(bool)
+	// OnUnavailable is told Unavailable's new lines whenever they change (none: the plugin has
+	// all it needs again), in order, from the cache's goroutine or a reconcile's: it must not
+	// block (enqueueing the Plugin object whose status says it is what it is for).
+	OnUnavailable func([]string)
+	// OnFailing is told when Failing changes from "" or back to it, from a reconcile's
+	// goroutine: it must not block.
+	OnFailing func(string)
 }

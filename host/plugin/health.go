@@ -126,8 +126,8 @@ func (p *Plugin) checkHealth() {
 		return
 	}
 	h.lines = lines
-	if p.OnUnavailable != nil {
-		p.OnUnavailable(slices.Clone(lines))
+	if p.cfg.Hooks.OnUnavailable != nil {
+		p.cfg.Hooks.OnUnavailable(slices.Clone(lines))
 	}
 }
 

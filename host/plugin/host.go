@@ -278,8 +278,8 @@ func (h *Host) follow(p *Plugin, kinds []schema.GroupVersionKind, log logr.Logge
 			}
 			gauge.Set(v)
 		}
-		if p.OnRunning != nil {
-			p.OnRunning(on)
+		if p.cfg.Hooks.OnRunning != nil {
+			p.cfg.Hooks.OnRunning(on)
 		}
 	}
 	return ctrl

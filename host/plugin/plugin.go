@@ -62,16 +62,10 @@ type Plugin struct {
 	movedMu sync.Mutex                       // guards moved
 	moved   chan struct{}                    // closed when source changes; see currentSource
 
-	// OnSwap, if set, is told of every swap attempt.
-	OnSwap func(SwapEvent)
-
 	// ro is the rollout of a new version running now (nil: none); lastRollout the last that
 	// ended. See Config.Rollout.
 	ro          atomic.Pointer[rollingOut]
 	lastRollout atomic.Pointer[RolloutStatus]
-	// OnRollout, if set, is told when a rollout starts, moves on a step or ends. It is called
-	// with the plugin's swap lock held: it must not block or call the plugin's swap methods.
-	OnRollout func(RolloutEvent)
 
 	// shards are the shards this replica runs (nil: the plugin is not split); wantShards those
 	// it is to run from the controller's next start.
@@ -85,19 +79,10 @@ type Plugin struct {
 
 	// running is whether the controller runs (false while a kind it watches is not served).
 	running atomic.Bool
-	// OnRunning, if set before Run, is told when the controller starts (true) or stops.
-	OnRunning func(bool)
 
 	health pluginHealth // what was said of informers it needs that the host may not list
-	// OnUnavailable, if set before Run, is told Unavailable's new lines whenever they change
-	// (none: it has all it needs again), in order, from the cache's goroutine or a reconcile's:
-	// it must not block (enqueueing the Plugin object whose status says it is what it is for).
-	OnUnavailable func([]string)
 
 	failures failureStreak // reconciles failed since the last success
-	// OnFailing, if set before Run, is told when Failing changes from "" or back to it, from a
-	// reconcile's goroutine: it must not block.
-	OnFailing func(string)
 }
 
 var (

@@ -116,7 +116,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	case res.Failed:
 		err = fmt.Errorf("plugin %q: %s", p.cfg.Name, clip(res.Err))
 	}
-	p.failures.record(err, p.OnFailing)
+	p.failures.record(err, p.cfg.Hooks.OnFailing)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -334,14 +334,14 @@ func (p *Plugin) rolloutNews(ro *rollingOut, reason string, prev *window, stage 
 			m.RolloutStep.WithLabelValues(p.cfg.Name, ro.window.Load().step.Name()).Set(1)
 		}
 	}
-	if p.OnRollout == nil {
+	if p.cfg.Hooks.OnRollout == nil {
 		return
 	}
 	st := p.lastRollout.Load()
 	if stage == "" {
 		st = p.rolloutStatus(ro, ro.window.Load(), "", "", false)
 	}
-	p.OnRollout(RolloutEvent{Reason: reason, Status: *st, Dropped: dropped})
+	p.cfg.Hooks.OnRollout(RolloutEvent{Reason: reason, Status: *st, Dropped: dropped})
 }
 
 // reconcileRolling runs one reconcile while ro runs: on the candidate if its step gives it the

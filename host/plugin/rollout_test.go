@@ -24,9 +24,10 @@ func withRollout(cfg Config) Config {
 func TestANewVersionShadowsUntilPromoted(t *testing.T) {
 	h, _ := offlineHost(t)
 	v1, v2 := swapGuest(t, "1"), swapGuest(t, "2")
-	p := load(t, h, withRollout(thingsGrant()), v1)
 	var news []string
-	p.OnRollout = func(e RolloutEvent) { news = append(news, e.Reason+" "+e.Status.Stage) }
+	cfg := withRollout(thingsGrant())
+	cfg.Hooks.OnRollout = func(e RolloutEvent) { news = append(news, e.Reason+" "+e.Status.Stage) }
+	p := load(t, h, cfg, v1)
 	ctx := context.Background()
 	if err := p.Swap(ctx, v2); err != nil {
 		t.Fatal(err)

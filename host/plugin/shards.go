@@ -284,8 +284,8 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 					g.WithLabelValues(s.p.cfg.Name, label(u)).Set(v)
 				}
 			}
-			if s.p.OnRunning != nil {
-				s.p.OnRunning(s.p.Running()) // the held units are reported with the running state
+			if s.p.cfg.Hooks.OnRunning != nil {
+				s.p.cfg.Hooks.OnRunning(s.p.Running()) // the held units are reported with the running state
 			}
 			select {
 			case <-ctx.Done():

@@ -48,18 +48,8 @@ type State struct {
 type SuperviseOptions struct {
 	// OnState, if set, is told of every change of state, without locks held.
 	OnState func(State)
-	// OnSwap, if set, is told of every swap attempt of the loaded plugin.
-	OnSwap func(SwapEvent)
-	// OnRollout, if set, is told of the loaded plugin's rollouts (see Plugin.OnRollout).
-	OnRollout func(RolloutEvent)
-	// OnRunning, if set, is told when the plugin's controller starts (true) or stops.
-	OnRunning func(bool)
-	// OnUnavailable, if set, is told when what the plugin needs but the host cannot list or
-	// watch changes (see Plugin.Unavailable).
-	OnUnavailable func([]string)
-	// OnFailing, if set, is told when the plugin starts failing every reconcile, or succeeds
-	// again (see Plugin.Failing).
-	OnFailing func(string)
+	// Hooks are given to the plugin at each load (Config.Hooks).
+	Hooks
 	// Reporting says whether this replica logs the plugin's failures (replicas that load the
 	// same plugins let one of them speak). Defaults to always.
 	Reporting func() bool
@@ -114,6 +104,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 	if opts.Reporting == nil {
 		opts.Reporting = func() bool { return true }
 	}
+	cfg.Hooks = opts.Hooks
 	s := &Supervisor{
 		cfg:  cfg,
 		opts: opts,
@@ -276,7 +267,6 @@ func (s *Supervisor) attempt(ctx context.Context) (*Plugin, string, error) {
 			return nil, ReasonLoadFailed, err
 		}
 	}
-	p.OnSwap, p.OnRollout, p.OnRunning, p.OnUnavailable, p.OnFailing = s.opts.OnSwap, s.opts.OnRollout, s.opts.OnRunning, s.opts.OnUnavailable, s.opts.OnFailing
 	if p.Module().Digest() != digest { // the version that served: the new one rolls out from it
 		s.log.Info("the plugin's module changed while the host was away: loaded the version that served, rolling out the new one from it", "live", p.Module().ShortDigest(), "new", wasmShort(digest))
 		_ = p.swap(ctx, wasm, "", nil) // a refusal is told to OnSwap, and the live version serves on

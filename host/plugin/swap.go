@@ -60,8 +60,8 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 				p.endRolloutLocked(p.ro.Load(), StageAborted, "the plugin's module is the live version's again", false)
 				// A refusal of what the source held in between no longer applies.
 				p.log.Info("the new module is the one serving already: nothing to swap", "serving", p.Module().ShortDigest())
-				if p.OnSwap != nil {
-					p.OnSwap(SwapEvent{From: digest, To: digest, Unchanged: true})
+				if p.cfg.Hooks.OnSwap != nil {
+					p.cfg.Hooks.OnSwap(SwapEvent{From: digest, To: digest, Unchanged: true})
 				}
 			}
 			p.setSource(to)
@@ -160,8 +160,8 @@ func (p *Plugin) publish(ctx context.Context, old, next *version, srcs map[strin
 	if srcs != nil {
 		p.finishWatches(srcs)
 	}
-	if p.OnSwap != nil {
-		p.OnSwap(SwapEvent{From: old.mod.Digest(), To: next.mod.Digest(), Rollback: rollback})
+	if p.cfg.Hooks.OnSwap != nil {
+		p.cfg.Hooks.OnSwap(SwapEvent{From: old.mod.Digest(), To: next.mod.Digest(), Rollback: rollback})
 	}
 	p.log.Info("swapped the module", "from", old.mod.ShortDigest(), "to", next.mod.ShortDigest(), "rollback", rollback, "took", time.Since(start).Round(time.Millisecond))
 	if running := p.ctrl.InFlight(); len(running) > 0 && !p.interruptible() {
@@ -191,8 +191,8 @@ type SwapEvent struct {
 }
 
 func (p *Plugin) swapRefused(from string, err error) error {
-	if p.OnSwap != nil {
-		p.OnSwap(SwapEvent{From: from, Err: err})
+	if p.cfg.Hooks.OnSwap != nil {
+		p.cfg.Hooks.OnSwap(SwapEvent{From: from, Err: err})
 	}
 	return p.refused(err)
 }

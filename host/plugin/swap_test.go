@@ -89,9 +89,10 @@ func compiles(m *metrics.Metrics, plugin string) float64 {
 func TestSwapPublishesAndRollsBackWithoutCompiling(t *testing.T) {
 	h, m := offlineHost(t)
 	v1, v2 := swapGuest(t, "1"), swapGuest(t, "2")
-	p := load(t, h, thingsGrant(), v1)
 	var events []SwapEvent
-	p.OnSwap = func(e SwapEvent) { events = append(events, e) }
+	cfg := thingsGrant()
+	cfg.Hooks.OnSwap = func(e SwapEvent) { events = append(events, e) }
+	p := load(t, h, cfg, v1)
 	ctx := context.Background()
 
 	if err := p.Swap(ctx, v2); err != nil {

@@ -298,14 +298,17 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 		cfg.Code = codeBudget{r: r, l: l, name: name, what: describe(u)}
 		l.sup = r.host.Supervise(cfg, plugin.SuperviseOptions{
-			OnState:   func(plugin.State) { r.ctrl.Enqueue(again) },
-			OnSwap:    r.onSwap(u, l),
-			OnRollout: r.onRollout(u, l),
-			OnRunning: func(bool) { r.ctrl.Enqueue(again) },
-			// A kind it needs that the host cannot list makes it Degraded, naming what is missing.
-			OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
-			// So does a plugin failing every reconcile, until one succeeds.
-			OnFailing: func(string) { r.ctrl.Enqueue(again) },
+			OnState: func(plugin.State) { r.ctrl.Enqueue(again) },
+			Hooks: plugin.Hooks{
+				OnSwap:    r.onSwap(u, l),
+				OnRollout: r.onRollout(u, l),
+				OnRunning: func(bool) { r.ctrl.Enqueue(again) },
+				// A kind it needs that the host cannot list makes it Degraded, naming what is
+				// missing.
+				OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
+				// So does a plugin failing every reconcile, until one succeeds.
+				OnFailing: func(string) { r.ctrl.Enqueue(again) },
+			},
 			Reporting: r.leading,
 			Live:      live, // a rollout the host was in the middle of starts again
 		})
