@@ -232,15 +232,16 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 	ctrl := h.follow(p, kinds, log)
 	if h.share != nil {
 		var added []manager.Runnable
-		p.follows = []*crdwatch.Following{ctrl}
+		follows := []*crdwatch.Following{ctrl}
 		if h.warmStandby {
 			warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
+			follows = append(follows, warm)
 			if err := h.mgr.Add(warm); err != nil {
 				return nil, err
 			}
 			added = append(added, warm)
-			p.follows = append(p.follows, warm)
 		}
+		p.setFollows(follows)
 		s := &shared{p: p, ctrl: ctrl, table: h.share, log: log}
 		if err := h.mgr.Add(s); err != nil {
 			return added, err
@@ -251,10 +252,10 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 		log.Info("shards is set, but this host does not share plugins (run --share-plugins): it runs the plugin whole", "shards", p.cfg.Shards)
 	}
 	warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
+	p.setFollows([]*crdwatch.Following{warm, ctrl})
 	if err := h.mgr.Add(warm); err != nil {
 		return nil, err
 	}
-	p.follows = []*crdwatch.Following{warm, ctrl}
 	if err := h.mgr.Add(ctrl); err != nil {
 		return []manager.Runnable{warm}, err
 	}
@@ -283,4 +284,11 @@ func (h *Host) follow(p *Plugin, kinds []schema.GroupVersionKind, log logr.Logge
 		}
 	}
 	return ctrl
+}
+
+// setFollows records what follows the plugin's kinds: a swap that changes them tells each.
+func (p *Plugin) setFollows(f []*crdwatch.Following) {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	p.follows = f
 }

@@ -41,7 +41,7 @@ type Plugin struct {
 	cfg     Config
 	host    *Host
 	current atomic.Pointer[version] // swapped whole; a reconcile keeps the one it started on
-	swapMu  sync.Mutex              // one swap published at a time; guards srcs
+	swapMu  sync.Mutex              // one swap published at a time; guards srcs and follows
 
 	kept     versions.Kept // versions swapped out lately, and digests refused
 	ctrl     *controller.Controller
@@ -56,7 +56,7 @@ type Plugin struct {
 	keys     []cache.Key        // what the sources watch
 	srcs     map[string]watched // the controller's sources; changed by swaps, under swapMu
 	warm     *warmer
-	follows  []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps
+	follows  []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps; under swapMu
 
 	source  atomic.Pointer[modsource.Source] // where the running module came from
 	movedMu sync.Mutex                       // guards moved
