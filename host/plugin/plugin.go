@@ -18,7 +18,6 @@ import (
 	"github.com/wasmrec/wasmrec/host/controller"
 	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/manager"
-	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
@@ -37,6 +36,13 @@ type version struct {
 
 // Plugin is a loaded plugin: a compiled module and the controller that runs it. It is a
 // manager Runnable.
+//
+// Its locks: swapMu orders swaps and guards what they change together (srcs, follows); it is
+// held while a swap starts informers and waits for their sync, up to swapSyncTimeout. watchMu
+// guards keys alone, which the warmer and the cache's goroutines read and must not wait on a
+// swap for; movedMu guards moved, which the triggers wait on while a swap runs (setSource is
+// called under swapMu). share has its own lock, taken on every reconcile and event, never
+// while waiting. No lock is taken while another is held but swapMu, held over the others.
 type Plugin struct {
 	cfg     Config
 	host    *Host
@@ -67,15 +73,7 @@ type Plugin struct {
 	ro          atomic.Pointer[rollingOut]
 	lastRollout atomic.Pointer[RolloutStatus]
 
-	// shards are the shards this replica runs (nil: the plugin is not split); wantShards those
-	// it is to run from the controller's next start.
-	shards     atomic.Pointer[hostcalls.Sharding]
-	wantShards atomic.Pointer[[]int]
-	held       atomic.Pointer[[]string] // see Held
-	standby    atomic.Pointer[[]string] // the units this replica would take over first
-	// claim is the plugin's units' claim while this replica shares plugins: its reconciles and
-	// writes go on only while it is Fresh.
-	claim atomic.Pointer[ownership.Claim]
+	share shareState // its units and shards, when replicas share plugins
 
 	// running is whether the controller runs (false while a kind it watches is not served).
 	running atomic.Bool

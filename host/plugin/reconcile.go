@@ -75,10 +75,7 @@ func (p *Plugin) stats() metrics.PluginStats {
 
 // owned reports whether this replica may act for the plugin now: always, unless it shares
 // plugins and its hold on the plugin's units has gone stale (see ownership.Claim.Fresh).
-func (p *Plugin) owned() bool {
-	c := p.claim.Load()
-	return c == nil || c.Fresh()
-}
+func (p *Plugin) owned() bool { return p.share.fresh() }
 
 // Reconcile runs one reconcile in the plugin.
 func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

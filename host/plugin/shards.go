@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -50,12 +51,7 @@ func (p *Plugin) shardsOf(units []string) []int {
 }
 
 // sharding is how the plugin's objects are split and which shards run here now.
-func (p *Plugin) sharding() hostcalls.Sharding {
-	if s := p.shards.Load(); s != nil {
-		return *s
-	}
-	return hostcalls.Sharding{}
-}
+func (p *Plugin) sharding() hostcalls.Sharding { return p.share.running() }
 
 // runShards sets the shards this replica runs from the next start of the controller on: the
 // units it holds. Host.Run calls it only while the controller is stopped.
@@ -63,8 +59,7 @@ func (p *Plugin) runShards(units []string) {
 	if p.cfg.Shards <= 1 {
 		return
 	}
-	held := p.shardsOf(units)
-	p.wantShards.Store(&held)
+	p.share.runNext(p.shardsOf(units))
 }
 
 // applyShards makes the controller's sources and the guest's reads follow the shards to run,
@@ -72,21 +67,20 @@ func (p *Plugin) runShards(units []string) {
 // namespace, so an object and the objects it owns or watches in its namespace are in one shard;
 // a cluster-scoped one splits its For kind by uid.
 func (p *Plugin) applyShards() error {
-	want := p.wantShards.Load()
-	if want == nil {
+	want, ok := p.share.next()
+	if !ok {
 		return nil
 	}
 	field, err := p.shardField()
 	if err != nil {
 		return err
 	}
-	next := hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: *want, For: p.forGVK}
+	next := hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: want, For: p.forGVK}
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
-	if cur := p.shards.Load(); cur != nil && cur.Field == next.Field && slices.Equal(cur.Held, next.Held) {
+	if !p.share.setRunning(next) {
 		return nil
 	}
-	p.shards.Store(&next)
 	p.reader.SetSharding(next)
 	srcs, err := p.sourcesFor(p.Module().Manifest())
 	if err != nil {
@@ -149,8 +143,8 @@ func (p *Plugin) keysWith(sh hostcalls.Sharding) []cache.Key {
 
 // standbyKeys are the informers of the plugin or shards this replica would take over first.
 func (p *Plugin) standbyKeys() []cache.Key {
-	sb := p.standby.Load()
-	if sb == nil || len(*sb) == 0 {
+	sb := p.share.standingBy()
+	if len(sb) == 0 {
 		return nil
 	}
 	if p.cfg.Shards <= 1 {
@@ -160,7 +154,7 @@ func (p *Plugin) standbyKeys() []cache.Key {
 	if err != nil {
 		return nil // not served yet: the warmer waits for it anyway
 	}
-	return p.keysWith(hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: p.shardsOf(*sb), For: p.forGVK})
+	return p.keysWith(hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: p.shardsOf(sb), For: p.forGVK})
 }
 
 // shardFilter passes on only the requests of the shards this replica runs: a watched or owned
@@ -182,12 +176,7 @@ func (p *Plugin) shardFilter(h handler.EventHandler) handler.EventHandler {
 
 // Held are the plugin's units this replica holds, when it shares plugins with other replicas
 // (Host.Share): the plugin's name, or its shards' ("name/0"); nil otherwise.
-func (p *Plugin) Held() []string {
-	if h := p.held.Load(); h != nil {
-		return *h
-	}
-	return nil
-}
+func (p *Plugin) Held() []string { return p.share.holding() }
 
 // shared runs a plugin on the replicas that share it: its controller runs while this replica
 // holds any of the plugin's units, with the shards it holds, and stops before a unit it lets
@@ -218,8 +207,8 @@ func (s *shared) Start(ctx context.Context) error {
 		}
 	}
 	defer claim.Close()
-	s.p.claim.Store(claim)
-	defer s.p.claim.CompareAndSwap(claim, nil)
+	s.p.share.setClaim(claim)
+	defer s.p.share.dropClaim(claim)
 	stop := s.report(ctx, claim)
 	defer stop()
 	if s.p.cfg.Shards > 1 {
@@ -265,11 +254,9 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 		defer close(done)
 		for {
 			st, changed := claim.State()
-			held, standby := st.Held, st.Standby
-			s.p.held.Store(&held)
-			if old := s.p.standby.Swap(&standby); old == nil || !slices.Equal(*old, standby) {
-				if s.p.host.warmStandby && len(standby) > 0 {
-					s.log.Info("keeping warm what this replica would take over first", "units", standby)
+			if s.p.share.setUnits(st.Held, st.Standby) {
+				if s.p.host.warmStandby && len(st.Standby) > 0 {
+					s.log.Info("keeping warm what this replica would take over first", "units", st.Standby)
 				}
 				if err := s.p.warm.update(nil); err != nil {
 					s.log.Error(err, "keeping the informers of the shards this replica stands by for")
@@ -297,11 +284,118 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 	return func() {
 		cancel()
 		<-done
-		s.p.held.Store(nil)
+		s.p.share.stopHolding()
 		for _, u := range s.p.Units() {
 			if g != nil {
 				g.DeleteLabelValues(s.p.cfg.Name, label(u))
 			}
 		}
 	}
+}
+
+// shareState is a plugin's part of the work when replicas share plugins (Host.Share), under one
+// lock: its claim on its units, the units it holds and those it stands by for, and the shards
+// its controller runs and is to run.
+type shareState struct {
+	mu sync.Mutex
+	// claim is the plugin's units' claim while this replica shares plugins: its reconciles and
+	// writes go on only while it is Fresh.
+	claim *ownership.Claim
+	held  []string // see Plugin.Held
+	// standby are the units this replica would take over first; nil until first said.
+	standby []string
+	said    bool
+	// current are the shards the controller runs (nil: the plugin is not split); want those
+	// it is to run from its next start, if wanted.
+	current *hostcalls.Sharding
+	want    []int
+	wanted  bool
+}
+
+func (s *shareState) setClaim(c *ownership.Claim) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claim = c
+}
+
+// dropClaim forgets c, unless another claim took its place.
+func (s *shareState) dropClaim(c *ownership.Claim) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claim == c {
+		s.claim = nil
+	}
+}
+
+// fresh says whether this replica may act for the plugin now: always, unless it shares plugins
+// and its hold on the plugin's units has gone stale (see ownership.Claim.Fresh).
+func (s *shareState) fresh() bool {
+	s.mu.Lock()
+	c := s.claim
+	s.mu.Unlock()
+	return c == nil || c.Fresh()
+}
+
+// setUnits records the units held and stood by for, and says whether the latter changed.
+func (s *shareState) setUnits(held, standby []string) (standbyChanged bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = held
+	changed := !s.said || !slices.Equal(s.standby, standby)
+	s.standby, s.said = standby, true
+	return changed
+}
+
+// stopHolding says the plugin holds no unit, as it no longer runs shared.
+func (s *shareState) stopHolding() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.held = nil
+}
+
+func (s *shareState) holding() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
+}
+
+func (s *shareState) standingBy() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.standby
+}
+
+// runNext sets the shards to run from the controller's next start.
+func (s *shareState) runNext(shards []int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.want, s.wanted = shards, true
+}
+
+// next are the shards to run from the controller's next start, if set.
+func (s *shareState) next() ([]int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.want, s.wanted
+}
+
+// setRunning records the shards the controller runs, and says whether they changed.
+func (s *shareState) setRunning(next hostcalls.Sharding) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur := s.current; cur != nil && cur.Field == next.Field && slices.Equal(cur.Held, next.Held) {
+		return false
+	}
+	s.current = &next
+	return true
+}
+
+// running are the shards the controller runs; the zero Sharding if the plugin is not split.
+func (s *shareState) running() hostcalls.Sharding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current == nil {
+		return hostcalls.Sharding{}
+	}
+	return *s.current
 }
