@@ -22,6 +22,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/host/wasm"
@@ -58,9 +59,9 @@ type Plugin struct {
 	checkers []*signature.Checker // who must have signed its modules (none: anyone)
 	log      logr.Logger
 	ids      atomic.Uint64
-	watchMu  sync.Mutex         // guards keys
-	keys     []cache.Key        // what the sources watch
-	srcs     map[string]watched // the controller's sources; changed by swaps, under swapMu
+	watchMu  sync.Mutex      // guards keys
+	keys     []cache.Key     // what the sources watch
+	srcs     watches.Sources // the controller's sources; changed by swaps, under swapMu
 	warm     *warmer
 	follows  []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps; under swapMu
 
@@ -180,7 +181,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		return fail(err)
 	}
 	p.current.Store(v)
-	if p.forGVK, err = parseGVK(m.For); err != nil {
+	if p.forGVK, err = watches.ParseGVK(m.For); err != nil {
 		return refuse(fmt.Errorf("for: %w", err))
 	}
 	p.reader = hostcalls.NewReader(h.mgr.GetCache(), cfg.Namespaces)
@@ -205,11 +206,11 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		return refuse(err)
 	}
 	for _, w := range p.srcs {
-		if err := p.ctrl.Watch(w.src); err != nil {
+		if err := p.ctrl.Watch(w.Src); err != nil {
 			return fail(err)
 		}
 	}
-	p.keys = keysOf(p.srcs)
+	p.keys = p.srcs.Keys()
 	p.warm = &warmer{p: p}
 	loaded = true
 	h.namesMu.Lock()

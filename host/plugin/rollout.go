@@ -17,6 +17,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/rollout"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/tracing"
 	"github.com/wasmrec/wasmrec/host/wasm"
@@ -74,8 +75,8 @@ const rolloutTick = 250 * time.Millisecond
 // and windows change under the plugin's swapMu.
 type rollingOut struct {
 	cand    *version
-	srcs    map[string]watched // the controller's sources with the candidate's; nil if they are the live version's
-	live    string             // the live version's digest when it started
+	srcs    watches.Sources // the controller's sources with the candidate's; nil if they are the live version's
+	live    string          // the live version's digest when it started
 	steps   []rollout.Step
 	started time.Time
 	stop    chan struct{}  // closed when it ends
@@ -122,7 +123,7 @@ func (w *window) expect(n int, ok bool) {
 // beginRollout makes next the candidate of a rollout from old, under swapMu: from now on it
 // shadows old or takes a share of the keys, as the plugin's rollout says, until it is promoted
 // or rolled back. srcs are the sources with its watches, already added and synced (nil: old's).
-func (p *Plugin) beginRollout(ctx context.Context, old, next *version, srcs map[string]watched) {
+func (p *Plugin) beginRollout(ctx context.Context, old, next *version, srcs watches.Sources) {
 	ro := &rollingOut{cand: next, srcs: srcs, live: old.mod.Digest(), steps: p.cfg.Rollout.Steps(), started: time.Now(),
 		stop: make(chan struct{}), shadows: make(chan struct{}, max(p.cfg.MaxConcurrentReconciles, 1)),
 		sample: rate.Sometimes{Interval: 10 * time.Second}}
@@ -226,7 +227,7 @@ func (p *Plugin) endRolloutLocked(ro *rollingOut, stage, why string, refuse bool
 	if ro.srcs != nil { // the candidate's own sources go
 		for id, s := range ro.srcs {
 			if _, ok := p.srcs[id]; !ok {
-				_ = p.ctrl.Unwatch(s.src)
+				_ = p.ctrl.Unwatch(s.Src)
 			}
 		}
 		if err := p.warm.update(p.currentKeys()); err != nil {
@@ -485,7 +486,7 @@ func resultOf(res abi.Result, err error) rollout.Result {
 // watches differ from the live version's.
 func (p *Plugin) rolloutKeys() []cache.Key {
 	if ro := p.ro.Load(); ro != nil && ro.srcs != nil {
-		return keysOf(ro.srcs)
+		return ro.srcs.Keys()
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/shard"
 	"github.com/wasmrec/wasmrec/internal/backoff"
@@ -87,15 +88,15 @@ func (p *Plugin) applyShards() error {
 		return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
 	}
 	for _, w := range p.srcs {
-		_ = p.ctrl.Unwatch(w.src) // stopped: only forgets it
+		_ = p.ctrl.Unwatch(w.Src) // stopped: only forgets it
 	}
 	for _, w := range srcs {
-		if err := p.ctrl.Watch(w.src); err != nil {
+		if err := p.ctrl.Watch(w.Src); err != nil {
 			return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
 		}
 	}
 	p.srcs = srcs
-	keys := keysOf(srcs)
+	keys := srcs.Keys()
 	p.watchMu.Lock()
 	p.keys = keys
 	p.watchMu.Unlock()
@@ -121,7 +122,7 @@ func (p *Plugin) keysWith(sh hostcalls.Sharding) []cache.Key {
 	m := p.Module().Manifest()
 	var keys []cache.Key
 	add := func(w abi.Watch, metadataOnly bool) {
-		gvk, err := parseGVK(w)
+		gvk, err := watches.ParseGVK(w)
 		if err != nil {
 			return
 		}

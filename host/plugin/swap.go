@@ -17,6 +17,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
@@ -155,7 +156,7 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 // they differ from old's (added and synced already). The keys are all enqueued so the new logic
 // converges the world, and old is retired once its reconciles are back and kept compiled, so
 // that a swap back to it is immediate. Nothing waits for that.
-func (p *Plugin) publish(ctx context.Context, old, next *version, srcs map[string]watched, rollback bool, start time.Time) {
+func (p *Plugin) publish(ctx context.Context, old, next *version, srcs watches.Sources, rollback bool, start time.Time) {
 	p.current.Store(next)
 	if srcs != nil {
 		p.finishWatches(srcs)
@@ -237,7 +238,7 @@ func idleTimeout(d *metav1.Duration) time.Duration {
 // checkSwap checks mod as the successor of old under the one permission policy: it asks for no
 // more than the grant, reconciles the same kind, and may list and watch every kind it watches,
 // all served. If the watches change it returns the new sources.
-func (p *Plugin) checkSwap(ctx context.Context, old *version, mod *wasm.Module) (*version, map[string]watched, error) {
+func (p *Plugin) checkSwap(ctx context.Context, old *version, mod *wasm.Module) (*version, watches.Sources, error) {
 	next, err := p.versionOf(mod)
 	if err != nil {
 		return nil, nil, err
@@ -280,7 +281,7 @@ func (e *passingError) Unwrap() error { return e.error }
 // startWatches is a swap's first half of moving to new sources: the informers of every new
 // source are held and synced, and the new sources are added to the controller. If any of that
 // fails, what was added is taken back and the error says what failed.
-func (p *Plugin) startWatches(ctx context.Context, next map[string]watched) (err error) {
+func (p *Plugin) startWatches(ctx context.Context, next watches.Sources) (err error) {
 	var added []source.Source
 	defer func() {
 		if err == nil {
@@ -291,7 +292,7 @@ func (p *Plugin) startWatches(ctx context.Context, next map[string]watched) (err
 		}
 		_ = p.warm.update(p.currentKeys())
 	}()
-	keys := keysOf(next)
+	keys := next.Keys()
 	if err := p.warm.hold(keys); err != nil {
 		return fmt.Errorf("starting the informers of the new watches: %w", err)
 	}
@@ -304,17 +305,17 @@ func (p *Plugin) startWatches(ctx context.Context, next map[string]watched) (err
 		if _, ok := p.srcs[id]; ok {
 			continue
 		}
-		if err := p.ctrl.Watch(w.src); err != nil {
-			return fmt.Errorf("adding the new watch %s: %w", w.src, err)
+		if err := p.ctrl.Watch(w.Src); err != nil {
+			return fmt.Errorf("adding the new watch %s: %w", w.Src, err)
 		}
-		added = append(added, w.src)
+		added = append(added, w.Src)
 	}
 	return nil
 }
 
 // finishWatches is a swap's second half, once the new module serves: sources the new module
 // does not have stop, the informers only they used are released, and the plugin's kinds follow.
-func (p *Plugin) finishWatches(next map[string]watched) {
+func (p *Plugin) finishWatches(next watches.Sources) {
 	for id := range next {
 		if cur, ok := p.srcs[id]; ok {
 			next[id] = cur // unchanged: keep the running source
@@ -322,13 +323,13 @@ func (p *Plugin) finishWatches(next map[string]watched) {
 	}
 	for id, w := range p.srcs {
 		if _, ok := next[id]; !ok {
-			if err := p.ctrl.Unwatch(w.src); err != nil {
+			if err := p.ctrl.Unwatch(w.Src); err != nil {
 				p.log.Error(err, "removing a watch after a swap")
 			}
 		}
 	}
 	p.srcs = next
-	keys := keysOf(next)
+	keys := next.Keys()
 	p.watchMu.Lock()
 	p.keys = keys
 	p.watchMu.Unlock()
@@ -347,7 +348,7 @@ func (p *Plugin) finishWatches(next map[string]watched) {
 // through by the running module's For predicates, and by only if set. It returns how many it
 // enqueued; ok is false if it could not (the controller does not run here, or a list failed).
 func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bool) (n int, ok bool) {
-	preds, err := predicates(p.Module().Manifest().For.Predicates)
+	preds, err := watches.Predicates(p.Module().Manifest().For.Predicates)
 	if err != nil {
 		p.log.Error(err, "reading the For predicates to reconcile after a swap")
 		return 0, false

@@ -1,0 +1,177 @@
+package watches
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/event"
+	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
+	"github.com/wasmrec/wasmrec/host/predicate"
+	"github.com/wasmrec/wasmrec/host/source"
+)
+
+// Plugin is what of a plugin its sources depend on.
+type Plugin struct {
+	// Cache is what the sources watch through; they touch it only when started.
+	Cache *cache.Cache
+	// Mapper says which kinds are cluster-scoped: those are watched whole, whatever Namespaces.
+	Mapper meta.RESTMapper
+	// Namespaces are the plugin's (none: all): a namespaced kind is watched through one
+	// informer per namespace, and events of other namespaces are dropped.
+	Namespaces []string
+	// For is the kind the plugin reconciles, whose controller owner an owned object names.
+	For schema.GroupVersionKind
+	// Sharding is which shards of its objects the plugin runs here.
+	Sharding hostcalls.Sharding
+	// ShardFilter wraps the handler of an owned or watched kind, whose object may map to a For
+	// object of another shard. Nil: none.
+	ShardFilter func(handler.EventHandler) handler.EventHandler
+	// Map maps a watched object to For requests, by the watch's map mode (abi.MapSameName,
+	// abi.MapNamespace).
+	Map func(mode string) handler.MapFunc
+}
+
+// Source is one source of the controller and the informer it reads.
+type Source struct {
+	Key cache.Key
+	Src source.Source
+}
+
+// Sources are a manifest's sources, keyed by what each watches and how, so that two manifests
+// can be compared source by source: the same key is the same source.
+type Sources map[string]Source
+
+// Keys lists the distinct informers the sources read, in a stable order.
+func (s Sources) Keys() []cache.Key {
+	var keys []cache.Key
+	for _, w := range s {
+		if !slices.Contains(keys, w.Key) {
+			keys = append(keys, w.Key)
+		}
+	}
+	slices.SortFunc(keys, func(a, b cache.Key) int { return strings.Compare(a.String(), b.String()) })
+	return keys
+}
+
+// Sources builds the sources m asks for. An error names the watch (for, owns[i], watches[i]).
+func (pl Plugin) Sources(m *abi.Manifest) (Sources, error) {
+	out := Sources{}
+	add := func(role string, w abi.Watch, metadataOnly bool, h handler.EventHandler) error {
+		gvk, err := ParseGVK(w)
+		if err != nil {
+			return err
+		}
+		preds, err := Predicates(w.Predicates)
+		if err != nil {
+			return fmt.Errorf("%s: %w", gvk.Kind, err)
+		}
+		if len(pl.Namespaces) > 0 { // cluster-scoped objects are not limited by namespaces
+			preds = append(preds, predicate.NewPredicateFuncs(func(o event.Object) bool {
+				return o.GetNamespace() == "" || slices.Contains(pl.Namespaces, o.GetNamespace())
+			}))
+		}
+		if role != "for" && pl.ShardFilter != nil {
+			h = pl.ShardFilter(h) // a watched object may map to a For object of any shard
+		}
+		// A plugin limited to namespaces watches through informers of those namespaces only.
+		for _, key := range pl.Keys(gvk, metadataOnly) {
+			id, _ := json.Marshal(struct {
+				Role      string
+				Watch     abi.Watch
+				Namespace string `json:",omitempty"`
+				Shard     string `json:",omitempty"`
+			}{role, w, key.Namespace, key.Shard.String()})
+			out[string(id)] = Source{Key: key, Src: source.Kind(pl.Cache, key, h, preds...)}
+		}
+		return nil
+	}
+	if err := add("for", m.For, false, handler.EnqueueRequestForObject()); err != nil {
+		return nil, fmt.Errorf("for: %w", err)
+	}
+	for i, w := range m.Owns {
+		owns := handler.EnqueueRequestForOwner(pl.Mapper, pl.For.GroupKind(), handler.OnlyControllerOwner())
+		if err := add("owns", w, true, owns); err != nil {
+			return nil, fmt.Errorf("owns[%d]: %w", i, err)
+		}
+	}
+	for i, w := range m.Watches {
+		if err := add("watches", w, false, handler.EnqueueRequestsFromMapFunc(pl.Map(w.Map))); err != nil {
+			return nil, fmt.Errorf("watches[%d]: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// Keys are the informers the plugin watches gvk through: one per namespace of the plugin, or
+// one for all (no namespaces, or a kind the API server says is cluster-scoped); those of the
+// shards it runs, for a kind it splits.
+func (pl Plugin) Keys(gvk schema.GroupVersionKind, metadataOnly bool) []cache.Key {
+	if m, err := pl.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
+		return hostcalls.Keys(gvk, metadataOnly, nil, pl.Sharding.Shards(gvk, false))
+	}
+	return hostcalls.Keys(gvk, metadataOnly, pl.Namespaces, pl.Sharding.Shards(gvk, true))
+}
+
+// ParseGVK is the kind a watch names.
+func ParseGVK(w abi.Watch) (schema.GroupVersionKind, error) {
+	gv, err := schema.ParseGroupVersion(w.APIVersion)
+	if err != nil {
+		return schema.GroupVersionKind{}, fmt.Errorf("apiVersion %q: %w", w.APIVersion, err)
+	}
+	return gv.WithKind(w.Kind), nil
+}
+
+// Predicates are the manifest's predicates as the host's.
+func Predicates(ps []abi.Predicate) ([]predicate.Predicate, error) {
+	out := make([]predicate.Predicate, 0, len(ps))
+	for _, p := range ps {
+		q, err := convert(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+func convert(p abi.Predicate) (predicate.Predicate, error) {
+	switch p.Type {
+	case abi.PredicateGenerationChanged:
+		return predicate.GenerationChanged(), nil
+	case abi.PredicateAnnotationChanged:
+		return predicate.AnnotationChanged(), nil
+	case abi.PredicateLabelChanged:
+		return predicate.LabelChanged(), nil
+	case abi.PredicateNamespace:
+		return predicate.Namespace(p.Namespaces...), nil
+	case abi.PredicateLabelSelector:
+		var sel metav1.LabelSelector
+		b, _ := json.Marshal(p.Selector)
+		if err := json.Unmarshal(b, &sel); err != nil {
+			return nil, err
+		}
+		return predicate.LabelSelector(sel)
+	case abi.PredicateAnd, abi.PredicateOr, abi.PredicateNot:
+		inner, err := Predicates(p.Predicates)
+		if err != nil {
+			return nil, err
+		}
+		switch p.Type {
+		case abi.PredicateAnd:
+			return predicate.And(inner...), nil
+		case abi.PredicateOr:
+			return predicate.Or(inner...), nil
+		}
+		return predicate.Not(inner[0]), nil
+	}
+	return nil, fmt.Errorf("unknown predicate type %q", p.Type)
+}
