@@ -19,7 +19,7 @@ import (
 // All of it is held in r.running under r.mu: a budget's use is the sum over the objects running.
 
 // held is what l holds of the memory budgets. r.mu is held.
-func (l *loaded) held() int64 { return l.memory + l.code }
+func (l *objectRun) held() int64 { return l.memory + l.code }
 
 // use sums what the running objects hold, all and in namespace ns. r.mu is held.
 func (r *resources) use(ns string) (memory, memoryHere int64, units, unitsHere int) {
@@ -38,7 +38,7 @@ func (r *resources) use(ns string) (memory, memoryHere int64, units, unitsHere i
 // them, and a namespace's Plugins) and records l as name's, in one step (the controller's
 // workers reconcile objects at once). A plugin that would exceed one is refused, saying what is
 // taken and by whom, and tried again when a plugin object stops.
-func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded) error {
+func (r *resources) reserve(u *unstructured.Unstructured, name string, l *objectRun) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ns := u.GetNamespace()
@@ -75,7 +75,7 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *loaded
 // serving keeps serving and the move is tried again.
 type codeBudget struct {
 	r    *resources
-	l    *loaded
+	l    *objectRun
 	name string // the plugin's
 	what string // the object, as messages name it
 }

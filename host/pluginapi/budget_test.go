@@ -18,13 +18,13 @@ import (
 func TestUnitsAreBudgeted(t *testing.T) {
 	r := &resources{
 		policy:     plugin.ObjectPolicy{NamespaceUnitBudget: 16, UnitBudget: 24}.WithDefaults(),
-		running:    map[string]*loaded{},
+		running:    map[string]*objectRun{},
 		overBudget: map[reconcile.Request]bool{},
 	}
 	reserve := func(ns, name string, shards int) error {
 		u := objectOf(t, fmt.Sprintf(`"kind":"Plugin","metadata":{"name":%q,"namespace":%q}`, name, ns), fmt.Sprintf(`{"module":"/m.wasm","shards":%d}`, shards))
 		cfg := plugin.Config{Shards: shards}
-		return r.reserve(u, PluginName(ns, name), &loaded{units: cfg.Units(), memory: 1})
+		return r.reserve(u, PluginName(ns, name), &objectRun{units: cfg.Units(), memory: 1})
 	}
 	for i := range 2 {
 		if err := reserve("team-a", fmt.Sprint("sh-", i), 8); err != nil {
@@ -57,12 +57,12 @@ func TestCompiledCodeIsBudgeted(t *testing.T) {
 			NamespaceMemoryBudget: ptr(resource.MustParse("100Mi")),
 			MemoryBudget:          ptr(resource.MustParse("150Mi")),
 		}.WithDefaults(),
-		running:    map[string]*loaded{},
+		running:    map[string]*objectRun{},
 		overBudget: map[reconcile.Request]bool{},
 	}
-	start := func(ns, name string, memory int64) (*loaded, codeBudget, error) {
+	start := func(ns, name string, memory int64) (*objectRun, codeBudget, error) {
 		u := objectOf(t, fmt.Sprintf(`"kind":"Plugin","metadata":{"name":%q,"namespace":%q}`, name, ns), `{"module":"/m.wasm"}`)
-		l := &loaded{units: 1, memory: memory}
+		l := &objectRun{units: 1, memory: memory}
 		return l, codeBudget{r: r, l: l, name: PluginName(ns, name), what: describe(u)}, r.reserve(u, PluginName(ns, name), l)
 	}
 	_, one, err := start("team-a", "one", 64<<20)

@@ -3,6 +3,7 @@ package pluginapi
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -32,7 +33,6 @@ import (
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/source"
 	"github.com/wasmrec/wasmrec/host/wasm"
-	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
 // CRD holds the CustomResourceDefinitions of Plugin and ClusterPlugin (wasmrec.dev, v1alpha1).
@@ -95,7 +95,7 @@ func New(h *plugin.Host, opts Options) (manager.Runnable, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, cpu: map[string]*wasm.CPUShare{}, running: map[string]*loaded{}, overBudget: map[reconcile.Request]bool{},
+	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, cpu: map[string]*wasm.CPUShare{}, running: map[string]*objectRun{}, overBudget: map[reconcile.Request]bool{},
 		recorder: h.Recorder("wasmrec")}
 	// Several workers: a load compiles, and one slow plugin must not hold the others back.
 	ctrl, err := controller.New("plugins", r, controller.Options{Logger: log, MaxConcurrentReconciles: 4})
@@ -184,16 +184,28 @@ func (rr *resourcesRunnable) Start(ctx context.Context) error {
 // informers are the plugin objects' informers, held while the controller runs.
 type informers struct{ namespaced, cluster *cache.Informer }
 
-func (i *informers) get(req reconcile.Request) (*unstructured.Unstructured, error) {
+// get returns the object of req, and its spec's JSON as the API server sent it.
+func (i *informers) get(req reconcile.Request) (*unstructured.Unstructured, json.RawMessage, error) {
 	inf := i.cluster
 	if req.Namespace != "" {
 		inf = i.namespaced
 	}
 	obj, err := inf.Get(req.Namespace, req.Name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return obj.(*object.Object).Unstructured()
+	o := obj.(*object.Object)
+	u, err := o.Unstructured()
+	if err != nil {
+		return nil, nil, err
+	}
+	var spec struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if err := json.Unmarshal(o.Raw, &spec); err != nil {
+		return nil, nil, err
+	}
+	return u, spec.Spec, nil
 }
 
 type resources struct {
@@ -208,28 +220,8 @@ type resources struct {
 
 	mu         sync.Mutex
 	cpu        map[string]*wasm.CPUShare  // each namespace's share of the host's cores
-	running    map[string]*loaded         // by plugin name
+	running    map[string]*objectRun      // by plugin name
 	overBudget map[reconcile.Request]bool // objects refused for memory or units: tried again when one stops
-}
-
-// loaded is the plugin an object runs, under its supervisor.
-type loaded struct {
-	sup       *plugin.Supervisor
-	memory    int64  // its instances' share of the memory budget
-	code      int64  // its compiled modules' share (codeBudget)
-	units     int    // its share of the unit budget: its shards, or 1
-	namespace string // a Plugin's, for the namespace's budget
-	settings  string // the spec without module and paused: a change starts it anew
-	module    string // the module it was started with
-	announced bool   // the Loaded event was recorded
-	shown     string // the last load failure said, so that it is said once
-	lastErr   string // the last refusal or fetch failure of a swap, cleared by a good swap
-	lastWhy   string // its reason: SwapRefused, FetchFailed or OverBudget
-	swaps     int64
-	refusals  int64
-	tried     string            // the last module a swap failed to, its retries, and when the
-	retries   *backoff.Schedule // next is due: a module refused or out of reach is tried again on
-	due       time.Time         // the backoff.ModuleFetch schedule, not on every reconcile
 }
 
 // failure is why an object's plugin is not loaded, as its status says it.
@@ -245,7 +237,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		return reconcile.Result{}, fmt.Errorf("the plugin objects' informers are not held")
 	}
 	name := PluginName(req.Namespace, req.Name)
-	u, err := reads.get(req)
+	u, rawSpec, err := reads.get(req)
 	if apierrors.IsNotFound(err) {
 		r.mu.Lock()
 		delete(r.overBudget, req)
@@ -257,7 +249,14 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	cfg, paused, err := ConfigOf(u)
+	spec, err := specOf(describe(u), rawSpec) // decoded once, from the API server's JSON
+	var (
+		cfg    plugin.Config
+		paused bool
+	)
+	if err == nil {
+		cfg, paused, err = configOf(u, spec)
+	}
 	if err == nil && !paused {
 		err = r.policy.Admit(describe(u), u.GetNamespace(), cfg)
 	}
@@ -280,7 +279,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		r.unload(ctx, name, u)
 		return reconcile.Result{}, r.status(ctx, u, nil, nil)
 	}
-	settings := settingsOf(u)
+	settings := settingsOf(spec)
 
 	r.mu.Lock()
 	l := r.running[name]
@@ -294,7 +293,7 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
 		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
 		live, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
-		l = &loaded{settings: settings, module: cfg.Module, memory: cfg.Memory(), units: cfg.Units(), swaps: swaps, refusals: refusals}
+		l = &objectRun{settings: settings, module: cfg.Module, memory: cfg.Memory(), units: cfg.Units(), swaps: swaps, refusals: refusals}
 		again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 		cfg.Code = codeBudget{r: r, l: l, name: name, what: describe(u)}
 		l.sup = r.host.Supervise(cfg, plugin.SuperviseOptions{
@@ -325,42 +324,24 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		return reconcile.Result{}, r.notLoaded(ctx, u, l, st)
 	}
 	p := st.Plugin
-	r.mu.Lock()
-	announce := !l.announced
-	l.announced, l.shown = true, ""
-	r.mu.Unlock()
-	if announce {
+	if l.announce() {
 		r.event(u, corev1.EventTypeNormal, "Loaded", "running %s (%s) as %s", p.ModuleRef(), p.Module().Digest(), cfg.ServiceAccount.User())
 	}
 	r.rolloutAction(u, p)
 	switch module := cfg.Module; {
 	case p.ModuleRef() != module:
-		r.mu.Lock()
-		if l.tried != module {
-			l.tried, l.retries, l.due = module, backoff.ModuleFetch.Start(), time.Time{}
-		}
-		wait := time.Until(l.due)
-		r.mu.Unlock()
-		if wait > 0 {
+		if wait := l.moveTo(module); wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, r.status(ctx, u, l, nil)
 		}
 		if err := p.SwapTo(ctx, module); err != nil {
-			var fetch *plugin.FetchError
-			r.mu.Lock()
-			delay := l.retries.Next()
-			l.due = time.Now().Add(delay)
 			why := "" // not a refusal of the module, which OnSwap was told
 			switch {
-			case errors.As(err, &fetch):
+			case errors.As(err, new(*plugin.FetchError)):
 				why = plugin.ReasonFetchFailed
 			case errors.As(err, new(*wasm.BudgetError)):
 				why = plugin.ReasonOverBudget
 			}
-			news := why != "" && l.lastErr != err.Error()
-			if why != "" {
-				l.lastErr, l.lastWhy = err.Error(), why
-			}
-			r.mu.Unlock()
+			delay, news := l.moveFailed(err, why)
 			if news {
 				if r.leading() && why == plugin.ReasonFetchFailed {
 					r.log.Error(err, "the plugin object's module could not be fetched; the current module keeps serving, and it is tried again with backoff", "plugin", cfg.Name, "serving", p.Module().Digest(), "next", delay.Round(time.Millisecond))
@@ -369,16 +350,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 			}
 			return reconcile.Result{RequeueAfter: delay}, r.status(ctx, u, l, nil)
 		}
-		r.mu.Lock()
-		l.tried, l.lastErr, l.lastWhy = "", "", "" // the move is done: spec.module serves
-		r.mu.Unlock()
+		l.moveDone()
 	default:
-		// spec.module is the module serving: a failed move to another one is over.
-		r.mu.Lock()
-		if l.tried != "" {
-			l.tried, l.lastErr, l.lastWhy = "", "", ""
-		}
-		r.mu.Unlock()
+		l.moveOver() // spec.module is the module serving: a failed move to another one is over
 	}
 	if ro := p.Rollout(); ro != nil && ro.Active() { // its figures, fresh in status
 		return reconcile.Result{RequeueAfter: rolloutStatusEvery}, r.status(ctx, u, l, nil)

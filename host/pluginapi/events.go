@@ -15,23 +15,10 @@ import (
 )
 
 // onSwap records a swap's outcome on the object, whoever triggered it.
-func (r *resources) onSwap(u *unstructured.Unstructured, l *loaded) func(plugin.SwapEvent) {
+func (r *resources) onSwap(u *unstructured.Unstructured, l *objectRun) func(plugin.SwapEvent) {
 	again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 	return func(s plugin.SwapEvent) {
-		r.mu.Lock()
-		switch {
-		case s.Err != nil:
-			l.lastErr, l.lastWhy = s.Err.Error(), "SwapRefused"
-			l.refusals++
-		case s.Unchanged:
-			if l.lastWhy == "SwapRefused" {
-				l.lastErr, l.lastWhy = "", ""
-			}
-		default:
-			l.lastErr, l.lastWhy = "", ""
-			l.swaps++
-		}
-		r.mu.Unlock()
+		l.swapped(s)
 		switch {
 		case s.Unchanged:
 		case s.Err != nil:
@@ -71,7 +58,7 @@ func (r *resources) rolloutAction(u *unstructured.Unstructured, p *plugin.Plugin
 // onRollout records a rollout's news on the object as Events, and has its status written.
 // A version rolled back or aborted makes the object Degraded, as a refused swap does, until a
 // version is taken.
-func (r *resources) onRollout(u *unstructured.Unstructured, l *loaded) func(plugin.RolloutEvent) {
+func (r *resources) onRollout(u *unstructured.Unstructured, l *objectRun) func(plugin.RolloutEvent) {
 	again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 	return func(e plugin.RolloutEvent) {
 		st := e.Status
@@ -88,9 +75,7 @@ func (r *resources) onRollout(u *unstructured.Unstructured, l *loaded) func(plug
 			msg = fmt.Sprintf("%s: %s", st.Candidate, st.Message)
 		}
 		if e.Dropped { // spec.module's version does not serve: Degraded until one is taken
-			r.mu.Lock()
-			l.lastErr, l.lastWhy = fmt.Sprintf("%s (%s) does not serve: %s; %s serves", st.Candidate, strings.ToLower(st.Stage), st.Message, st.Live), st.Stage
-			r.mu.Unlock()
+			l.failed(fmt.Sprintf("%s (%s) does not serve: %s; %s serves", st.Candidate, strings.ToLower(st.Stage), st.Message, st.Live), st.Stage)
 		}
 		r.event(u, typ, e.Reason, "%s", msg)
 		r.ctrl.Enqueue(again)

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -18,14 +17,31 @@ import (
 // namespace; a ClusterPlugin's acts as spec.serviceAccount and reaches spec.namespaces (all if
 // none). Unknown fields, and fields only the operator may set, are refused.
 func ConfigOf(u *unstructured.Unstructured) (cfg plugin.Config, paused bool, err error) {
-	what := describe(u)
-	var spec pluginSpec
 	raw, _ := json.Marshal(u.Object["spec"])
+	spec, err := specOf(describe(u), raw)
+	if err != nil {
+		return plugin.Config{}, false, err
+	}
+	return configOf(u, spec)
+}
+
+// specOf decodes a plugin object's spec from its JSON, refusing unknown fields.
+func specOf(what string, raw []byte) (pluginSpec, error) {
+	if len(raw) == 0 {
+		raw = []byte("null")
+	}
+	var spec pluginSpec
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
-		return plugin.Config{}, false, fmt.Errorf("%s: spec is not a plugin's settings: %v: fix the object", what, err)
+		return pluginSpec{}, fmt.Errorf("%s: spec is not a plugin's settings: %v: fix the object", what, err)
 	}
+	return spec, nil
+}
+
+// configOf is ConfigOf of u's spec, decoded.
+func configOf(u *unstructured.Unstructured, spec pluginSpec) (cfg plugin.Config, paused bool, err error) {
+	what := describe(u)
 	cfg = spec.Config
 	cfg.Origin = what
 	if ns := u.GetNamespace(); ns != "" {
@@ -65,11 +81,8 @@ type pluginSpec struct {
 }
 
 // settingsOf is what of spec starts the plugin anew when it changes: all but module and paused.
-func settingsOf(u *unstructured.Unstructured) string {
-	spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-	spec = maps.Clone(spec)
-	delete(spec, "module")
-	delete(spec, "paused")
+func settingsOf(spec pluginSpec) string {
+	spec.Module, spec.Paused = "", false
 	b, _ := json.Marshal(spec)
 	return string(b)
 }

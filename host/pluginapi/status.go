@@ -28,23 +28,16 @@ func quantity(b int64) string { return resource.NewQuantity(b, resource.BinarySI
 
 // notLoaded reports an object whose plugin is not loaded: once per distinct failure in the log
 // and an Event, and always in status. The supervisor tries again on its own.
-func (r *resources) notLoaded(ctx context.Context, u *unstructured.Unstructured, l *loaded, st plugin.State) error {
+func (r *resources) notLoaded(ctx context.Context, u *unstructured.Unstructured, l *objectRun, st plugin.State) error {
 	if st.Reason == "" { // the first attempt has not ended
-		return r.status(ctx, u, nil, &failure{reason: "Loading", msg: "the module is being loaded", refusals: l.refusals})
+		return r.status(ctx, u, nil, &failure{reason: "Loading", msg: "the module is being loaded", refusals: l.serving().refusals})
 	}
 	first := st.Err
 	var before *plugin.RefusedBeforeError
 	if errors.As(first, &before) {
 		first = before.Err
 	}
-	r.mu.Lock()
-	news := l.shown != first.Error()
-	l.shown = first.Error()
-	if news && st.Reason == plugin.ReasonRefused {
-		l.refusals++
-	}
-	f := failure{reason: st.Reason, msg: first.Error(), refusals: l.refusals}
-	r.mu.Unlock()
+	f, news := l.notLoaded(st.Reason, first.Error())
 	switch cfg := l.sup.Config(); {
 	case st.Reason == plugin.ReasonRevoked:
 		f.msg = fmt.Sprintf("%s (looked at again every %s)", f.msg, st.Next.Round(time.Second))
@@ -69,16 +62,15 @@ func isRegistry(cfg *plugin.Config) bool {
 // conditions are metav1.Conditions, set with apimachinery's helpers: a condition's
 // lastTransitionTime moves only when its status does. A failed write is returned, so that the
 // reconcile is retried with backoff.
-func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *loaded, f *failure) error {
+func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l *objectRun, f *failure) error {
 	var s *serving
 	if l != nil {
 		p := l.sup.State().Plugin
 		if p == nil {
 			return nil // stopped meanwhile: the next reconcile says so
 		}
-		r.mu.Lock()
-		s = &serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy}
-		r.mu.Unlock()
+		sv := l.serving()
+		s = &sv
 		s.digest, s.running, s.kinds, s.plugin, s.unavailable = p.Module().Digest(), p.Running(), p.Kinds(), p, p.Unavailable()
 		s.failing, s.waiting = p.Failing(), p.Waiting()
 		s.rollout = p.Rollout()
