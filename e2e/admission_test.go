@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 // warningLog keeps the warnings the API server answers a client with.
@@ -125,7 +125,7 @@ func TestAdmission(t *testing.T) {
 	warned := &warningLog{}
 	aliceCfg.WarningHandler = warned
 	alice := dynamic.NewForConfigOrDie(aliceCfg)
-	plugins := alice.Resource(pluginapi.GVR)
+	plugins := alice.Resource(pluginobjects.GVR)
 
 	// (b) A Plugin granting what alice may not do is refused, naming it and what to do. The
 	// API server enforces the policy (and RBAC the Role) once its informers have them.
@@ -133,7 +133,7 @@ func TestAdmission(t *testing.T) {
 	eventually(t, 30*time.Second, "the policy refusing a Plugin that grants get on secrets", func() error {
 		_, refusal = plugins.Namespace("team-a").Create(ctx, pluginOf("team-a", "secrets-reader", "core secrets get", "core configmaps get"), metav1.CreateOptions{})
 		if refusal == nil {
-			_ = dyn(t).Resource(pluginapi.GVR).Namespace("team-a").Delete(ctx, "secrets-reader", metav1.DeleteOptions{})
+			_ = dyn(t).Resource(pluginobjects.GVR).Namespace("team-a").Delete(ctx, "secrets-reader", metav1.DeleteOptions{})
 			return errors.New("admitted")
 		}
 		if !strings.Contains(refusal.Error(), "plugin-grants.wasmrec.dev") {
@@ -213,7 +213,7 @@ func TestAdmission(t *testing.T) {
 
 	// (e) A ClusterPlugin acts cluster-wide: she holds the reads in team-a only, and may not
 	// impersonate its ServiceAccount.
-	_, err = alice.Resource(pluginapi.ClusterGVR).Create(ctx, pluginOf("", "alice-reader", "core configmaps get,list,watch"), metav1.CreateOptions{})
+	_, err = alice.Resource(pluginobjects.ClusterGVR).Create(ctx, pluginOf("", "alice-reader", "core configmaps get,list,watch"), metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(fmt.Sprint(err), "alice may not: impersonate core/serviceaccounts wasmrec-plugins/alice-reader") {
 		t.Errorf("a ClusterPlugin by alice = %v, want the policy's refusal naming impersonation", err)
 	}
@@ -222,7 +222,7 @@ func TestAdmission(t *testing.T) {
 	}
 	scoped := pluginOf("", "alice-reader", "core configmaps get,list,watch")
 	must(t, unstructured.SetNestedStringSlice(scoped.Object, []string{"team-a"}, "spec", "namespaces"))
-	_, err = alice.Resource(pluginapi.ClusterGVR).Create(ctx, scoped, metav1.CreateOptions{})
+	_, err = alice.Resource(pluginobjects.ClusterGVR).Create(ctx, scoped, metav1.CreateOptions{})
 	if !apierrors.IsForbidden(err) || !strings.Contains(fmt.Sprint(err), "impersonate") {
 		t.Errorf("a ClusterPlugin by alice in team-a alone = %v, want the policy's refusal naming impersonation", err)
 	}
@@ -233,16 +233,16 @@ func TestAdmission(t *testing.T) {
 	// The host's status writes are not checked: hostw may grant nothing, and writes status.
 	hostCfg, err := cp.AddUser("hostw")
 	must(t, err)
-	_, err = dynamic.NewForConfigOrDie(hostCfg).Resource(pluginapi.GVR).Namespace("team-a").Patch(ctx, "configmap-reader", types.MergePatchType,
+	_, err = dynamic.NewForConfigOrDie(hostCfg).Resource(pluginobjects.GVR).Namespace("team-a").Patch(ctx, "configmap-reader", types.MergePatchType,
 		[]byte(`{"status":{"observedGeneration":2,"conditions":[]}}`), metav1.PatchOptions{}, "status")
 	must(t, err)
 	// And an admin passes with everything.
 	admin := dyn(t)
-	_, err = admin.Resource(pluginapi.ClusterGVR).Create(ctx, pluginOf("", "admin-reader", "core secrets get,list,watch", "apps deployments *"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err = admin.Resource(pluginobjects.ClusterGVR).Create(ctx, pluginOf("", "admin-reader", "core secrets get,list,watch", "apps deployments *"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err == nil || !strings.Contains(err.Error(), "Unsupported value") {
 		t.Errorf("verb * = %v, want the schema's refusal (the ABI knows no verb *)", err)
 	}
-	_, err = admin.Resource(pluginapi.ClusterGVR).Create(ctx, pluginOf("", "admin-reader", "core secrets get,list,watch", "apps deployments/status update"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	_, err = admin.Resource(pluginobjects.ClusterGVR).Create(ctx, pluginOf("", "admin-reader", "core secrets get,list,watch", "apps deployments/status update"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	must(t, err)
 	// The idle timeouts are 0s or at least 1s, as the host's own check has them: the schema
 	// refuses a moment, which would otherwise reach the host and unload a serving plugin.
@@ -255,7 +255,7 @@ func TestAdmission(t *testing.T) {
 	} {
 		p := pluginOf("", "admin-idle", "core configmaps get")
 		must(t, unstructured.SetNestedField(p.Object, tc.value, "spec", tc.field))
-		_, err := admin.Resource(pluginapi.ClusterGVR).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := admin.Resource(pluginobjects.ClusterGVR).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %s = %v, want %q", tc.field, tc.value, err, cmp.Or(tc.want, "admitted"))
 		}

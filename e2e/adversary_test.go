@@ -25,7 +25,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 // What a tenant tried within the bounds the docs recommend, with her own token only: each test
@@ -42,7 +42,7 @@ func objectsHost(t *testing.T, policy plugin.ObjectPolicy, logs *logLines) *oci.
 	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger(), OCI: c})
 	must(t, err)
 	t.Cleanup(host.Close)
-	res, err := pluginapi.New(host, pluginapi.Options{Policy: policy})
+	res, err := pluginobjects.New(host, pluginobjects.Options{Policy: policy})
 	must(t, err)
 	must(t, mgr.Add(res))
 	return c
@@ -164,7 +164,7 @@ func TestATenantsModuleComesFromHerSourceOnly(t *testing.T) {
 
 	// The FIFO held nothing: deleting its Plugin is quick, and a new Plugin of hers is Ready.
 	start := time.Now()
-	must(t, alice.dyn.Resource(pluginapi.GVR).Namespace(teamA).Delete(ctx, "fifo", metav1.DeleteOptions{}))
+	must(t, alice.dyn.Resource(pluginobjects.GVR).Namespace(teamA).Delete(ctx, "fifo", metav1.DeleteOptions{}))
 	writeModule(t, filepath.Join(dirA, "mine.wasm"), module2(t, "tenant"))
 	must(t, alice.plugin("mine", spec(filepath.Join(dirA, "mine.wasm"))))
 	ready(t, teamA, "mine", 30*time.Second)
@@ -259,7 +259,7 @@ func TestATenantsModulesCountInHerMemoryBudget(t *testing.T) {
 		return map[string]any{"module": filepath.Join(dir, module), "memoryLimit": "1Mi", "serviceAccountName": "reader",
 			"permissions": []any{map[string]any{"group": "", "resources": []any{"*"}, "verbs": []any{"get", "list", "watch"}}}}
 	}
-	plugins := alice.dyn.Resource(pluginapi.GVR).Namespace(ns)
+	plugins := alice.dyn.Resource(pluginobjects.GVR).Namespace(ns)
 	must(t, alice.plugin("small", spec("small.wasm")))
 	ready(t, ns, "small", 30*time.Second)
 	must(t, alice.plugin("big", spec("big.wasm"))) // 9Mi held, 1Mi and 108Mi asked: it fits

@@ -63,8 +63,8 @@ func readManifests(t *testing.T, dirs ...string) []*unstructured.Unstructured {
 func TestDeployManifests(t *testing.T) {
 	for deployed, source := range map[string]string{
 		"../deploy/crd-apps.yaml":         "../host/demo/app.yaml",
-		"../deploy/crd-plugins.yaml":      "../host/pluginapi/plugins.crd.yaml",
-		"../deploy/admission-policy.yaml": "../host/pluginapi/admission.yaml",
+		"../deploy/crd-plugins.yaml":      "../host/pluginobjects/plugins.crd.yaml",
+		"../deploy/admission-policy.yaml": "../host/pluginobjects/admission.yaml",
 	} {
 		a, err := os.ReadFile(deployed)
 		must(t, err)

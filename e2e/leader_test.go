@@ -23,7 +23,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -151,7 +151,7 @@ func TestLeaderElectionFailover(t *testing.T) {
 func pluginReplica(t *testing.T, ns, identity string) *replica {
 	t.Helper()
 	return startReplica(t, ns, "wasmrec-e2e-plugins", identity, false, func(mgr *manager.Manager, host *plugin.Host) {
-		res, err := pluginapi.New(host, pluginapi.Options{Policy: anySource})
+		res, err := pluginobjects.New(host, pluginobjects.Options{Policy: anySource})
 		must(t, err)
 		must(t, mgr.Add(res))
 	})

@@ -24,7 +24,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
@@ -71,7 +71,7 @@ func run(m *testing.M) int {
 		err = demo.InstallCRD(context.Background(), cfg)
 	}
 	if err == nil {
-		err = pluginapi.Install(context.Background(), cfg) // the Plugin CRDs and their admission policy
+		err = pluginobjects.Install(context.Background(), cfg) // the Plugin CRDs and their admission policy
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 // BenchmarkNoisyNeighbour runs a host process with its shipped defaults and another team's
@@ -157,7 +157,7 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 		b.ReportMetric(float64(tenantLog)/(1<<10), "KiB-tenant-log")
 		b.ReportMetric(float64(tenantLog)/allowed, "tenant-log/logLimit")
 		for _, ns := range []string{tenant, neighbour} {
-			_ = dyn(b).Resource(pluginapi.GVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			_ = dyn(b).Resource(pluginobjects.GVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		}
 		h.terminate(b)
 	}

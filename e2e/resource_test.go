@@ -27,25 +27,25 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 // pluginGVR is the resource of the ClusterPlugins most tests make: they are about what a plugin
 // object runs, not about tenancy (tenancy_test.go is).
-var pluginGVR = pluginapi.ClusterGVR
+var pluginGVR = pluginobjects.ClusterGVR
 
 // installPluginCRD installs the Plugin and ClusterPlugin CRDs and their admission policy for
 // the test (TestMain did, unless a test removed them), and after it removes every Plugin and
 // ClusterPlugin by removing the CRDs, then installs them again as TestMain left them.
 func installPluginCRD(t testing.TB) {
 	t.Helper()
-	must(t, pluginapi.Install(context.Background(), cfg))
+	must(t, pluginobjects.Install(context.Background(), cfg))
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if err := crd.Uninstall(ctx, cfg, []string{"plugins.wasmrec.dev", "clusterplugins.wasmrec.dev"}, 0); err != nil {
 			t.Errorf("removing the Plugin CRDs: %v", err)
 		}
-		if err := pluginapi.Install(ctx, cfg); err != nil {
+		if err := pluginobjects.Install(ctx, cfg); err != nil {
 			t.Errorf("installing the Plugin CRDs again: %v", err)
 		}
 	})
@@ -67,8 +67,8 @@ var accountsNS = sync.OnceValue(func() string {
 // returns it.
 func clusterPlugin(t *testing.T, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	obj.SetAPIVersion(pluginapi.ClusterGVK.GroupVersion().String())
-	obj.SetKind(pluginapi.ClusterGVK.Kind)
+	obj.SetAPIVersion(pluginobjects.ClusterGVK.GroupVersion().String())
+	obj.SetKind(pluginobjects.ClusterGVK.Kind)
 	raw, err := json.Marshal(obj.Object["spec"])
 	must(t, err)
 	var pc plugin.Config
@@ -122,7 +122,7 @@ func TestPluginResource(t *testing.T) {
 	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger(), OCI: client})
 	must(t, err)
 	t.Cleanup(host.Close)
-	res, err := pluginapi.New(host, pluginapi.Options{Policy: anySource})
+	res, err := pluginobjects.New(host, pluginobjects.Options{Policy: anySource})
 	must(t, err)
 	must(t, mgr.Add(res))
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 // The rollout of a new module version, on the overlap guest (see scaleout_test.go) and its
@@ -380,7 +380,7 @@ func TestATenantRollsOutAndAbortsWithHerOwnToken(t *testing.T) {
 	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
 	must(t, err)
 	t.Cleanup(host.Close)
-	res, err := pluginapi.New(host, pluginapi.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}}})
+	res, err := pluginobjects.New(host, pluginobjects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}}})
 	must(t, err)
 	must(t, mgr.Add(res))
 
@@ -389,7 +389,7 @@ func TestATenantRollsOutAndAbortsWithHerOwnToken(t *testing.T) {
 		"rollout":     map[string]any{"shadow": map[string]any{"duration": "10m"}}}))
 	waitSeen(t, []string{teamA}, 60*time.Second)
 	before, _ := configMapVersions(t, teamA)
-	mine := alice.dyn.Resource(pluginapi.GVR).Namespace(teamA)
+	mine := alice.dyn.Resource(pluginobjects.GVR).Namespace(teamA)
 	_, err = mine.Patch(ctx, "ro", types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"module":%q}}`, v2)), metav1.PatchOptions{})
 	must(t, err)
 	var candidate string
@@ -408,7 +408,7 @@ func TestATenantRollsOutAndAbortsWithHerOwnToken(t *testing.T) {
 		return nil
 	})
 	// Not on another team's Plugin: her token may not write it.
-	if _, err := alice.dyn.Resource(pluginapi.GVR).Namespace(teamB).Patch(ctx, "ro", types.MergePatchType, []byte(`{"metadata":{"annotations":{"wasmrec.dev/rollout":"abort x"}}}`), metav1.PatchOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
+	if _, err := alice.dyn.Resource(pluginobjects.GVR).Namespace(teamB).Patch(ctx, "ro", types.MergePatchType, []byte(`{"metadata":{"annotations":{"wasmrec.dev/rollout":"abort x"}}}`), metav1.PatchOptions{}); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("alice annotating a Plugin of %s: %v; want forbidden", teamB, err)
 	}
 	_, err = mine.Patch(ctx, "ro", types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{"wasmrec.dev/rollout":"abort %s"}}}`, candidate)), metav1.PatchOptions{})

@@ -23,7 +23,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 // tenant is a user with rights in one namespace only, as a team gets them: Plugin objects, reads
@@ -58,9 +58,9 @@ func newTenant(t testing.TB, name, ns string, actAs ...string) *tenant {
 
 // plugin creates a Plugin in the tenant's namespace, as the tenant.
 func (tn *tenant) plugin(name string, spec map[string]any) error {
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": pluginapi.GVK.GroupVersion().String(), "kind": pluginapi.GVK.Kind,
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": pluginobjects.GVK.GroupVersion().String(), "kind": pluginobjects.GVK.Kind,
 		"metadata": map[string]any{"name": name, "namespace": tn.ns}, "spec": spec}}
-	_, err := tn.dyn.Resource(pluginapi.GVR).Namespace(tn.ns).Create(context.Background(), u, metav1.CreateOptions{})
+	_, err := tn.dyn.Resource(pluginobjects.GVR).Namespace(tn.ns).Create(context.Background(), u, metav1.CreateOptions{})
 	return err
 }
 
@@ -87,7 +87,7 @@ func serviceAccountBinding(t testing.TB, ns, name string) {
 // pluginCondition reads a Plugin's condition: status and message.
 func pluginCondition(t testing.TB, ns, name, typ string) (string, string) {
 	t.Helper()
-	return objectCondition(t, pluginapi.GVR, ns, name, typ)
+	return objectCondition(t, pluginobjects.GVR, ns, name, typ)
 }
 
 // objectCondition reads a plugin object's condition: status and message (the error, if the
@@ -139,7 +139,7 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	t.Cleanup(host.Close)
 	limit := resource.MustParse("256Mi")
 	nsBudget := resource.MustParse("300Mi") // two plugins of the default 128Mi
-	res, err := pluginapi.New(host, pluginapi.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, MaxMemoryLimit: &limit, NamespaceMemoryBudget: &nsBudget}})
+	res, err := pluginobjects.New(host, pluginobjects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, MaxMemoryLimit: &limit, NamespaceMemoryBudget: &nsBudget}})
 	must(t, err)
 	must(t, mgr.Add(res))
 
@@ -190,9 +190,9 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	// Another team's Plugin is out of her reach: RBAC refuses her before anything else.
 	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
 		"metadata": map[string]any{"name": "theirs", "namespace": teamB}, "spec": map[string]any{"module": module, "serviceAccountName": "default", "paused": true, "permissions": []any{}}}}
-	_, err = dyn(t).Resource(pluginapi.GVR).Namespace(teamB).Create(ctx, other, metav1.CreateOptions{})
+	_, err = dyn(t).Resource(pluginobjects.GVR).Namespace(teamB).Create(ctx, other, metav1.CreateOptions{})
 	must(t, err)
-	_, err = alice.dyn.Resource(pluginapi.GVR).Namespace(teamB).Patch(ctx, "theirs", types.MergePatchType, []byte(`{"spec":{"module":"oci://evil/x:v1"}}`), metav1.PatchOptions{})
+	_, err = alice.dyn.Resource(pluginobjects.GVR).Namespace(teamB).Patch(ctx, "theirs", types.MergePatchType, []byte(`{"spec":{"module":"oci://evil/x:v1"}}`), metav1.PatchOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("alice patched team B's Plugin: %v", err)
 	}
@@ -220,7 +220,7 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	if m := degraded(t, teamA, "third", 30*time.Second); !strings.Contains(m, "the Plugins of "+teamA+" hold 258Mi (instances and compiled code) of the operator's budget of 300Mi for one namespace") {
 		t.Errorf("third: %s", m)
 	}
-	must(t, alice.dyn.Resource(pluginapi.GVR).Namespace(teamA).Delete(ctx, "second", metav1.DeleteOptions{}))
+	must(t, alice.dyn.Resource(pluginobjects.GVR).Namespace(teamA).Delete(ctx, "second", metav1.DeleteOptions{}))
 	for _, name := range []string{"third", "peek"} {
 		eventually(t, 45*time.Second, name+" Ready", func() error {
 			if s, m := pluginCondition(t, teamA, name, "Ready"); s != "True" {

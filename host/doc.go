@@ -14,7 +14,7 @@
 //   - controlplane: a local kube-apiserver and etcd for development and tests.
 //   - wasm: the wazero runtime: compile, check against the ABI, instance pools, the reconcile call.
 //   - plugin: a module as a controller: config, load, hot swap, rollouts, identities.
-//   - pluginapi: the Plugin and ClusterPlugin kinds: CRDs, admission policy, their controller.
+//   - pluginobjects: the Plugin and ClusterPlugin kinds: CRDs, admission policy, their controller.
 //   - plugin/internal/policy: the one permission policy.
 //   - plugin/internal/hostcalls: the host's side of the guest's host calls.
 //   - plugin/internal/watches: a manifest as a controller's sources.

@@ -24,7 +24,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 //go:embed dev.yaml
@@ -178,7 +178,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 
 	// The Plugin and ClusterPlugin CRDs, and the admission policy that lets no one grant a
 	// plugin more than they hold.
-	if err := pluginapi.Install(ctx, cp.Config); err != nil {
+	if err := pluginobjects.Install(ctx, cp.Config); err != nil {
 		return err
 	}
 	// The control plane is the developer's own: plugin objects may load modules from anywhere.

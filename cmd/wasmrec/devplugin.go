@@ -31,7 +31,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 	"github.com/wasmrec/wasmrec/internal/build"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
@@ -392,7 +392,7 @@ func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) e
 	}
 	spec["serviceAccount"] = map[string]any{"namespace": devAccounts, "name": c.Name}
 	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": pluginapi.ClusterGVK.GroupVersion().String(), "kind": pluginapi.ClusterGVK.Kind,
+		"apiVersion": pluginobjects.ClusterGVK.GroupVersion().String(), "kind": pluginobjects.ClusterGVK.Kind,
 		"metadata": map[string]any{"name": c.Name}, "spec": spec,
 	}}
 	body, err := u.MarshalJSON()
@@ -404,7 +404,7 @@ func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) e
 		return err
 	}
 	force := true
-	if _, err := client.Resource(pluginapi.ClusterGVR).Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
+	if _, err := client.Resource(pluginobjects.ClusterGVR).Patch(ctx, c.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "wasmrec-dev", Force: &force}); err != nil {
 		return fmt.Errorf("applying the ClusterPlugin object for %q: %w", c.Name, err)
 	}
 	return nil

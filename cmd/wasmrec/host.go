@@ -29,7 +29,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 	"github.com/wasmrec/wasmrec/host/tracing"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/kinds"
@@ -255,7 +255,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	defer host.Close()
 	// Plugin and ClusterPlugin objects run plugins too, once their CRDs are installed.
 	if o.pluginObjects {
-		resources, err := pluginapi.New(host, pluginapi.Options{Logger: log.WithName("plugins"), Policy: hc.PluginObjects})
+		resources, err := pluginobjects.New(host, pluginobjects.Options{Logger: log.WithName("plugins"), Policy: hc.PluginObjects})
 		if err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 func newRBACCommand(stdout io.Writer) *cobra.Command {
@@ -89,7 +89,7 @@ namespace's admins grant, not something an object gets by asking.`,
 				if err != nil {
 					return err
 				}
-				for _, gvr := range []schema.GroupVersionResource{pluginapi.ClusterGVR, pluginapi.GVR} {
+				for _, gvr := range []schema.GroupVersionResource{pluginobjects.ClusterGVR, pluginobjects.GVR} {
 					list, err := d.Resource(gvr).List(cmd.Context(), metav1.ListOptions{})
 					if err != nil {
 						return fmt.Errorf("listing %s: %w", gvr.Resource, err)
@@ -114,7 +114,7 @@ namespace's admins grant, not something an object gets by asking.`,
 // admin to review: never a Role or binding to apply as it stands.
 func reviewNote(u *unstructured.Unstructured) string {
 	var b strings.Builder
-	cfg, _, err := pluginapi.ConfigOf(u)
+	cfg, _, err := pluginobjects.ConfigOf(u)
 	if err != nil {
 		fmt.Fprintf(&b, "# REVIEW: %v\n", err)
 		return b.String()

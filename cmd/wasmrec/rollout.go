@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 func newRolloutCommand(stdout io.Writer) *cobra.Command {
@@ -64,8 +64,8 @@ the rollout ended. Who may update the object may do either.`,
 			objs := d.Resource(gvr).Namespace(namespace)
 			ctx := cmd.Context()
 			u, err := objs.Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) && gvr == pluginapi.GVR {
-				if _, cerr := d.Resource(pluginapi.ClusterGVR).Get(ctx, name, metav1.GetOptions{}); cerr == nil {
+			if apierrors.IsNotFound(err) && gvr == pluginobjects.GVR {
+				if _, cerr := d.Resource(pluginobjects.ClusterGVR).Get(ctx, name, metav1.GetOptions{}); cerr == nil {
 					return fmt.Errorf("no Plugin %s/%s, but a ClusterPlugin %s: say clusterplugin/%s", namespace, name, name, name)
 				}
 			}
@@ -88,7 +88,7 @@ the rollout ended. Who may update the object may do either.`,
 				}
 				return fmt.Errorf("%s has no rollout running (%s)", what, last)
 			}
-			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{pluginapi.RolloutAnnotation: verb + " " + ro.Candidate}}})
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{pluginobjects.RolloutAnnotation: verb + " " + ro.Candidate}}})
 			if _, err := objs.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 				return err
 			}
@@ -113,9 +113,9 @@ func rolloutTarget(kube *genericclioptions.ConfigFlags, arg string) (schema.Grou
 		if err != nil {
 			return schema.GroupVersionResource{}, "", "", err
 		}
-		return pluginapi.GVR, ns, name, nil
+		return pluginobjects.GVR, ns, name, nil
 	case "clusterplugin", "clusterplugins", "cpl":
-		return pluginapi.ClusterGVR, "", name, nil
+		return pluginobjects.ClusterGVR, "", name, nil
 	}
 	return schema.GroupVersionResource{}, "", "", fmt.Errorf("%q: name a Plugin (NAME or plugin/NAME, with -n) or a ClusterPlugin (clusterplugin/NAME)", arg)
 }

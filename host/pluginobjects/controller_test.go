@@ -1,4 +1,4 @@
-package pluginapi
+package pluginobjects
 
 import (
 	"encoding/json"

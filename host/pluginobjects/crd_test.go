@@ -1,4 +1,4 @@
-package pluginapi_test
+package pluginobjects_test
 
 import (
 	"reflect"
@@ -10,14 +10,14 @@ import (
 
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/host/plugin"
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 // The CRDs' specs hold every setting of plugin.Config but name (the object's) and
 // interruptible (the operator's alone), and nothing else but paused and each kind's own
 // fields; nothing of the spec keeps unknown fields.
 func TestCRDsHoldEveryConfigSetting(t *testing.T) {
-	crds, err := crd.Parse(pluginapi.CRD)
+	crds, err := crd.Parse(pluginobjects.CRD)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package pluginapi_test
+package pluginobjects_test
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/wasmrec/wasmrec/host/pluginapi"
+	"github.com/wasmrec/wasmrec/host/pluginobjects"
 )
 
 // right is a right the fake authorizer gives a user, as RBAC would: "*" in group, resource or
@@ -83,7 +83,7 @@ func (w *warnings) AddWarning(_, text string) { *w = append(*w, text) }
 // admission.yaml's policy and bindings through a fake clientset, and authz as the authorizer.
 func admissionPlugin(t *testing.T, authz *rbac) *validating.Plugin {
 	t.Helper()
-	policy, bindings, err := pluginapi.ParseAdmissionPolicy()
+	policy, bindings, err := pluginobjects.ParseAdmissionPolicy()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +446,7 @@ func TestAdmissionPolicy(t *testing.T) {
 // Each validation of a right is the same expression and message with its own index, and
 // there are as many as the limit the first validation says.
 func TestAdmissionPolicySlotsAreAlike(t *testing.T) {
-	policy, bindings, err := pluginapi.ParseAdmissionPolicy()
+	policy, bindings, err := pluginobjects.ParseAdmissionPolicy()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +486,7 @@ func TestAdmissionPolicySlotsAreAlike(t *testing.T) {
 // up to 27 rights admits a ClusterPlugin of 26 (28 authorization checks with the wildcard and
 // impersonation), and runs out of budget at 27.
 func TestAuthorizationChecksRunOutOfBudgetPast28(t *testing.T) {
-	policy, bindings, err := pluginapi.ParseAdmissionPolicy()
+	policy, bindings, err := pluginobjects.ParseAdmissionPolicy()
 	if err != nil {
 		t.Fatal(err)
 	}
