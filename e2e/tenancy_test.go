@@ -217,7 +217,7 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 		must(t, alice.plugin(name, map[string]any{"module": module, "serviceAccountName": "reader", "permissions": star}))
 	}
 	// 256Mi of instances, and their compiled code (under a MiB each for this C guest).
-	if m := degraded(t, teamA, "third", 30*time.Second); !strings.Contains(m, "the Plugins of "+teamA+" hold 258Mi (instances and compiled code) of the operator's budget of 300Mi for one namespace") {
+	if m := degraded(t, teamA, "third", 30*time.Second); !strings.Contains(m, "the Plugins of "+teamA+" hold 258Mi of the operator's budget of 300Mi for one namespace") {
 		t.Errorf("third: %s", m)
 	}
 	must(t, alice.dyn.Resource(pluginobjects.GVR).Namespace(teamA).Delete(ctx, "second", metav1.DeleteOptions{}))

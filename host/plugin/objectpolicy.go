@@ -222,7 +222,29 @@ func (p ObjectPolicy) AllowsSource(what, namespace, module string) error {
 	if len(sources) > 0 {
 		allowed = strings.Join(sources, ", ")
 	}
-	return fmt.Errorf("%s: spec.module %q is not from a source the operator allows for plugin objects (%s; pluginObjects.sources in the host config): push the module to an allowed registry, or ask the operator", what, module, allowed)
+	return fmt.Errorf("%s: spec.module %q is not from a source the operator allows for plugin objects (%s; pluginObjects.sources in the host config): %s, or ask the operator", what, module, allowed, whereTo(sources, module))
+}
+
+// whereTo says where to put a module that is from no source: under a directory source, with
+// its absolute path written plainly, or in an allowed registry.
+func whereTo(sources []string, module string) string {
+	var dirs, registries bool
+	for _, s := range sources {
+		if filepath.IsAbs(s) {
+			dirs = true
+		} else {
+			registries = true
+		}
+	}
+	switch {
+	case dirs && strings.Contains(module, ".."):
+		return "a path with .. is never allowed: put the module under a source directory and name it by its absolute path"
+	case dirs && !registries:
+		return "put the module under a source directory and name it by its absolute path"
+	case dirs:
+		return "push the module to an allowed registry, or put it under a source directory and name it by its absolute path"
+	}
+	return "push the module to an allowed registry"
 }
 
 // Dirs are the directories among the sources of an object in namespace: a module file or image

@@ -92,6 +92,7 @@ type Supervisor struct {
 	mu    sync.Mutex
 	state State
 	tried chan struct{} // closed when the first attempt has ended
+	again chan struct{} // Retry: the next attempt is due now
 }
 
 var (
@@ -122,6 +123,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 		wait:   h.WaitForModule,
 		delays: backoff.ModuleFetch.Start,
 		tried:  make(chan struct{}),
+		again:  make(chan struct{}, 1),
 	}
 	if cfg.ServiceAccount != nil || h.impersonate != "" { // it acts as its own ServiceAccount
 		s.review = func(ctx context.Context, p *Plugin) error {
@@ -215,10 +217,35 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		if _, fromRegistry := s.cfg.OCIRef(); reason == ReasonNotSigned && !fromRegistry {
 			watch += signature.FileSuffix // and one not signed, once its signature is written
 		}
-		if !s.wait(ctx, watch, next) {
+		if !s.waitOrRetry(ctx, watch, next) {
 			return nil
 		}
 	}
+}
+
+// Retry has a supervisor that waits to load its plugin try again at once, as when what it
+// waits for may have come (memory given back to its budget, say). If it is not waiting, its
+// next wait ends at once.
+func (s *Supervisor) Retry() {
+	select {
+	case s.again <- struct{}{}:
+	default:
+	}
+}
+
+// waitOrRetry waits as s.wait does, or until Retry; false once ctx is done.
+func (s *Supervisor) waitOrRetry(ctx context.Context, module string, d time.Duration) bool {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.again:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	s.wait(wctx, module, d)
+	return ctx.Err() == nil
 }
 
 func (s *Supervisor) report(err error, msg string, kv ...any) {

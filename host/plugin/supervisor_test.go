@@ -346,3 +346,48 @@ func TestSupervisorResumesARolloutFromTheVersionThatServed(t *testing.T) {
 		stop()
 	}
 }
+
+// roomy is a CodeBudget that refuses every charge until it is opened.
+type roomy struct {
+	mu   sync.Mutex
+	open bool
+}
+
+func (b *roomy) Charge(int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.open {
+		return errors.New("no room")
+	}
+	return nil
+}
+
+func (b *roomy) Release(int64) {}
+
+// A plugin whose module does not fit its budget is OverBudget, not refused: it is not compiled,
+// and Retry (its budget has room again) loads it at once, not after its backoff.
+func TestAPluginOverItsBudgetLoadsWhenRetried(t *testing.T) {
+	h, _ := offlineHost(t)
+	sc := &script{fetches: []func() ([]byte, error){bytesOf(swapGuest(t, "1"))}}
+	cfg := thingsGrant()
+	budget := &roomy{}
+	cfg.Code = budget
+	s := sc.supervise(h, cfg)
+	s.wait = func(ctx context.Context, _ string, _ time.Duration) bool { // a backoff longer than the test
+		<-ctx.Done()
+		return false
+	}
+	run(t, s)
+	<-s.Tried()
+	if st := s.State(); st.Reason != ReasonOverBudget || !strings.Contains(st.Err.Error(), "no room") {
+		t.Fatalf("a module over its budget: %+v, want OverBudget saying why", st)
+	}
+	if err := s.refused.Check(digestOf(swapGuest(t, "1"))); err != nil {
+		t.Fatalf("a module over its budget is remembered as refused: %v", err)
+	}
+	budget.mu.Lock()
+	budget.open = true
+	budget.mu.Unlock()
+	s.Retry()
+	waitFor(t, "the plugin loaded once retried", func() bool { return s.State().Plugin != nil })
+}

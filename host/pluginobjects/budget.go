@@ -1,11 +1,16 @@
 package pluginobjects
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
@@ -52,12 +57,18 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *object
 	case units+l.units > r.policy.UnitBudget:
 		err = fmt.Errorf("%s: it takes %s, and plugin objects hold %d of the operator's budget of %d units (pluginObjects.unitBudget in the host config): %sor ask the operator; it is tried again when a plugin object stops",
 			describe(u), unitsOf(l.units), units, r.policy.UnitBudget, lowerShards(l.units))
+	case ns != "" && l.memory > r.policy.NamespaceMemoryBudget.Value():
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), more than the operator's whole budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, or ask the operator",
+			describe(u), approx(l.memory), r.policy.NamespaceMemoryBudget)
+	case l.memory > r.policy.MemoryBudget.Value():
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), more than the operator's whole memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator",
+			describe(u), approx(l.memory), r.policy.MemoryBudget)
 	case ns != "" && usedHere+l.memory > r.policy.NamespaceMemoryBudget.Value():
-		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and the Plugins of %s hold %s (instances and compiled code) of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): lower them, stop another Plugin of %s, or ask the operator",
-			describe(u), approx(l.memory), ns, approx(usedHere), r.policy.NamespaceMemoryBudget, ns)
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config; %s): lower them, stop another Plugin of %s, or ask the operator; it is tried again when one stops",
+			describe(u), approx(l.memory), ns, approx(usedHere), r.policy.NamespaceMemoryBudget, r.holders(ns), ns)
 	case used+l.memory > r.policy.MemoryBudget.Value():
-		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and plugin objects hold %s (instances and compiled code) of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): lower them, or ask the operator; it is tried again when a plugin object stops",
-			describe(u), approx(l.memory), approx(used), r.policy.MemoryBudget)
+		err = fmt.Errorf("%s: its instances may take %s (memoryLimit times maxConcurrentReconciles, twice that with a rollout), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config; %s): lower them, or ask the operator; it is tried again when a plugin object stops",
+			describe(u), approx(l.memory), approx(used), r.policy.MemoryBudget, r.holders(""))
 	}
 	if err != nil {
 		r.overBudget[req] = true
@@ -91,12 +102,18 @@ func (c codeBudget) Charge(n int64) error {
 	used, usedHere, _, _ := r.use(ns)
 	const cost = "compiling a module takes about %d times its size, and its code holds about %d times its size after, while the plugin keeps it"
 	switch {
+	case ns != "" && n > r.policy.NamespaceMemoryBudget.Value():
+		return fmt.Errorf("%s: its module needs %s to compile ("+cost+"), more than the operator's whole budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): use a smaller module, or ask the operator",
+			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, r.policy.NamespaceMemoryBudget)
+	case n > r.policy.MemoryBudget.Value():
+		return fmt.Errorf("%s: its module needs %s to compile ("+cost+"), more than the operator's whole memory budget of %s (pluginObjects.memoryBudget in the host config): use a smaller module, or ask the operator",
+			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, r.policy.MemoryBudget)
 	case ns != "" && usedHere+n > r.policy.NamespaceMemoryBudget.Value():
-		return fmt.Errorf("%s: its module needs %s more to compile ("+cost+"), and the Plugins of %s hold %s (instances and compiled code) of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config): use a smaller module, lower memoryLimit or maxConcurrentReconciles, stop another Plugin of %s, or ask the operator",
-			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, ns, approx(usedHere), r.policy.NamespaceMemoryBudget, ns)
+		return fmt.Errorf("%s: its module needs %s more to compile ("+cost+"), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config; %s): use a smaller module, lower memoryLimit or maxConcurrentReconciles, stop another Plugin of %s, or ask the operator; it is tried again when one stops",
+			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, ns, approx(usedHere), r.policy.NamespaceMemoryBudget, r.holders(ns), ns)
 	case used+n > r.policy.MemoryBudget.Value():
-		return fmt.Errorf("%s: its module needs %s more to compile ("+cost+"), and plugin objects hold %s (instances and compiled code) of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config): use a smaller module, or ask the operator",
-			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, approx(used), r.policy.MemoryBudget)
+		return fmt.Errorf("%s: its module needs %s more to compile ("+cost+"), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config; %s): use a smaller module, or ask the operator; it is tried again when a plugin object stops",
+			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, approx(used), r.policy.MemoryBudget, r.holders(""))
 	}
 	c.l.code += n
 	return nil
@@ -104,8 +121,80 @@ func (c codeBudget) Charge(n int64) error {
 
 func (c codeBudget) Release(n int64) {
 	c.r.mu.Lock()
-	defer c.r.mu.Unlock()
 	c.l.code -= n
+	c.r.mu.Unlock()
+	go c.r.roomMade() // from the goroutine closing a module, which must not wait on others
+}
+
+// roomMade has every object waiting for room in the budgets try again at once: those refused
+// before they started, those whose module did not fit when it was to compile, and those whose
+// move to a new module did not.
+func (r *resources) roomMade() {
+	r.mu.Lock()
+	waiting := slices.Collect(maps.Keys(r.overBudget))
+	runs := slices.Collect(maps.Values(r.running))
+	r.mu.Unlock()
+	for _, l := range runs {
+		if l.sup != nil && l.sup.State().Reason == plugin.ReasonOverBudget {
+			l.sup.Retry()
+		}
+		if l.waitForRoom() {
+			waiting = append(waiting, l.req)
+		}
+	}
+	for _, req := range waiting {
+		r.ctrl.Enqueue(req)
+	}
+}
+
+// holders says what holds a namespace's share of the memory budget (ns != ""), its Plugins
+// each, or what holds the whole budget, each namespace (and the ClusterPlugins) together: the
+// largest first, five at most. r.mu is held.
+func (r *resources) holders(ns string) string {
+	type holder struct {
+		name    string
+		bytes   int64
+		waiting int
+	}
+	by := map[string]*holder{}
+	for _, l := range r.running {
+		key := l.namespace
+		switch {
+		case ns != "" && l.namespace != ns:
+			continue
+		case ns != "":
+			key = l.req.Name
+		case key == "":
+			key = "ClusterPlugins"
+		}
+		h := by[key]
+		if h == nil {
+			h = &holder{name: key}
+			by[key] = h
+		}
+		h.bytes += l.held()
+		if l.waiting() {
+			h.waiting++
+		}
+	}
+	list := slices.Collect(maps.Values(by))
+	slices.SortFunc(list, func(a, b *holder) int { return cmp.Or(cmp.Compare(b.bytes, a.bytes), cmp.Compare(a.name, b.name)) })
+	var parts []string
+	for i, h := range list {
+		if i == 5 {
+			parts = append(parts, fmt.Sprintf("%d more", len(list)-5))
+			break
+		}
+		part := h.name + " " + approx(h.bytes)
+		switch {
+		case ns != "" && h.waiting > 0:
+			part += " (not loaded yet: a Plugin holds its instances' share while it waits)"
+		case h.waiting > 0:
+			part += fmt.Sprintf(" (%d not loaded yet)", h.waiting)
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // approx is b rounded up to the MiB, as budget messages show amounts.

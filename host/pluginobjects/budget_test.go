@@ -1,12 +1,15 @@
 package pluginobjects
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/wasmrec/wasmrec/host/controller"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 )
@@ -52,7 +55,14 @@ func TestUnitsAreBudgeted(t *testing.T) {
 // given back makes room for the next. A 512 MiB module with memoryLimit 2Mi held 1.76 GiB of a
 // host whose budgets counted 4 MiB for it.
 func TestCompiledCodeIsBudgeted(t *testing.T) {
+	ctrl, cerr := controller.New("plugins", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}), controller.Options{})
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
 	r := &resources{
+		ctrl: ctrl, // not started: what is enqueued when room is made goes nowhere
 		policy: plugin.ObjectPolicy{
 			NamespaceMemoryBudget: ptr(resource.MustParse("100Mi")),
 			MemoryBudget:          ptr(resource.MustParse("150Mi")),
@@ -62,7 +72,7 @@ func TestCompiledCodeIsBudgeted(t *testing.T) {
 	}
 	start := func(ns, name string, memory int64) (*objectRun, codeBudget, error) {
 		u := objectOf(t, fmt.Sprintf(`"kind":"Plugin","metadata":{"name":%q,"namespace":%q}`, name, ns), `{"module":"/m.wasm"}`)
-		l := &objectRun{units: 1, memory: memory}
+		l := &objectRun{req: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, units: 1, memory: memory}
 		return l, codeBudget{r: r, l: l, name: PluginName(ns, name), what: describe(u)}, r.reserve(u, PluginName(ns, name), l)
 	}
 	_, one, err := start("team-a", "one", 64<<20)
@@ -74,10 +84,10 @@ func TestCompiledCodeIsBudgeted(t *testing.T) {
 	}
 	err = one.Charge(10 << 20)
 	if err == nil || !strings.HasPrefix(err.Error(), "Plugin team-a/one: its module needs 10Mi more to compile") ||
-		!strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi (instances and compiled code) of the operator's budget of 100Mi for one namespace (pluginObjects.namespaceMemoryBudget") {
+		!strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi of the operator's budget of 100Mi for one namespace (pluginObjects.namespaceMemoryBudget in the host config; one 94Mi)") {
 		t.Fatalf("code past the namespace's budget: %v", err)
 	}
-	if _, _, err := start("team-a", "two", 8<<20); err == nil || !strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi (instances and compiled code)") {
+	if _, _, err := start("team-a", "two", 8<<20); err == nil || !strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi of the operator's budget") {
 		t.Fatalf("instances past the namespace's budget, counting code: %v", err)
 	}
 	one.Release(30 << 20)
@@ -93,8 +103,16 @@ func TestCompiledCodeIsBudgeted(t *testing.T) {
 		t.Fatalf("within the whole budget: %v", err)
 	}
 	err = b.Charge(30 << 20)
-	if err == nil || !strings.Contains(err.Error(), "plugin objects hold 132Mi (instances and compiled code) of the operator's memory budget of 150Mi (pluginObjects.memoryBudget") {
+	if err == nil || !strings.Contains(err.Error(), "plugin objects hold 132Mi of the operator's memory budget of 150Mi (pluginObjects.memoryBudget in the host config; team-a 72Mi, team-b 60Mi)") {
 		t.Fatalf("past the whole budget: %v", err)
+	}
+
+	// What can never fit says so, and does not ask for another Plugin to stop.
+	if err := b.Charge(101 << 20); err == nil || !strings.Contains(err.Error(), "its module needs 101Mi to compile") || !strings.Contains(err.Error(), "more than the operator's whole budget of 100Mi for one namespace") || strings.Contains(err.Error(), "stop another") {
+		t.Errorf("a module larger than the namespace's whole budget: %v", err)
+	}
+	if _, _, err := start("team-c", "huge", 101<<20); err == nil || !strings.Contains(err.Error(), "more than the operator's whole budget of 100Mi for one namespace") || strings.Contains(err.Error(), "stop another") {
+		t.Errorf("instances larger than the namespace's whole budget: %v", err)
 	}
 
 	r.mu.Lock()

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -293,7 +291,11 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 		swaps, _, _ := unstructured.NestedInt64(u.Object, "status", "swaps")
 		refusals, _, _ := unstructured.NestedInt64(u.Object, "status", "refusals")
 		live, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
-		l = &objectRun{settings: settings, module: cfg.Module, memory: cfg.Memory(), units: cfg.Units(), swaps: swaps, refusals: refusals}
+		units := cfg.Units()
+		if r.host.Share() == nil {
+			units = 1 // a host that does not share plugins runs a sharded one whole, with no Lease
+		}
+		l = &objectRun{req: req, settings: settings, module: cfg.Module, memory: cfg.Memory(), units: units, swaps: swaps, refusals: refusals}
 		again := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}}
 		cfg.Code = codeBudget{r: r, l: l, name: name, what: describe(u)}
 		l.sup = r.host.Supervise(cfg, plugin.SuperviseOptions{
@@ -368,16 +370,11 @@ func (r *resources) unload(ctx context.Context, name string, u *unstructured.Uns
 	r.mu.Lock()
 	l := r.running[name]
 	delete(r.running, name)
-	waiting := slices.Collect(maps.Keys(r.overBudget))
 	r.mu.Unlock()
 	if l == nil {
 		return
 	}
-	defer func() { // its memory is free: the objects refused for lack of it try again
-		for _, req := range waiting {
-			r.ctrl.Enqueue(req)
-		}
-	}()
+	defer r.roomMade() // its memory and units are free: the objects waiting for them try again
 	p := l.sup.State().Plugin
 	// The supervisor waits for a guest that loops without being interruptible at most its
 	// timeout and 5 s more; so does this.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/internal/backoff"
 )
 
@@ -13,6 +14,7 @@ import (
 // resources' and change under their lock (see budget.go); the rest under its own, which no
 // other lock is taken under.
 type objectRun struct {
+	req      reconcile.Request // its object
 	sup      *plugin.Supervisor
 	settings string // the spec without module and paused: a change starts it anew
 	module   string // the module it was started with
@@ -128,5 +130,20 @@ func (l *objectRun) failed(msg, why string) {
 func (l *objectRun) serving() serving {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy}
+	return serving{swaps: l.swaps, refusals: l.refusals, lastErr: l.lastErr, lastWhy: l.lastWhy, next: l.due}
 }
+
+// waitForRoom says whether a move to a new module waits for room in the budgets, and if so has
+// it tried again at the next reconcile.
+func (l *objectRun) waitForRoom() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastWhy != plugin.ReasonOverBudget {
+		return false
+	}
+	l.due = time.Time{}
+	return true
+}
+
+// waiting says whether the plugin is not loaded yet: its supervisor tries again.
+func (l *objectRun) waiting() bool { return l.sup != nil && l.sup.State().Plugin == nil }

@@ -101,8 +101,9 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 type serving struct {
 	digest          string
 	swaps, refusals int64
-	lastErr         string // the last swap's refusal, or fetch failure; "" once one succeeds
-	lastWhy         string // its reason: SwapRefused, FetchFailed or OverBudget
+	lastErr         string    // the last swap's refusal, or fetch failure; "" once one succeeds
+	lastWhy         string    // its reason: SwapRefused, FetchFailed or OverBudget
+	next            time.Time // when a move that failed for FetchFailed or OverBudget is tried again
 	running         bool
 	kinds           []schema.GroupVersionKind
 	plugin          *plugin.Plugin
@@ -138,6 +139,9 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool)
 	}
 	if s != nil {
 		lastErr, why = s.lastErr, cmp.Or(s.lastWhy, "SwapRefused")
+		if (why == plugin.ReasonFetchFailed || why == plugin.ReasonOverBudget) && lastErr != "" {
+			lastErr = fmt.Sprintf("%s (the module serving serves on; spec.module is tried again in %s)", lastErr, max(time.Until(s.next), 0).Round(time.Second))
+		}
 		st["swaps"], st["refusals"], st["activeDigest"] = s.swaps, s.refusals, s.digest
 		st["rollout"] = rolloutOf(s.rollout)
 	}

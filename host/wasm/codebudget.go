@@ -35,13 +35,17 @@ type codeCharge struct {
 	held   int64
 }
 
-// chargeCompile charges the cost of compiling size bytes; settle then lowers it to what the
-// code holds, and release gives that back.
-func chargeCompile(b CodeBudget, size int) (*codeCharge, error) {
+// chargeCompile charges the cost of compiling size bytes, or only what the code holds if the
+// engine holds it compiled already (shared); settle then lowers it to what the code holds, and
+// release gives that back.
+func chargeCompile(b CodeBudget, size int, compiled bool) (*codeCharge, error) {
 	if b == nil {
 		return nil, nil
 	}
 	peak := int64(size) * CompilePeak
+	if compiled {
+		peak = int64(size) * CodeHeld
+	}
 	if err := b.Charge(peak); err != nil {
 		return nil, &BudgetError{Err: err}
 	}

@@ -53,7 +53,8 @@ func TestCodeBudgetIsChargedForTheModulesLife(t *testing.T) {
 		t.Fatalf("charged %d at the peak and %d after, want %d and %d", peak, used, size*wasm.CompilePeak, size*wasm.CodeHeld)
 	}
 
-	_, err := e.Compile(context.Background(), wasmBytes, wasm.Options{Name: "team-a.two", Code: b})
+	// Another memory cap: the code is not shared, and compiling it does not fit.
+	_, err := e.Compile(context.Background(), wasmBytes, wasm.Options{Name: "team-a.two", Code: b, MemoryLimit: 64 << 20})
 	var over *wasm.BudgetError
 	if !errors.As(err, &over) || !errors.Is(err, over.Err) {
 		t.Fatalf("a second module past the budget: %v, want a *BudgetError", err)
@@ -65,6 +66,14 @@ func TestCodeBudgetIsChargedForTheModulesLife(t *testing.T) {
 		t.Fatalf("after the refusal %d bytes are charged, want the first module's %d", used, size*wasm.CodeHeld)
 	}
 
+	// The same bytes and settings share the code the engine holds: no compile, nor its peak.
+	shared := compile(t, e, wasmBytes, wasm.Options{Name: "team-a.shared", Code: b})
+	if used, peak := b.figures(); used != 2*size*wasm.CodeHeld || peak != size*wasm.CompilePeak {
+		t.Fatalf("a module sharing compiled code: %d charged, peak %d; want %d and %d", used, peak, 2*size*wasm.CodeHeld, size*wasm.CompilePeak)
+	}
+	if err := shared.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if err := m.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +83,7 @@ func TestCodeBudgetIsChargedForTheModulesLife(t *testing.T) {
 	if used, _ := b.figures(); used != 0 {
 		t.Fatalf("after Close (twice) %d bytes are charged, want 0", used)
 	}
-	m = compile(t, e, wasmBytes, wasm.Options{Name: "team-a.two", Code: b})
+	m = compile(t, e, wasmBytes, wasm.Options{Name: "team-a.two", Code: b, MemoryLimit: 64 << 20})
 	if used, _ := b.figures(); used != size*wasm.CodeHeld {
 		t.Fatalf("the second module, once the first closed: %d charged, want %d", used, size*wasm.CodeHeld)
 	}

@@ -117,6 +117,23 @@ type code struct {
 	firstSnap atomic.Pointer[snapshot]
 }
 
+// codeKeys are what the loads of a module's code are serialised by (its bytes and interruption)
+// and what its code is shared by (and its memory cap). opts has its defaults.
+func codeKeys(digest string, opts Options) (lock, key string) {
+	pages := uint32(min(opts.MemoryLimit/pageSize, 65536))
+	lock = fmt.Sprintf("%s/interruptible=%t", digest, *opts.Interruptible)
+	return lock, fmt.Sprintf("%s/pages=%d", lock, pages)
+}
+
+// holds says whether the engine holds the compiled code of the module digest under opts, which a
+// new Module of it shares without compiling.
+func (e *Engine) holds(digest string, opts Options) bool {
+	_, key := codeKeys(digest, opts)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.codes[key] != nil
+}
+
 // load returns the code of wasm for opts, compiling it unless a Module already holds it. Loads
 // of the same bytes run one at a time, whatever their settings: the second then takes the
 // first's code, or (other settings) reads its machine code from the cache directory instead of
@@ -125,10 +142,7 @@ type code struct {
 // its entry preambles were compiled); each code now has its own (see newCache). Instantiation,
 // the part that grows with plugins, stays concurrent.
 func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Options) (c *code, err error) {
-	interruptible := *opts.Interruptible
-	pages := uint32(min(opts.MemoryLimit/pageSize, 65536))
-	lock := fmt.Sprintf("%s/interruptible=%t", digest, interruptible)
-	key := fmt.Sprintf("%s/pages=%d", lock, pages)
+	lock, key := codeKeys(digest, opts)
 	e.compiling.LockKey(lock)
 	defer func() { _ = e.compiling.UnlockKey(lock) }()
 	e.mu.Lock()
@@ -142,6 +156,8 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	if err := checkBinary(wasm); err != nil {
 		return nil, err
 	}
+	interruptible := *opts.Interruptible
+	pages := uint32(min(opts.MemoryLimit/pageSize, 65536))
 	c = &code{key: key, refs: 1, wasm: wasm}
 	// Every module gets the loop checks: their yield points keep a looping guest from holding
 	// up the Go runtime's stop-the-world, whether or not the deadline may interrupt it.

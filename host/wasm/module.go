@@ -288,7 +288,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 	}()
 	defer recoverPanic(&err)
 
-	if m.charge, err = chargeCompile(opts.Code, len(wasm)); err != nil {
+	if m.charge, err = chargeCompile(opts.Code, len(wasm), e.holds(m.digest, opts)); err != nil {
 		return nil, err
 	}
 	defer func() {
