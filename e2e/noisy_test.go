@@ -102,7 +102,7 @@ func BenchmarkNoisyNeighbour(b *testing.B) {
 			names = append(names, admitted(b, tenant, "alice", fmt.Sprint("loop-", i), map[string]any{"module": filepath.Join(dir, "misbehave.wasm"),
 				"maxConcurrentReconciles": int64(8), "memoryLimit": "2Mi"}, rule)) // 256Mi of her 1Gi budget: the big module compiling takes 576Mi
 		}
-		for i := range 5 { // with the 16 above and the two below, 58 of her 64 units
+		for i := range 5 { // 8 units each with --share-plugins (58 of her 64 with the others); one each here, run whole
 			names = append(names, admitted(b, tenant, "alice", fmt.Sprint("shards-", i), map[string]any{"module": filepath.Join(dir, "misbehave.wasm"),
 				"shards": int64(8), "memoryLimit": "1Mi"}, rule))
 		}
