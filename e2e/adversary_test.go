@@ -240,9 +240,10 @@ func TestATenantsModuleSizeIsBounded(t *testing.T) {
 
 // Her modules count in her memory budget with what compiling them costs, beside her instances:
 // a module that does not fit is not compiled, and its Plugin is Degraded (OverBudget) naming the
-// budget; a new version that does not fit leaves the one serving to serve; once memory is given
-// back, the move is made. A valid 512 MiB module with memoryLimit 2Mi once held 1.76 GiB of a
-// host whose budgets counted 4 MiB for it.
+// budget and what holds it; a module the host holds compiled already costs only its code; a new
+// version that does not fit leaves the one serving to serve, and is moved to as soon as memory
+// is given back. A valid 512 MiB module with memoryLimit 2Mi once held 1.76 GiB of a host whose
+// budgets counted 4 MiB for it.
 func TestATenantsModulesCountInHerMemoryBudget(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
@@ -250,8 +251,9 @@ func TestATenantsModulesCountInHerMemoryBudget(t *testing.T) {
 	budget, limit := resource.MustParse("120Mi"), resource.MustParse("8Mi")
 	logs := &logLines{}
 	objectsHost(t, plugin.ObjectPolicy{Sources: []string{dir}, NamespaceMemoryBudget: &budget, MaxModuleSize: &limit}, logs)
-	big := largeModule(t, 6<<20) // compiling: 108Mi at most; compiled: 48Mi
-	writeModule(t, filepath.Join(dir, "big.wasm"), big)
+	writeModule(t, filepath.Join(dir, "big.wasm"), largeModule(t, 6<<20)) // compiling: 108Mi at most; compiled: 48Mi
+	other := largeModule(t, 6<<20+4096)                                   // other bytes: 109Mi; 49Mi
+	writeModule(t, filepath.Join(dir, "other.wasm"), other)
 	writeModule(t, filepath.Join(dir, "small.wasm"), largeModule(t, 1<<20)) // 18Mi; 8Mi
 	alice := newTenant(t, "alice-"+ns, ns, "reader")
 	serviceAccount(t, ns, "reader", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
@@ -264,22 +266,33 @@ func TestATenantsModulesCountInHerMemoryBudget(t *testing.T) {
 	ready(t, ns, "small", 30*time.Second)
 	must(t, alice.plugin("big", spec("big.wasm"))) // 9Mi held, 1Mi and 108Mi asked: it fits
 	ready(t, ns, "big", 30*time.Second)
+	must(t, alice.plugin("twin", spec("big.wasm"))) // 58Mi held; big's code is shared: 1Mi and 48Mi
+	ready(t, ns, "twin", 30*time.Second)
 
-	must(t, alice.plugin("third", spec("big.wasm"))) // 58Mi held, 1Mi and 108Mi asked
-	degradedWith(t, ns, "third", "its module needs 108Mi more to compile", 30*time.Second)
+	must(t, alice.plugin("third", spec("other.wasm"))) // 107Mi held, 1Mi and 109Mi asked
+	degradedWith(t, ns, "third", "its module needs 109Mi more to compile", 30*time.Second)
 	// What holds her budget, each Plugin, the one waiting included.
-	if _, m := pluginCondition(t, ns, "third", "Degraded"); !strings.Contains(m, "the Plugins of "+ns+" hold 59Mi of the operator's budget of 120Mi for one namespace (pluginObjects.namespaceMemoryBudget in the host config; big 49Mi, small 9Mi, third 1Mi (not loaded yet") {
+	if _, m := pluginCondition(t, ns, "third", "Degraded"); !strings.Contains(m, "the Plugins of "+ns+" hold 108Mi of the operator's budget of 120Mi for one namespace (pluginObjects.namespaceMemoryBudget in the host config; big 49Mi, twin 49Mi, small 9Mi, third 1Mi (not loaded yet") {
 		t.Errorf("third: %s", m)
 	}
 	if s, why := pluginCondition(t, ns, "third", "Ready"); s != "False" {
 		t.Errorf("third is Ready=%s (%s), though its module was not compiled", s, why)
 	}
 	must(t, plugins.Delete(ctx, "third", metav1.DeleteOptions{}))
+	must(t, plugins.Delete(ctx, "twin", metav1.DeleteOptions{}))
 
 	// A new version that does not fit: the one serving serves on.
-	_, err := plugins.Patch(ctx, "small", types.MergePatchType, []byte(`{"spec":{"module":"`+filepath.Join(dir, "big.wasm")+`"}}`), metav1.PatchOptions{})
+	eventually(t, 30*time.Second, "twin and third gone", func() error {
+		for _, name := range []string{"third", "twin"} {
+			if _, err := plugins.Get(ctx, name, metav1.GetOptions{}); err == nil {
+				return fmt.Errorf("%s still there", name)
+			}
+		}
+		return nil
+	})
+	_, err := plugins.Patch(ctx, "small", types.MergePatchType, []byte(`{"spec":{"module":"`+filepath.Join(dir, "other.wasm")+`"}}`), metav1.PatchOptions{})
 	must(t, err)
-	degradedWith(t, ns, "small", "its module needs 108Mi more to compile", 30*time.Second)
+	degradedWith(t, ns, "small", "its module needs 109Mi more to compile", 30*time.Second)
 	if s, why := pluginCondition(t, ns, "small", "Ready"); s != "True" {
 		t.Errorf("small is Ready=%s (%s) while its new version waits for room", s, why)
 	}
@@ -289,8 +302,8 @@ func TestATenantsModulesCountInHerMemoryBudget(t *testing.T) {
 	// Room is made: the move is tried again at once, not at its next backoff, and made.
 	time.Sleep(16 * time.Second) // its backoff (1 s doubling) grows past what the wait below allows
 	must(t, plugins.Delete(ctx, "big", metav1.DeleteOptions{}))
-	want := digestOf(big)
-	eventually(t, 10*time.Second, "small serving big.wasm", func() error {
+	want := digestOf(other)
+	eventually(t, 10*time.Second, "small serving other.wasm", func() error {
 		u, err := plugins.Get(ctx, "small", metav1.GetOptions{})
 		if err != nil {
 			return err
