@@ -87,6 +87,12 @@ func (k Key) String() string {
 
 // Cache holds the host's shared informers. It is a manager Runnable: informers acquired before
 // Start run from Start on; informers acquired later start at once.
+//
+// Its locks: mu guards ctx and informers, and is held while Acquire builds an informer;
+// healthMu guards what is to be told of health changes, which every informer's reflector
+// goroutine reports during an outage (hundreds at once on a busy host). They are apart so that
+// those reports never wait on plugins acquiring and releasing informers, nor the other way; no
+// path takes one while holding the other.
 type Cache struct {
 	opts     Options
 	cfg      *rest.Config

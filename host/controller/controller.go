@@ -97,6 +97,11 @@ func (o Options) withDefaults() Options {
 // Controller feeds Requests from its sources through a rate-limited queue to a Reconciler. It
 // is a manager Runnable; it can be stopped (its Start context cancelled) and started again,
 // each run with a fresh queue.
+//
+// Its locks: mu guards sources and run, and is held while Watch starts a source (which may
+// create an informer); inFlightMu guards inFlight, which every reconcile writes as it starts and
+// ends. They are apart so that reconciles never wait on a source being started or stopped; no
+// path takes one while holding the other.
 type Controller struct {
 	name string
 	do   reconcile.Reconciler
