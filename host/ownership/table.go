@@ -52,6 +52,9 @@ type Options struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Logger defaults to logr.Discard().
 	Logger logr.Logger
+	// Clock is what the table reads the time from and sets its timers on, as workqueue's
+	// Clock. It defaults to the real clock.
+	Clock clock.WithTicker
 }
 
 // Defaults: the host's leader election's, so both modes fail over alike.
@@ -65,7 +68,7 @@ const (
 // manager runnable: it runs on every replica.
 type Table struct {
 	opts   Options
-	clock  clock.WithTicker // every read of time and every timer goes through it: clock.RealClock
+	clock  clock.WithTicker // every read of time and every timer goes through it: opts.Clock
 	cs     kubernetes.Interface
 	leases coordinationclient.LeaseInterface
 	log    logr.Logger
@@ -119,9 +122,12 @@ func New(cs kubernetes.Interface, opts Options) (*Table, error) {
 	if opts.Logger.GetSink() == nil {
 		opts.Logger = logr.Discard()
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	return &Table{
 		opts:   opts,
-		clock:  clock.RealClock{},
+		clock:  opts.Clock,
 		cs:     cs,
 		leases: cs.CoordinationV1().Leases(opts.Namespace),
 		log:    opts.Logger.WithValues("leaseNamespace", opts.Namespace, "replica", opts.Identity),
