@@ -81,6 +81,7 @@ func (k *kind) Stop() error {
 	if k.inf == nil {
 		return nil
 	}
+	k.reg.stop()
 	err := k.inf.RemoveEventHandler(k.reg.reg)
 	k.inf.Release()
 	k.inf, k.reg = nil, nil
@@ -136,6 +137,7 @@ func (s *informerSource) Stop() error {
 	if s.reg == nil {
 		return nil
 	}
+	s.reg.stop()
 	err := s.inf.RemoveEventHandler(s.reg.reg)
 	s.reg = nil
 	return err
@@ -153,6 +155,30 @@ type registration struct {
 	h     handler.EventHandler
 	preds []predicate.Predicate
 	reg   toolscache.ResourceEventHandlerRegistration
+
+	// An event is handled under mu read-locked; stop write-locks it. client-go's
+	// RemoveEventHandler does not wait for an event being handled, so without it an event could
+	// reach the queue after Stop returned.
+	mu      sync.RWMutex
+	stopped bool
+}
+
+// stop ends the delivery of events: once it returns, none reaches the queue. It must not be
+// called from the handler or a predicate.
+func (r *registration) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+}
+
+// handling reports whether an event may be handled, and if so holds off stop until done.
+func (r *registration) handling() bool {
+	r.mu.RLock()
+	if r.stopped {
+		r.mu.RUnlock()
+		return false
+	}
+	return true
 }
 
 func register(ctx context.Context, inf informer, q handler.Queue, h handler.EventHandler, preds []predicate.Predicate) (*registration, error) {
@@ -170,6 +196,10 @@ func register(ctx context.Context, inf informer, q handler.Queue, h handler.Even
 }
 
 func (r *registration) onAdd(obj any) {
+	if !r.handling() {
+		return
+	}
+	defer r.mu.RUnlock()
 	o, ok := obj.(event.Object)
 	if !ok {
 		return
@@ -184,6 +214,10 @@ func (r *registration) onAdd(obj any) {
 }
 
 func (r *registration) onUpdate(oldObj, newObj any) {
+	if !r.handling() {
+		return
+	}
+	defer r.mu.RUnlock()
 	o, ok1 := oldObj.(event.Object)
 	n, ok2 := newObj.(event.Object)
 	if !ok1 || !ok2 {
@@ -199,6 +233,10 @@ func (r *registration) onUpdate(oldObj, newObj any) {
 }
 
 func (r *registration) onDelete(obj any) {
+	if !r.handling() {
+		return
+	}
+	defer r.mu.RUnlock()
 	e := event.DeleteEvent{}
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		e.DeleteStateUnknown = true

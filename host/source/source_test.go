@@ -306,6 +306,47 @@ func TestInformerSourceStopsAndStartsAgain(t *testing.T) {
 	expect(t, q, "prod/b")
 }
 
+// Stop waits for an event being handled: once it returns, nothing more reaches the queue, even
+// from an event the handler had begun before. (client-go's RemoveEventHandler does not wait.)
+func TestStopWaitsForTheEventBeingHandled(t *testing.T) {
+	src := newSource(t)
+	inf := runInformer(t, &listWatch{src: src})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var released sync.Once
+	letGo := func() { released.Do(func() { close(release) }) }
+	defer letGo() // a failed test still lets the handler, and the informer, end
+	slow := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o event.Object) []reconcile.Request {
+		if o.GetName() == "slow" {
+			close(entered)
+			<-release
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+	})
+	s := source.Informer(inf, slow)
+	q := newQueue(t)
+	if err := s.Start(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	waitForSync(t, s)
+	src.Add(configMap("prod", "slow"))
+	<-entered
+	stopped := make(chan struct{})
+	go func() {
+		_ = s.Stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while an event was being handled")
+	case <-time.After(100 * time.Millisecond):
+	}
+	letGo()
+	<-stopped
+	if got := drain(q); len(got) != 1 || got[0] != "prod/slow" {
+		t.Fatalf("the queue holds %v, want the event handled before Stop returned", got)
+	}
+}
+
 var widgets = schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
 
 // newCache returns a host cache that maps Widgets if mapped, for an API server it never
