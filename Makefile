@@ -197,7 +197,7 @@ test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## R
 	@echo ">> fuzzing how the host reads objects from the API server's JSON (-fuzztime $(FUZZTIME_OBJECT))"
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME_OBJECT) ./host/object
 	@echo ">> fuzzing the loop instrumentation that makes modules interruptible (-fuzztime $(FUZZTIME_INSTRUMENT))"
-	$(GO) test -run '^$$' -fuzz '^FuzzInstrumentLoops$$' -fuzztime $(FUZZTIME_INSTRUMENT) ./host/wasm
+	$(GO) test -run '^$$' -fuzz '^FuzzInstrumentLoops$$' -fuzztime $(FUZZTIME_INSTRUMENT) ./host/wasm/internal/binary
 
 .PHONY: bench
 bench: controlplane build plugins testguests ## Run the benchmarks and print their figures.

@@ -13,6 +13,8 @@
 //   - crdwatch: which kinds are served now, and runnables that follow their CRDs.
 //   - controlplane: a local kube-apiserver and etcd for development and tests.
 //   - wasm: the wazero runtime: compile, check against the ABI, instance pools, the reconcile call.
+//   - wasm/internal/binary: the wasm binary reader and the rewrites made before compiling, a pass
+//     a file.
 //   - plugin: a module as a controller: config, load, hot swap, rollouts, identities.
 //   - pluginobjects: the Plugin and ClusterPlugin kinds: CRDs, admission policy, their controller.
 //   - plugin/internal/policy: the one permission policy.

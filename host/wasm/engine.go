@@ -18,6 +18,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"k8s.io/utils/keymutex"
+
+	"github.com/wasmrec/wasmrec/host/wasm/internal/binary"
 )
 
 // EngineOptions configure an Engine. The zero value is ready to use.
@@ -110,8 +112,8 @@ type code struct {
 	runtime    wazero.Runtime
 	compiled   wazero.CompiledModule
 	describe   Describe
-	loopChecks bool // instrumented by instrumentLoops: yields to Go in loops, and has the flag global
-	snapshots  snapshotPlan
+	loopChecks bool // instrumented by binary.InstrumentLoops: yields to Go in loops, and has the flag global
+	snapshots  binary.Plan
 	// firstSnap is the first snapshot a Module took with this code: later ones share its
 	// equal blocks.
 	firstSnap atomic.Pointer[snapshot]
@@ -163,13 +165,13 @@ func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Opti
 	// up the Go runtime's stop-the-world, whether or not the deadline may interrupt it.
 	bin, closeOnDone := wasm, false
 	var notInstrumented error // why the module is interrupted by wazero's mechanism instead
-	if instrumented, plan, err := instrumentLoops(wasm); err == nil {
+	if instrumented, plan, err := binary.InstrumentLoops(wasm); err == nil {
 		bin, c.loopChecks, c.snapshots = instrumented, true, plan
 	} else if errors.Is(err, ErrReservedExport) {
 		return nil, err
 	} else {
 		closeOnDone, notInstrumented = interruptible, err
-		c.snapshots.refuse("the host could not instrument it: " + err.Error())
+		c.snapshots = binary.Plan{Why: "the host could not instrument it: " + err.Error()}
 	}
 	cache, err := e.newCache()
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/wasm/internal/binary"
 )
 
 // Options configure a Module. Zero fields take the defaults.
@@ -53,7 +54,7 @@ type Options struct {
 
 	// Interruptible makes a reconcile's context deadline interrupt the guest wherever it is, a
 	// loop included. The module is instrumented with a check at the top of every loop (see
-	// instrumentLoops); a module using instructions beyond WebAssembly 2.0 is interrupted by
+	// binary.InstrumentLoops); a module using instructions beyond WebAssembly 2.0 is interrupted by
 	// wazero's mechanism instead, which costs each call a goroutine and slows guest code more
 	// (make bench measures both). Without it a looping guest holds its worker until it returns;
 	// the loop checks stay, without their trap, so that such a guest still yields to the Go
@@ -214,6 +215,10 @@ type Module struct {
 // ErrClosed is returned by Reconcile on a module that has been closed (swapped out, say).
 var ErrClosed = errors.New("module closed")
 
+// ErrReservedExport refuses a module that exports a name the host adds to every module:
+// wasmrec_interrupt, or one beginning with "wasmrec:".
+var ErrReservedExport = binary.ErrReservedExport
+
 // Errors a reconcile's error wraps when its guest did not return.
 var (
 	// ErrTrapped: the guest trapped (a panic, an unreachable, a memory fault).
@@ -301,7 +306,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 	}
 	m.charge.settle(len(wasm))
 	m.wasm, m.describe = m.code.wasm, m.code.describe
-	if why := m.code.snapshots.why; why != "" && *opts.Snapshots {
+	if why := m.code.snapshots.Why; why != "" && *opts.Snapshots {
 		opts.Logger.Info("instances of this plugin start by running its initialisation, not from a snapshot", "reason", why)
 	}
 	defer func() {
@@ -679,10 +684,10 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 		m.takeSnapshot(ctx, code, inst, hostNow()-origin)
 	}
 	if code.loopChecks && *m.opts.Interruptible {
-		flag, ok := mod.ExportedGlobal(interruptExport).(api.MutableGlobal)
+		flag, ok := mod.ExportedGlobal(binary.InterruptExport).(api.MutableGlobal)
 		if !ok {
 			_ = mod.Close(ctx)
-			return nil, fmt.Errorf("the instrumented module lacks its %s global", interruptExport)
+			return nil, fmt.Errorf("the instrumented module lacks its %s global", binary.InterruptExport)
 		}
 		inst.interrupt = flag
 		inst.deadline = time.AfterFunc(time.Duration(math.MaxInt64), func() { flag.Set(1) })
@@ -706,7 +711,7 @@ func (m *Module) snapshotToStart(c *code) (snap *snapshot, taker bool) {
 		m.unloadCode.Stop()
 		m.unloadCode = nil
 	}
-	snapshots := *m.opts.Snapshots && c.snapshots.why == ""
+	snapshots := *m.opts.Snapshots && c.snapshots.Why == ""
 	for snapshots && m.snap == nil && m.taking {
 		m.snapTaken.Wait()
 	}

@@ -8,33 +8,17 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-)
 
-// snapshotGlobalPrefix names the exports instrumentLoops adds for the mutable globals a module
-// defines, so that the host can read and set them; a module may not export names beginning
-// with it.
-const snapshotGlobalPrefix = "wasmrec:global:"
+	"github.com/wasmrec/wasmrec/host/wasm/internal/binary"
+)
 
 // snapshotBlock is the unit a snapshot compares and keeps memory in.
 const snapshotBlock = 4 << 10
 
-// snapshotPlan is what instrumentLoops found of a module: the exports of its mutable globals,
-// and why its instances cannot start from a snapshot, if they cannot.
-type snapshotPlan struct {
-	globals []string
-	why     string
-}
-
-func (p *snapshotPlan) refuse(why string) {
-	if p.why == "" {
-		p.why = why
-	}
-}
-
 // snapshot is an instance's state right after _initialize, from which later instances of the
 // same Module start instead of running _initialize again: a copy, where a Go guest's runtime
 // takes tens of milliseconds to start. All of a module's state is in its linear memory and
-// mutable globals when its tables do not change and it has no passive data (snapshotPlan); the
+// mutable globals when its tables do not change and it has no passive data (binary.Plan); the
 // host's side of an instance (its WASI context) holds nothing from _initialize, since the ABI
 // gives it no file, no environment and no host call then.
 //
@@ -75,7 +59,7 @@ func (s *snapshot) find(off uint32, n int) []byte {
 // takeSnapshot reads inst, which has just run _initialize and nothing else, and base, the
 // memory of an instance of the same code that ran nothing. like, if not nil, is a snapshot of
 // the same code whose equal blocks it shares.
-func takeSnapshot(inst *instance, plan snapshotPlan, base []byte, clock int64, like *snapshot) (*snapshot, error) {
+func takeSnapshot(inst *instance, plan binary.Plan, base []byte, clock int64, like *snapshot) (*snapshot, error) {
 	size := inst.mem.Size()
 	mem, ok := inst.mem.Read(0, size)
 	if !ok {
@@ -127,7 +111,7 @@ func takeSnapshot(inst *instance, plan snapshotPlan, base []byte, clock int64, l
 			s.runs[i].data = bytes.Clone(s.runs[i].data)
 		}
 	}
-	for _, name := range plan.globals {
+	for _, name := range plan.Globals {
 		g := inst.mod.ExportedGlobal(name)
 		if g == nil {
 			return nil, fmt.Errorf("the instrumented module lacks its %s global", name)
@@ -138,7 +122,7 @@ func takeSnapshot(inst *instance, plan snapshotPlan, base []byte, clock int64, l
 }
 
 // restore makes mod, an instance that ran nothing, what the snapshot's instance was.
-func (s *snapshot) restore(mod api.Module, plan snapshotPlan) error {
+func (s *snapshot) restore(mod api.Module, plan binary.Plan) error {
 	mem := mod.Memory()
 	if pages := mem.Size() / pageSize; pages < s.pages {
 		if _, ok := mem.Grow(s.pages - pages); !ok {
@@ -150,7 +134,7 @@ func (s *snapshot) restore(mod api.Module, plan snapshotPlan) error {
 			return fmt.Errorf("writing the snapshot's memory at %d", r.off)
 		}
 	}
-	for i, name := range plan.globals {
+	for i, name := range plan.Globals {
 		g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
 		if !ok {
 			return fmt.Errorf("the instrumented module lacks its %s global", name)
@@ -179,76 +163,4 @@ func (m *Module) withBaseMemory(ctx context.Context, c *code, f func(base []byte
 	_ = mod.Close(ctx)
 	m.engine.reclaim.add(base)
 	return err
-}
-
-// mutableGlobals returns the indexes (among the defined globals) of the mutable globals of a
-// global section, or why a snapshot could not hold them.
-func mutableGlobals(payload []byte) (mutable []uint32, why string) {
-	r := reader{b: payload}
-	for i, n := uint32(0), r.u32(); i < n && r.err == nil; i++ {
-		typ, mut := r.byte(), r.byte()
-		if !skipConstExpr(&r) {
-			return nil, "its global section has an initialiser the host does not read"
-		}
-		if mut == 0 {
-			continue
-		}
-		switch typ {
-		case 0x7f, 0x7e, 0x7d, 0x7c: // i32, i64, f32, f64
-			mutable = append(mutable, i)
-		default:
-			return nil, "it has a mutable global of a vector or reference type"
-		}
-	}
-	if r.err != nil {
-		return nil, "its global section is malformed"
-	}
-	return mutable, ""
-}
-
-// passiveData says whether a data section has passive segments (or cannot be read): their
-// memory.init and data.drop would act on state a snapshot does not hold.
-func passiveData(payload []byte) bool {
-	r := reader{b: payload}
-	for n := r.u32(); n > 0 && r.err == nil; n-- {
-		switch r.u32() {
-		case 0:
-		case 2:
-			r.u32()
-		default:
-			return true
-		}
-		if !skipConstExpr(&r) {
-			return true
-		}
-		r.bytes(int(r.u32()))
-	}
-	return r.err != nil
-}
-
-// skipConstExpr reads past a constant expression and its end.
-func skipConstExpr(r *reader) bool {
-	for r.err == nil {
-		switch op := r.byte(); op {
-		case 0x0b:
-			return true
-		case 0x41, 0x42, 0x23, 0xd2: // i32.const, i64.const, global.get, ref.func
-			r.leb()
-		case 0x43:
-			r.bytes(4)
-		case 0x44:
-			r.bytes(8)
-		case 0xd0: // ref.null
-			r.byte()
-		case 0xfd: // v128.const
-			if r.u32() != 12 {
-				return false
-			}
-			r.bytes(16)
-		case 0x6a, 0x6b, 0x6c, 0x7c, 0x7d, 0x7e: // extended constant arithmetic
-		default:
-			return false
-		}
-	}
-	return false
 }
