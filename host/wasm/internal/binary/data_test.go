@@ -106,3 +106,70 @@ func TestMergeData(t *testing.T) {
 		t.Errorf("merged into %d segments:\n%x\nwant\n%x", n, out, want)
 	}
 }
+
+// Only active segments on memory 0 at an i32.const offset are merged, and a data section that
+// does not read to its end is left as it is. A segment naming memory 0 is written again in the
+// short form; an offset past 2 GiB (a negative i32) keeps its place.
+func TestMergeDataForms(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+	}{
+		{"passive", vector([]byte{0x01, 0x01, 0xaa})},
+		{"on memory 1", vector([]byte{0x02, 0x01, 0x41, 0x00, 0x0b, 0x01, 0xaa})},
+		{"at an i64.const", vector([]byte{0x00, 0x42, 0x00, 0x0b, 0x01, 0xaa})},
+		{"an offset of two instructions", vector([]byte{0x00, 0x41, 0x00, 0x41, 0x00, 0x6a, 0x0b, 0x01, 0xaa})},
+		{"bytes after the last segment", append(vector([]byte{0x00, 0x41, 0x00, 0x0b, 0x01, 0xaa}), 0x00)},
+		{"a segment cut short", vector([]byte{0x00, 0x41, 0x00, 0x0b, 0x02, 0xaa})},
+	} {
+		if out, n := mergeData(tc.payload); out != nil || n != 0 {
+			t.Errorf("%s: merged into %d segments: %x", tc.name, n, out)
+		}
+	}
+
+	explicit := []byte{0x02, 0x00, 0x41, 0x10, 0x0b, 0x01, 0xaa} // memory 0 named
+	high := []byte{0x00, 0x41, 0x80, 0x80, 0x80, 0x80, 0x78, 0x0b, 0x01, 0xbb}
+	out, n := mergeData(vector(high, explicit))
+	want := vector([]byte{0x00, 0x41, 0x10, 0x0b, 0x01, 0xaa}, high)
+	if n != 2 || !bytes.Equal(out, want) {
+		t.Errorf("merged into %d segments:\n%x\nwant\n%x", n, out, want)
+	}
+	if out, n := mergeData(vector()); n != 0 || !bytes.Equal(out, []byte{0x00}) {
+		t.Errorf("an empty data section: %x, %d segments", out, n)
+	}
+}
+
+// Segments that touch are joined with no gap, the first written first; an empty segment is
+// joined as well.
+func TestMergeDataAdjacent(t *testing.T) {
+	seg := func(off byte, data ...byte) []byte {
+		return append([]byte{0x00, 0x41, off, 0x0b, byte(len(data))}, data...)
+	}
+	out, n := mergeData(vector(seg(2, 3), seg(0, 1, 2), seg(3), seg(3, 4)))
+	if want := vector(seg(0, 1, 2, 3, 4)); n != 1 || !bytes.Equal(out, want) {
+		t.Errorf("merged into %d segments: %x, want %x", n, out, want)
+	}
+}
+
+// passiveData says a section has passive segments when it has one, or when it cannot be read
+// (a snapshot of such a module would not hold what it should).
+func TestPassiveData(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+		passive bool
+	}{
+		{"active", vector([]byte{0x00, 0x41, 0x00, 0x0b, 0x01, 0xaa}), false},
+		{"active on a named memory", vector([]byte{0x02, 0x00, 0x41, 0x00, 0x0b, 0x01, 0xaa}), false},
+		{"active at a global's offset", vector([]byte{0x00, 0x23, 0x00, 0x0b, 0x00}), false},
+		{"none", vector(), false},
+		{"passive, after an active one", vector([]byte{0x00, 0x41, 0x00, 0x0b, 0x00}, []byte{0x01, 0x01, 0xaa}), true},
+		{"an unknown form", vector([]byte{0x03, 0x00}), true},
+		{"an offset it cannot read", vector([]byte{0x00, 0x20, 0x00, 0x0b, 0x00}), true},
+		{"cut short", vector([]byte{0x00, 0x41, 0x00, 0x0b, 0x05, 0xaa}), true},
+	} {
+		if got := passiveData(tc.payload); got != tc.passive {
+			t.Errorf("%s: passiveData = %t, want %t", tc.name, got, tc.passive)
+		}
+	}
+}

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
@@ -204,5 +206,128 @@ func TestSnapshotPlan(t *testing.T) {
 	exports := section(7, append(append([]byte{0x01, byte(len(name))}, name...), 0x00, 0x00)...)
 	if _, _, err := InstrumentLoops(module(types, funcs, memory, exports, code(0x0b))); err == nil || !strings.Contains(err.Error(), string(name)) {
 		t.Errorf("a module exporting %q: err = %v, want ErrReservedExport naming it", name, err)
+	}
+}
+
+// fn encodes a function body with its size, as a code section holds it.
+func fn(body ...byte) []byte { return append(binary.AppendUvarint(nil, uint64(len(body))), body...) }
+
+// The flag and counter globals and the flag's export go in sections of their own, in their
+// place among the others, when the module has none; DWARF sections are dropped, other custom
+// sections kept where they were.
+func TestInstrumentLoopsAddsSections(t *testing.T) {
+	types := sec(1, 0x01, 0x60, 0x00, 0x00)
+	funcs := sec(3, 0x01, 0x00)
+	memory := sec(5, 0x01, 0x00, 0x01)
+	names := sec(0, cat(name("name"), []byte{0x01, 0x02})...)
+	loop := []byte{0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}
+	out, plan, err := InstrumentLoops(module(types, funcs, memory, sec(0, name(".debug_info")...), names, sec(10, vector(fn(loop...))...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := module(types, funcs, memory, names,
+		sec(6, vector(
+			[]byte{0x7f, 0x01, 0x41, 0x00, 0x0b},       // the flag, 0
+			[]byte{0x7f, 0x01, 0x41, 0x80, 0x20, 0x0b}, // the counter, yieldEvery
+		)...),
+		sec(7, vector(cat(name(InterruptExport), []byte{0x03, 0x00}))...),
+		sec(10, vector(fn(cat([]byte{0x00, 0x03, 0x40}, check(0, 1), []byte{0x0c, 0x00, 0x0b, 0x0b})...))...),
+	)
+	if !bytes.Equal(out, want) {
+		t.Errorf("instrumented\n%x\nwant\n%x", out, want)
+	}
+	if plan.Why != "" || plan.Globals != nil {
+		t.Errorf("plan %+v, want one of nothing", plan)
+	}
+}
+
+// In a module with globals of its own, imported and defined, the flag and the counter come
+// after them, and their sections and the export section are added to; the data count follows
+// the data segments as they are merged.
+func TestInstrumentLoopsAddsToSections(t *testing.T) {
+	types := sec(1, 0x01, 0x60, 0x00, 0x00)
+	imports := sec(2, vector(cat(name("env"), name("g"), []byte{0x03, 0x7f, 0x00}))...) // immutable i32
+	funcs := sec(3, 0x01, 0x00)
+	memory := sec(5, 0x01, 0x00, 0x01)
+	global := []byte{0x7e, 0x01, 0x42, 0x00, 0x0b} // mutable i64: global 1
+	exportF := cat(name("f"), []byte{0x00, 0x00})
+	seg := func(off byte, data ...byte) []byte {
+		return append([]byte{0x00, 0x41, off, 0x0b, byte(len(data))}, data...)
+	}
+	plain := []byte{0x00, 0x0b}
+	out, plan, err := InstrumentLoops(module(types, imports, funcs, memory,
+		sec(6, vector(global)...),
+		sec(7, vector(exportF)...),
+		sec(12, 0x02),
+		sec(10, vector(fn(plain...))...),
+		sec(11, vector(seg(0, 1), seg(1, 2))...),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := module(types, imports, funcs, memory,
+		sec(6, vector(global,
+			[]byte{0x7f, 0x01, 0x41, 0x00, 0x0b},       // the flag: global 2
+			[]byte{0x7f, 0x01, 0x41, 0x80, 0x20, 0x0b}, // the counter: global 3
+		)...),
+		sec(7, vector(exportF,
+			cat(name(InterruptExport), []byte{0x03, 0x02}),
+			cat(name(GlobalExportPrefix+"1"), []byte{0x03, 0x01}),
+		)...),
+		sec(12, 0x01),
+		sec(10, vector(fn(plain...))...),
+		sec(11, vector(seg(0, 1, 2))...),
+	)
+	if !bytes.Equal(out, want) {
+		t.Errorf("instrumented\n%x\nwant\n%x", out, want)
+	}
+	if !slices.Equal(plan.Globals, []string{GlobalExportPrefix + "1"}) || !strings.Contains(plan.Why, "imports a memory or a global") {
+		t.Errorf("plan %+v, want global 1 exported, and no snapshot for its import", plan)
+	}
+}
+
+// What the rewrite adds does what it is for: a loop runs while the flag is clear, and once it
+// is set, any loop traps within yieldEvery iterations, an endless one included.
+func TestInstrumentedLoopsStop(t *testing.T) {
+	ctx := context.Background()
+	spin := []byte{0x00, 0x03, 0x40, 0x0c, 0x00, 0x0b, 0x0b}              // loop br 0 end
+	count := []byte{0x01, 0x01, 0x7f, 0x41, 0x90, 0xce, 0x00, 0x21, 0x00, // i32 $i = 10000
+		0x03, 0x40, 0x20, 0x00, 0x41, 0x01, 0x6b, 0x22, 0x00, 0x0d, 0x00, 0x0b, 0x0b} // loop: br_if (--$i) 0
+	out, _, err := InstrumentLoops(module(
+		sec(1, 0x01, 0x60, 0x00, 0x00),
+		sec(3, 0x02, 0x00, 0x00),
+		sec(5, 0x01, 0x00, 0x01),
+		sec(7, vector(cat(name("spin"), []byte{0x00, 0x00}), cat(name("count"), []byte{0x00, 0x01}))...),
+		sec(10, vector(fn(spin...), fn(count...))...),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer r.Close(ctx)
+	cm, err := r.CompileModule(ctx, out)
+	if err != nil {
+		t.Fatalf("the instrumented module does not compile: %v", err)
+	}
+	// An instance each: one that trapped left its counter at 0, where the next loop would not
+	// check it again for 2^32 iterations. The host never runs such an instance again.
+	for i, f := range []string{"count", "spin"} {
+		mod, err := r.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flag, ok := mod.ExportedGlobal(InterruptExport).(api.MutableGlobal)
+		if !ok || flag.Get() != 0 {
+			t.Fatalf("the flag global is not exported as a mutable one, or not 0: %v", mod.ExportedGlobal(InterruptExport))
+		}
+		if i == 0 {
+			if _, err := mod.ExportedFunction(f).Call(ctx); err != nil {
+				t.Fatalf("%s with the flag clear: %v", f, err)
+			}
+		}
+		flag.Set(1)
+		if _, err := mod.ExportedFunction(f).Call(ctx); err == nil || !strings.Contains(err.Error(), "unreachable") {
+			t.Errorf("%s with the flag set: err = %v, want the trap", f, err)
+		}
 	}
 }
