@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -238,24 +237,6 @@ func (e *Engine) release(ctx context.Context, c *code) error {
 	err := errors.Join(c.compiled.Close(ctx), c.runtime.Close(ctx), c.cache.Close(ctx))
 	e.reclaim.soon()
 	return err
-}
-
-// PanicError is a panic in the host (wazero's code or wasmrec's) while it served one plugin,
-// recovered so that the other plugins and the host carry on.
-type PanicError struct {
-	Value any    // what was panicked with
-	Stack []byte // the goroutine's stack where it panicked
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("panic in the host: %v (a bug in wasmrec or wazero: please report it with the stack logged beside this error)", e.Value)
-}
-
-// recoverPanic turns a panic into *err, a *PanicError; use it deferred.
-func recoverPanic(err *error) {
-	if r := recover(); r != nil {
-		*err = &PanicError{Value: r, Stack: debug.Stack()}
-	}
 }
 
 // digestOf is the module digest of wasm, "sha256:<hex>".

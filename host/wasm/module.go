@@ -15,7 +15,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/sys"
 	"golang.org/x/time/rate"
 
 	"github.com/wasmrec/wasmrec/abi"
@@ -211,48 +210,6 @@ type Module struct {
 
 	stats Stats
 }
-
-// ErrClosed is returned by Reconcile on a module that has been closed (swapped out, say).
-var ErrClosed = errors.New("module closed")
-
-// ErrReservedExport refuses a module that exports a name the host adds to every module:
-// wasmrec_interrupt, or one beginning with "wasmrec:".
-var ErrReservedExport = binary.ErrReservedExport
-
-// Errors a reconcile's error wraps when its guest did not return.
-var (
-	// ErrTrapped: the guest trapped (a panic, an unreachable, a memory fault).
-	ErrTrapped = errors.New("reconcile trapped")
-	// ErrTimedOut: the guest was interrupted at the reconcile's deadline.
-	ErrTimedOut = errors.New("reconcile interrupted at its deadline")
-)
-
-// GuestPanic is a reconcile whose guest panicked: it wrote a "panic: ..." line to stderr, as a
-// Go guest's runtime does, then trapped. Its error is the guest's own message; the lines it wrote
-// after it (a Go guest's goroutine stack) are its Stack, and the wasm trap that ended it, which
-// says only "unreachable", is left out. It wraps ErrTrapped.
-type GuestPanic struct {
-	Plugin     string
-	Message    string // the panic line, less "panic: "
-	GuestStack string // what the guest wrote after it, cut past 200 lines or 32 KiB
-}
-
-func newGuestPanic(plugin string, lines []string) *GuestPanic {
-	return &GuestPanic{
-		Plugin:     plugin,
-		Message:    strings.TrimPrefix(lines[0], "panic: "),
-		GuestStack: strings.Trim(strings.Join(lines[1:], "\n"), "\n"),
-	}
-}
-
-func (e *GuestPanic) Error() string {
-	return fmt.Sprintf("plugin %q panicked: %s", e.Plugin, e.Message)
-}
-
-// Stack is the guest's stack: the controller logs it beside the error (reconcile.Stacker).
-func (e *GuestPanic) Stack() string { return e.GuestStack }
-
-func (e *GuestPanic) Unwrap() error { return ErrTrapped }
 
 // Stats counts what happened to a module's instances.
 type Stats struct {
@@ -754,19 +711,4 @@ func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, cloc
 		return
 	}
 	m.opts.Logger.V(1).Info("took a snapshot of a new instance: the next ones start from it", "bytes", s.size, "took", time.Since(began).Round(time.Microsecond).String())
-}
-
-// explain adds what a guest's exit code or a trap most likely means.
-func explain(err error, opts Options) error {
-	var exit *sys.ExitError
-	if errors.As(err, &exit) {
-		switch exit.ExitCode() {
-		case sys.ExitCodeDeadlineExceeded:
-			return fmt.Errorf("interrupted at its deadline: %w", err)
-		case exitCodeOutOfMemory:
-			return fmt.Errorf("exited with code 2, which a Go guest does when it runs out of memory (the cap is %d MiB): %w", opts.MemoryLimit>>20, err)
-		}
-		return fmt.Errorf("exited with code %d: %w", exit.ExitCode(), err)
-	}
-	return err
 }
