@@ -4,21 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"k8s.io/utils/keymutex"
-
-	"github.com/wasmrec/wasmrec/host/wasm/internal/binary"
 )
 
 // EngineOptions configure an Engine. The zero value is ready to use.
@@ -98,146 +93,6 @@ var started = time.Now()
 
 // nanotime reads the process's monotonic clock, at full resolution.
 func nanotime() int64 { return int64(time.Since(started)) }
-
-// code is a module compiled in a wazero runtime, shared by every Module that loads the same
-// bytes with the same memory cap and interruption: wazero decodes a module again for each
-// runtime (about 25 MiB for a 16 MB Go module), and the memory cap and interruption are
-// settings of the runtime, so these are what a runtime can be shared by.
-type code struct {
-	key        string
-	wasm       []byte // the module's bytes, shared by the Modules that load them
-	refs       int    // guarded by Engine.mu
-	cache      wazero.CompilationCache
-	runtime    wazero.Runtime
-	compiled   wazero.CompiledModule
-	describe   Describe
-	loopChecks bool // instrumented by binary.InstrumentLoops: yields to Go in loops, and has the flag global
-	snapshots  binary.Plan
-	// firstSnap is the first snapshot a Module took with this code: later ones share its
-	// equal blocks.
-	firstSnap atomic.Pointer[snapshot]
-}
-
-// codeKeys are what the loads of a module's code are serialised by (its bytes and interruption)
-// and what its code is shared by (and its memory cap). opts has its defaults.
-func codeKeys(digest string, opts Options) (lock, key string) {
-	pages := uint32(min(opts.MemoryLimit/pageSize, 65536))
-	lock = fmt.Sprintf("%s/interruptible=%t", digest, *opts.Interruptible)
-	return lock, fmt.Sprintf("%s/pages=%d", lock, pages)
-}
-
-// holds says whether the engine holds the compiled code of the module digest under opts, which a
-// new Module of it shares without compiling.
-func (e *Engine) holds(digest string, opts Options) bool {
-	_, key := codeKeys(digest, opts)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.codes[key] != nil
-}
-
-// load returns the code of wasm for opts, compiling it unless a Module already holds it. Loads
-// of the same bytes run one at a time, whatever their settings: the second then takes the
-// first's code, or (other settings) reads its machine code from the cache directory instead of
-// compiling it again. It also kept clear of wazero issue #2547 while codes shared one
-// compilation cache (a module read from the file cache was published to other runtimes before
-// its entry preambles were compiled); each code now has its own (see newCache). Instantiation,
-// the part that grows with plugins, stays concurrent.
-func (e *Engine) load(ctx context.Context, wasm []byte, digest string, opts Options) (c *code, err error) {
-	lock, key := codeKeys(digest, opts)
-	e.compiling.LockKey(lock)
-	defer func() { _ = e.compiling.UnlockKey(lock) }()
-	e.mu.Lock()
-	if c := e.codes[key]; c != nil {
-		c.refs++
-		e.mu.Unlock()
-		return c, nil
-	}
-	e.mu.Unlock()
-
-	if err := checkBinary(wasm); err != nil {
-		return nil, err
-	}
-	interruptible := *opts.Interruptible
-	pages := uint32(min(opts.MemoryLimit/pageSize, 65536))
-	c = &code{key: key, refs: 1, wasm: wasm}
-	// Every module gets the loop checks: their yield points keep a looping guest from holding
-	// up the Go runtime's stop-the-world, whether or not the deadline may interrupt it.
-	bin, closeOnDone := wasm, false
-	var notInstrumented error // why the module is interrupted by wazero's mechanism instead
-	if instrumented, plan, err := binary.InstrumentLoops(wasm); err == nil {
-		bin, c.loopChecks, c.snapshots = instrumented, true, plan
-	} else if errors.Is(err, ErrReservedExport) {
-		return nil, err
-	} else {
-		closeOnDone, notInstrumented = interruptible, err
-		c.snapshots = binary.Plan{Why: "the host could not instrument it: " + err.Error()}
-	}
-	cache, err := e.newCache()
-	if err != nil {
-		return nil, err
-	}
-	c.cache = cache
-	cfg := wazero.NewRuntimeConfigCompiler().
-		WithCompilationCache(cache).
-		WithCloseOnContextDone(closeOnDone).
-		WithMemoryLimitPages(pages)
-	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
-	c.runtime = rt
-	var compiled wazero.CompiledModule
-	defer func() {
-		if err != nil { // c is nil by now; a refused module's machine code goes too (see release)
-			if compiled != nil {
-				_ = compiled.Close(context.WithoutCancel(ctx))
-			}
-			_ = rt.Close(context.WithoutCancel(ctx))
-			_ = cache.Close(context.WithoutCancel(ctx))
-		}
-	}()
-	defer recoverPanic(&err)
-	if compiled, err = c.runtime.CompileModule(ctx, bin); err != nil {
-		return nil, fmt.Errorf("not a valid WebAssembly module: %w", err)
-	}
-	c.compiled = compiled
-	if c.describe, err = validate(c.compiled); err != nil {
-		return nil, err
-	}
-	switch { // said only of a module that is valid
-	case notInstrumented != nil && interruptible:
-		opts.Logger.Info("interrupting this plugin with wazero's slower mechanism", "reason", notInstrumented.Error())
-	case notInstrumented != nil:
-		opts.Logger.Info("this plugin has no loop checks: if it loops, it stalls the whole host at the next garbage collection", "reason", notInstrumented.Error())
-	}
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, c.runtime); err != nil {
-		return nil, err
-	}
-	if err := instantiateHostModule(ctx, c.runtime); err != nil {
-		return nil, err
-	}
-	e.mu.Lock()
-	e.codes[key] = c
-	e.mu.Unlock()
-	return c, nil
-}
-
-// release lets go of c, closing its runtime when no Module holds it any more.
-func (e *Engine) release(ctx context.Context, c *code) error {
-	e.mu.Lock()
-	c.refs--
-	last := c.refs == 0
-	if last {
-		delete(e.codes, c.key)
-	}
-	e.mu.Unlock()
-	if !last {
-		return nil
-	}
-	// With a compilation cache, closing a runtime leaves its compiled modules in the cache's
-	// compiling engine: closing the compiled module and then the cache lets it drop their
-	// machine code (tens of MiB for a Go guest).
-	err := errors.Join(c.compiled.Close(ctx), c.runtime.Close(ctx), c.cache.Close(ctx))
-	e.reclaim.soon()
-	return err
-}
 
 // digestOf is the module digest of wasm, "sha256:<hex>".
 func digestOf(wasm []byte) string {
