@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -163,4 +164,62 @@ func (m *Module) withBaseMemory(ctx context.Context, c *code, f func(base []byte
 	_ = mod.Close(ctx)
 	m.engine.reclaim.add(base)
 	return err
+}
+
+// snapshotToStart returns the snapshot a new instance of c starts from, if there is one. If
+// there is none yet and the Module takes one, the first caller is the taker (it runs
+// _initialize, takes the snapshot from its instance, and calls tookSnapshot), and the others
+// wait for it rather than each running _initialize: a plugin's initialisation runs once each
+// time its code is loaded. It also stops the let-go of the code armed when the pool emptied:
+// its idle time starts again when the pool next empties.
+func (m *Module) snapshotToStart(c *code) (snap *snapshot, taker bool) {
+	m.codeMu.Lock()
+	defer m.codeMu.Unlock()
+	if m.unloadCode != nil {
+		m.unloadCode.Stop()
+		m.unloadCode = nil
+	}
+	snapshots := *m.opts.Snapshots && c.snapshots.Why == ""
+	for snapshots && m.snap == nil && m.taking {
+		m.snapTaken.Wait()
+	}
+	if m.snap != nil || !snapshots || m.noSnapshot {
+		return m.snap, false
+	}
+	m.taking = true
+	return nil, true
+}
+
+// tookSnapshot ends a taker's turn, whether it took the snapshot or not (its instance failed
+// to start, or taking failed): the waiters start from it, or the next becomes the taker.
+func (m *Module) tookSnapshot() {
+	m.codeMu.Lock()
+	m.taking = false
+	m.codeMu.Unlock()
+	m.snapTaken.Broadcast()
+}
+
+// takeSnapshot makes the Module's snapshot from inst, which has just run _initialize. If it
+// fails, the Module says why and its instances go on starting plainly.
+func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, clock int64) {
+	began := time.Now()
+	var s *snapshot
+	err := m.withBaseMemory(ctx, c, func(base []byte) (err error) {
+		if s, err = takeSnapshot(inst, c.snapshots, base, clock, c.firstSnap.Load()); err == nil {
+			c.firstSnap.CompareAndSwap(nil, s)
+		}
+		return err
+	})
+	m.codeMu.Lock()
+	if err != nil {
+		m.noSnapshot = true
+	} else if m.code == c {
+		m.snap = s
+	}
+	m.codeMu.Unlock()
+	if err != nil {
+		m.opts.Logger.Error(err, "taking a snapshot of a new instance; instances of this plugin start by running its initialisation")
+		return
+	}
+	m.opts.Logger.V(1).Info("took a snapshot of a new instance: the next ones start from it", "bytes", s.size, "took", time.Since(began).Round(time.Microsecond).String())
 }
