@@ -66,10 +66,10 @@ func (p *Plugin) stats() metrics.PluginStats {
 	s := mod.Stats()
 	_, mem := mod.Instances()
 	return metrics.PluginStats{
-		Digest: mod.Digest(), Instances: int(s.Live.Load()), InstanceMemoryBytes: mem,
-		Traps: s.Traps.Load(), Timeouts: s.Timeouts.Load(), BadResults: s.BadResults.Load(),
-		Instantiated: s.Instantiated.Load(), Discarded: s.Discarded.Load(), Rec: s.Recycled.Load(),
-		LogDroppedLines: s.LogDroppedLines.Load(), LogDroppedBytes: s.LogDroppedBytes.Load(),
+		Digest: mod.Digest(), Instances: int(s.Live), InstanceMemoryBytes: mem,
+		Traps: s.Traps, Timeouts: s.Timeouts, BadResults: s.BadResults,
+		Instantiated: s.Instantiated, Discarded: s.Discarded, Rec: s.Recycled,
+		LogDroppedLines: s.LogDroppedLines, LogDroppedBytes: s.LogDroppedBytes,
 	}
 }
 

@@ -392,8 +392,8 @@ func BenchmarkNewInstance(b *testing.B) {
 						b.Fatalf("%+v, %v", res, err)
 					}
 				}
-				if got := m.Stats().FromSnapshot.Load() > 0; got != snapshots {
-					b.Fatalf("instances from a snapshot: %d, want some: %t", m.Stats().FromSnapshot.Load(), snapshots)
+				if got := m.Stats().FromSnapshot > 0; got != snapshots {
+					b.Fatalf("instances from a snapshot: %d, want some: %t", m.Stats().FromSnapshot, snapshots)
 				}
 			})
 		}

@@ -190,7 +190,7 @@ func (m *Module) codeFor(ctx context.Context) (*code, error) {
 		return nil, fmt.Errorf("loading the compiled module again: %w", err)
 	}
 	m.code, m.wasm = c, c.wasm
-	m.stats.CodeReloads.Add(1)
+	m.stats.codeReloads.Add(1)
 	m.opts.Logger.V(1).Info("loaded the compiled module again", "took", time.Since(start).Round(time.Millisecond).String())
 	return c, nil
 }
@@ -229,7 +229,7 @@ func (m *Module) unloadIdleCode() {
 	m.unloadCode = nil
 	m.codeMu.Unlock()
 	m.mu.Lock()
-	idle := taken == cap(m.tokens) && len(m.idle) == 0 && m.stats.Live.Load() == 0 && !m.closed
+	idle := taken == cap(m.tokens) && len(m.idle) == 0 && m.stats.live.Load() == 0 && !m.closed
 	m.mu.Unlock()
 	if !idle {
 		return
@@ -244,7 +244,7 @@ func (m *Module) unloadIdleCode() {
 	if c == nil {
 		return
 	}
-	m.stats.CodeReleases.Add(1)
+	m.stats.codeReleases.Add(1)
 	if err := m.engine.release(context.Background(), c); err != nil {
 		m.opts.Logger.Error(err, "letting go of the compiled module")
 		return

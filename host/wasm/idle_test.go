@@ -37,22 +37,22 @@ func TestIdlePoolShrinksToZero(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		n, mem := m.Instances()
-		if n == 0 && mem == 0 && m.Stats().Live.Load() == 0 {
+		if n == 0 && mem == 0 && m.Stats().Live == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d instances (%d bytes, %d live) 5s after the pool went idle, want none", n, mem, m.Stats().Live.Load())
+			t.Fatalf("%d instances (%d bytes, %d live) 5s after the pool went idle, want none", n, mem, m.Stats().Live)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := m.Stats().IdleClosed.Load(); got != 3 {
+	if got := m.Stats().IdleClosed; got != 3 {
 		t.Fatalf("closed %d idle instances, want 3", got)
 	}
-	made := m.Stats().Instantiated.Load()
+	made := m.Stats().Instantiated
 	if _, err := m.Reconcile(context.Background(), call("fine")); err != nil {
 		t.Fatalf("the next key after the pool shrank: %v", err)
 	}
-	if got := m.Stats().Instantiated.Load(); got != made+1 {
+	if got := m.Stats().Instantiated; got != made+1 {
 		t.Fatalf("instantiated %d for the next key, want 1", got-made)
 	}
 }
@@ -68,7 +68,7 @@ func TestIdleTimeoutCountsFromLastUse(t *testing.T) {
 		}
 		time.Sleep(idle / 5)
 	}
-	if got := m.Stats().IdleClosed.Load(); got != 0 {
+	if got := m.Stats().IdleClosed; got != 0 {
 		t.Fatalf("closed %d instances in use every %s, want none", got, idle/5)
 	}
 	// Negative: kept for ever.
@@ -91,9 +91,9 @@ func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
 	debug.FreeOSMemory() // what compiling left behind is not the code's
 	loaded := rss(t)
 	deadline := time.Now().Add(10 * time.Second)
-	for m.Stats().CodeReleases.Load() == 0 {
+	for m.Stats().CodeReleases == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the code was not let go of 10s after the pool went idle: %d live", m.Stats().Live.Load())
+			t.Fatalf("the code was not let go of 10s after the pool went idle: %d live", m.Stats().Live)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -118,7 +118,7 @@ func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
 		t.Fatalf("the next key: %v", err)
 	}
 	t.Logf("the next key took %s, the code loaded again from the on-disk cache", time.Since(start))
-	if got := m.Stats().CodeReloads.Load(); got != 1 {
+	if got := m.Stats().CodeReloads; got != 1 {
 		t.Fatalf("loaded the code %d times again, want 1", got)
 	}
 }
@@ -135,7 +135,7 @@ func TestSpilledModuleIsChecked(t *testing.T) {
 	defer e.Close(context.Background())
 	m := compile(t, e, module(t, "testguests", "noop"), wasm.Options{Name: "noop", IdleTimeout: 10 * time.Millisecond, CodeIdleTimeout: 10 * time.Millisecond})
 	deadline := time.Now().Add(10 * time.Second)
-	for m.Stats().CodeReleases.Load() == 0 {
+	for m.Stats().CodeReleases == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the code was not let go")
 		}
@@ -207,14 +207,14 @@ func TestInitialisationRunsOncePerLoad(t *testing.T) {
 	// A Go guest: its initialisation takes long enough for the others to come while it runs.
 	m := compile(t, engine(t), module(t, "testguests", "hash-go"), wasm.Options{Name: "hash-go", MaxInstances: 4, IdleTimeout: 20 * time.Millisecond, CodeIdleTimeout: 20 * time.Millisecond})
 	deadline := time.Now().Add(10 * time.Second)
-	for m.Stats().CodeReleases.Load() == 0 {
+	for m.Stats().CodeReleases == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the code was not let go")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	st := m.Stats()
-	made, inits := st.Instantiated.Load(), st.Instantiated.Load()-st.FromSnapshot.Load()
+	made, inits := st.Instantiated, st.Instantiated-st.FromSnapshot
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
@@ -227,11 +227,12 @@ func TestInitialisationRunsOncePerLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := st.Instantiated.Load() - made; n < 2 {
+	st = m.Stats()
+	if n := st.Instantiated - made; n < 2 {
 		t.Fatalf("%d instances made for 4 reconciles at once: the test shows nothing", n)
 	}
-	if n := st.Instantiated.Load() - st.FromSnapshot.Load() - inits; n != 1 {
-		t.Errorf("_initialize ran %d times for %d instances made at once after a reload, want once", n, st.Instantiated.Load()-made)
+	if n := st.Instantiated - st.FromSnapshot - inits; n != 1 {
+		t.Errorf("_initialize ran %d times for %d instances made at once after a reload, want once", n, st.Instantiated-made)
 	}
 }
 
@@ -245,11 +246,11 @@ func TestCodeIdleTimeoutCountsFromTheLastInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(start.Add(1300 * time.Millisecond)))
-	if n := m.Stats().CodeReleases.Load(); n != 0 {
+	if n := m.Stats().CodeReleases; n != 0 {
 		t.Fatalf("the code was let go %s after the first instance closed, though another was made and closed since", time.Since(start))
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for m.Stats().CodeReleases.Load() == 0 {
+	for m.Stats().CodeReleases == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the code was not let go a second after the last instance closed")
 		}
@@ -264,9 +265,9 @@ func TestCodeIsLetGoAfterATrapEmptiesThePool(t *testing.T) {
 	wait := func(releases int64) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
-		for m.Stats().CodeReleases.Load() < releases {
+		for m.Stats().CodeReleases < releases {
 			if time.Now().After(deadline) {
-				t.Fatalf("the code was let go %d times, want %d", m.Stats().CodeReleases.Load(), releases)
+				t.Fatalf("the code was let go %d times, want %d", m.Stats().CodeReleases, releases)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -101,8 +101,8 @@ func (inst *instance) admit(n int) bool {
 	}
 	d.lines, d.bytes = 1, n
 	inst.dropped.add(d)
-	m.stats.LogDroppedLines.Add(1)
-	m.stats.LogDroppedBytes.Add(int64(n))
+	m.stats.logDroppedLines.Add(1)
+	m.stats.logDroppedBytes.Add(int64(n))
 	return false
 }
 
@@ -112,8 +112,8 @@ func (m *Module) AdmitLog(n int) bool {
 	if m.logLines.Allow() && m.logBytes.AllowN(time.Now(), n) {
 		return true
 	}
-	m.stats.LogDroppedLines.Add(1)
-	m.stats.LogDroppedBytes.Add(int64(n))
+	m.stats.logDroppedLines.Add(1)
+	m.stats.logDroppedBytes.Add(int64(n))
 	return false
 }
 
@@ -187,10 +187,10 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	if callErr != nil {
 		m.put(inst, false)
 		if interrupted || errors.Is(ctx.Err(), context.DeadlineExceeded) { // our timer may fire before ctx's own
-			m.stats.Timeouts.Add(1)
+			m.stats.timeouts.Add(1)
 			return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTimedOut, explain(callErr, m.opts))
 		}
-		m.stats.Traps.Add(1)
+		m.stats.traps.Add(1)
 		if len(panicLines) > 0 {
 			return abi.Result{}, newGuestPanic(m.opts.Name, panicLines)
 		}
@@ -201,7 +201,7 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 		// check. The reconcile timed out all the same, and counts as such; the instance is
 		// sound. (One that may not be interrupted finishes past its deadline, as it may.)
 		m.put(inst, !interrupted)
-		m.stats.Timeouts.Add(1)
+		m.stats.timeouts.Add(1)
 		return abi.Result{}, fmt.Errorf("plugin %q: %w: the guest returned after its deadline", m.opts.Name, ErrTimedOut)
 	}
 	ret := inst.stack[0]
@@ -211,7 +211,7 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	}
 	res, err := inst.readResult(ret)
 	if err != nil {
-		m.stats.BadResults.Add(1)
+		m.stats.badResults.Add(1)
 		m.put(inst, false)
 		return abi.Result{}, fmt.Errorf("plugin %q: %w", m.opts.Name, err)
 	}

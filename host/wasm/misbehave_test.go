@@ -30,17 +30,17 @@ func TestMisbehavingGuest(t *testing.T) {
 		name    string
 		timeout time.Duration
 		want    string
-		counter func(*wasm.Stats) int64
+		counter func(wasm.Stats) int64
 		isBad   bool
 	}{
-		{name: "trap", want: "reconcile trapped", counter: func(s *wasm.Stats) int64 { return s.Traps.Load() }},
-		{name: "loop", timeout: 200 * time.Millisecond, want: "interrupted at its deadline", counter: func(s *wasm.Stats) int64 { return s.Timeouts.Load() }},
-		{name: "bomb", want: "reconcile trapped", counter: func(s *wasm.Stats) int64 { return s.Traps.Load() }},
-		{name: "garbage", want: "outside the plugin's", counter: func(s *wasm.Stats) int64 { return s.BadResults.Load() }, isBad: true},
-		{name: "badflags", want: "unknown flags", counter: func(s *wasm.Stats) int64 { return s.BadResults.Load() }, isBad: true},
+		{name: "trap", want: "reconcile trapped", counter: func(s wasm.Stats) int64 { return s.Traps }},
+		{name: "loop", timeout: 200 * time.Millisecond, want: "interrupted at its deadline", counter: func(s wasm.Stats) int64 { return s.Timeouts }},
+		{name: "bomb", want: "reconcile trapped", counter: func(s wasm.Stats) int64 { return s.Traps }},
+		{name: "garbage", want: "outside the plugin's", counter: func(s wasm.Stats) int64 { return s.BadResults }, isBad: true},
+		{name: "badflags", want: "unknown flags", counter: func(s wasm.Stats) int64 { return s.BadResults }, isBad: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before, discarded := tc.counter(m.Stats()), m.Stats().Discarded.Load()
+			before, discarded := tc.counter(m.Stats()), m.Stats().Discarded
 			ctx := context.Background()
 			if tc.timeout > 0 {
 				var cancel context.CancelFunc
@@ -54,7 +54,7 @@ func TestMisbehavingGuest(t *testing.T) {
 			if tc.isBad && !errors.Is(err, abi.ErrMalformedResult) {
 				t.Fatalf("err = %v, want ErrMalformedResult", err)
 			}
-			if tc.counter(m.Stats()) != before+1 || m.Stats().Discarded.Load() != discarded+1 {
+			if tc.counter(m.Stats()) != before+1 || m.Stats().Discarded != discarded+1 {
 				t.Fatalf("the fault was not counted, or the instance not thrown away: %+v", m.Stats())
 			}
 			// The plugin still works.
@@ -82,11 +82,11 @@ func TestMemoryCap(t *testing.T) {
 // An instance whose memory grew past the recycle bound is replaced after its reconcile.
 func TestRecycleGrownInstance(t *testing.T) {
 	m := compile(t, engine(t), module(t, "testguests", "misbehave"), wasm.Options{Name: "misbehave", MemoryLimit: 8 << 20, RecycleAbove: 1})
-	before := m.Stats().Recycled.Load() // Compile's smoke instance counts too
+	before := m.Stats().Recycled // Compile's smoke instance counts too
 	if _, err := m.Reconcile(context.Background(), call("fine")); err != nil {
 		t.Fatal(err)
 	}
-	if got := m.Stats().Recycled.Load(); got != before+1 {
+	if got := m.Stats().Recycled; got != before+1 {
 		t.Fatalf("recycled %d instances in the reconcile, want 1", got-before)
 	}
 	if idle, _ := m.Instances(); idle != 0 {
@@ -239,10 +239,10 @@ func TestGuestOutputIsBounded(t *testing.T) {
 		t.Fatalf("%d lines of chatter in the log, want some and at most %d", logged, allowed)
 	}
 	s := m.Stats()
-	if got, want := s.LogDroppedLines.Load(), int64(3*100_000-logged); got != want {
+	if got, want := s.LogDroppedLines, int64(3*100_000-logged); got != want {
 		t.Fatalf("dropped %d lines, want %d", got, want)
 	}
-	if got, want := s.LogDroppedBytes.Load(), int64((3*100_000-logged)*128); got != want { // each line and its newline
+	if got, want := s.LogDroppedBytes, int64((3*100_000-logged)*128); got != want { // each line and its newline
 		t.Fatalf("dropped %d bytes, want %d", got, want)
 	}
 	if n := strings.Count(out, "dropped the plugin's output past its log limit"); n != 1 {
@@ -362,7 +362,7 @@ func TestSleepEndsAtTheDeadline(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("a 2 s sleep under a 200 ms timeout took %v", took)
 	}
-	if n := m.Stats().Timeouts.Load(); n != 1 {
+	if n := m.Stats().Timeouts; n != 1 {
 		t.Fatalf("the timeout counted %d times, want once", n)
 	}
 	start = time.Now()

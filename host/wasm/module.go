@@ -8,7 +8,6 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -62,18 +61,7 @@ type Module struct {
 	// shrink closes the instances idle past IdleTimeout; armed while any is idle.
 	shrink *time.Timer
 
-	stats Stats
-}
-
-// Stats counts what happened to a module's instances.
-type Stats struct {
-	Live                              atomic.Int64 // instances alive now, idle or busy
-	Instantiated, Discarded, Recycled atomic.Int64
-	IdleClosed                        atomic.Int64 // closed after IdleTimeout with nothing to do
-	FromSnapshot                      atomic.Int64 // instances started from a snapshot
-	CodeReleases, CodeReloads         atomic.Int64 // the compiled module let go, and loaded again
-	Traps, Timeouts, BadResults       atomic.Int64
-	LogDroppedLines, LogDroppedBytes  atomic.Int64 // guest output past the LogLimit
+	stats counters
 }
 
 // Compile checks wasm against ABI v1, compiles it, instantiates it once to read and check its
@@ -161,8 +149,9 @@ func (m *Module) Describe() Describe { return m.describe }
 // Name is the plugin's name.
 func (m *Module) Name() string { return m.opts.Name }
 
-// Stats counts instance events.
-func (m *Module) Stats() *Stats { return &m.stats }
+// Stats returns what has happened to the module's instances so far: a copy, which the module's
+// later events leave as it is.
+func (m *Module) Stats() Stats { return m.stats.read() }
 
 // Close retires the module and releases its compiled code and runtime (once no other Module
 // shares them). If reconciles still run on it when ctx ends, Close returns an error and the
@@ -236,7 +225,7 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 			_ = mod.Close(ctx)
 			return nil, fmt.Errorf("starting an instance from the snapshot: %w", err)
 		}
-		m.stats.FromSnapshot.Add(1)
+		m.stats.fromSnapshot.Add(1)
 	} else if taker {
 		m.takeSnapshot(ctx, code, inst, hostNow()-origin)
 	}
@@ -250,7 +239,7 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 		inst.deadline = time.AfterFunc(time.Duration(math.MaxInt64), func() { flag.Set(1) })
 		inst.deadline.Stop()
 	}
-	m.stats.Instantiated.Add(1)
-	m.stats.Live.Add(1)
+	m.stats.instantiated.Add(1)
+	m.stats.live.Add(1)
 	return inst, nil
 }

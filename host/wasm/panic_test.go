@@ -205,8 +205,8 @@ func TestPanicServingAHostCall(t *testing.T) {
 	if res, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "bench", Name: "deployment-fields"}, Host: api, Logger: log}); err != nil || res.Failed {
 		t.Fatalf("after the panic: %+v, %v", res, err)
 	}
-	if s := m.Stats(); s.Discarded.Load() != 0 || s.Instantiated.Load() != 1 {
-		t.Fatalf("instances discarded %d, made %d; want 0 and 1", s.Discarded.Load(), s.Instantiated.Load())
+	if s := m.Stats(); s.Discarded != 0 || s.Instantiated != 1 {
+		t.Fatalf("instances discarded %d, made %d; want 0 and 1", s.Discarded, s.Instantiated)
 	}
 }
 

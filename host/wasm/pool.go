@@ -93,11 +93,11 @@ func (m *Module) get(ctx context.Context) (*instance, error) {
 func (m *Module) put(inst *instance, healthy bool) {
 	defer func() { m.tokens <- struct{}{} }()
 	if healthy && uint64(inst.mem.Size()) > m.opts.RecycleAbove {
-		m.stats.Recycled.Add(1)
+		m.stats.recycled.Add(1)
 		m.opts.Logger.V(1).Info("replacing an instance whose memory grew past the recycle bound", "memory", inst.mem.Size(), "bound", m.opts.RecycleAbove)
 		healthy = false
 	} else if !healthy {
-		m.stats.Discarded.Add(1)
+		m.stats.discarded.Add(1)
 	}
 	m.mu.Lock()
 	closed := m.closed
@@ -115,7 +115,7 @@ func (m *Module) put(inst *instance, healthy bool) {
 	// An instance thrown away can leave the pool empty, as closing idle ones does: the code's
 	// idle time starts then (its timer was stopped when the instance was made).
 	m.mu.Lock()
-	if len(m.idle) == 0 && m.stats.Live.Load() == 0 {
+	if len(m.idle) == 0 && m.stats.live.Load() == 0 {
 		m.armCodeUnload()
 	}
 	m.mu.Unlock()
@@ -141,7 +141,7 @@ func (m *Module) closeIdle() {
 	}
 	m.mu.Unlock()
 	for _, inst := range expired {
-		m.stats.IdleClosed.Add(1)
+		m.stats.idleClosed.Add(1)
 		m.drop(context.Background(), inst, true)
 	}
 	if len(expired) > 0 {
@@ -153,7 +153,7 @@ func (m *Module) closeIdle() {
 // is garbage (reclaimer); an instance replaced in a running module leaves its memory to the Go
 // runtime's own pace, so that a plugin that traps often does not force a collection each time.
 func (m *Module) drop(ctx context.Context, inst *instance, closed bool) {
-	m.stats.Live.Add(-1)
+	m.stats.live.Add(-1)
 	var mem []byte
 	if closed && inst.mem != nil {
 		mem, _ = inst.mem.Read(0, inst.mem.Size())

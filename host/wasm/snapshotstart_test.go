@@ -39,7 +39,7 @@ func TestInstancesStartFromTheSnapshot(t *testing.T) {
 		_ = m.Retire(ctx) // closes them: the next round makes new ones
 		m.Reactivate()
 	}
-	if got := m.Stats().FromSnapshot.Load(); got < 5 {
-		t.Errorf("%d instances started from the snapshot, want at least 5 (of %d)", got, m.Stats().Instantiated.Load())
+	if got := m.Stats().FromSnapshot; got < 5 {
+		t.Errorf("%d instances started from the snapshot, want at least 5 (of %d)", got, m.Stats().Instantiated)
 	}
 }
