@@ -31,7 +31,9 @@ type EngineOptions struct {
 type Engine struct {
 	cacheDir string // "" for none
 	// compiling serialises the loads of the same bytes, so that the second finds the first's
-	// code, or its machine code in the cache directory (see load).
+	// code, or its machine code in the cache directory (see load). It is held for a whole
+	// compile, seconds for a Go guest; mu is held for a moment by every load and release, so
+	// that a Module letting go of its code never waits for a compile.
 	compiling keymutex.KeyMutex
 	mu        sync.Mutex       // guards codes and their refs
 	codes     map[string]*code // by digest and settings

@@ -19,6 +19,20 @@ import (
 )
 
 // Module is one compiled plugin version with its pool of instances.
+//
+// Three locks guard its state, each for a job of its own:
+//   - mu guards the pool: idle, closed and shrink. get and put take it on every reconcile, and
+//     hold it only while they change those.
+//   - codeMu guards the code and what goes with it: wasm, code, unloadCode, snap, taking and
+//     noSnapshot; snapTaken waits with it. codeFor holds it while it loads the code again, a
+//     compile or a read from the cache directory that takes up to seconds: were it mu, that
+//     would hold up what needs the pool alone (Instances for a metrics scrape, Retire, the idle
+//     timer, the get and put of instances already made).
+//   - dropMu guards dropped, the guest's output lost past the LogLimit and not said yet. A
+//     reconcile takes it as it ends, never with another lock held, so it has no place in their
+//     order. mu would do; it keeps log accounting off the lock every get and put takes.
+//
+// mu is taken before codeMu (armCodeUnload runs under mu), never after.
 type Module struct {
 	opts   Options
 	engine *Engine
@@ -51,12 +65,12 @@ type Module struct {
 	// then what was dropped since it last did (dropped), and which limits were met.
 	logLines, logBytes *rate.Limiter
 	dropNote           rate.Sometimes
-	dropMu             sync.Mutex
+	dropMu             sync.Mutex // guards dropped
 	dropped            droppedOutput
 
 	tokens chan struct{} // one per instance allowed; held while an instance is checked out
-	mu     sync.Mutex
-	idle   []*instance // the oldest first: get takes the last, put appends
+	mu     sync.Mutex    // guards idle, closed and shrink
+	idle   []*instance   // the oldest first: get takes the last, put appends
 	closed bool
 	// shrink closes the instances idle past IdleTimeout; armed while any is idle.
 	shrink *time.Timer
