@@ -228,10 +228,10 @@ func TestATenantsModuleSizeIsBounded(t *testing.T) {
 	must(t, alice.plugin("lower", spec(filepath.Join(dir, "small.wasm"), "maxModuleSize", "256Ki")))
 	must(t, alice.plugin("small", spec(filepath.Join(dir, "small.wasm"))))
 	for name, want := range map[string]string{
-		"file":  "bytes, over the limit of 1048576",
-		"layer": "over the limit of 1048576",
+		"file":  "bytes), over the limit of 1.0 MiB (1048576 bytes",
+		"layer": "over the limit of 1.0 MiB (1048576 bytes",
 		"raise": "spec.maxModuleSize 1Gi is above the operator's limit of 1Mi (pluginObjects.maxModuleSize",
-		"lower": "bytes, over the limit of 262144",
+		"lower": "bytes), over the limit of 0.2 MiB (262144 bytes",
 	} {
 		degradedWith(t, ns, name, want, 30*time.Second)
 	}

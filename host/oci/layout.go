@@ -70,8 +70,11 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is %d bytes, over the limit of %d (the plugin's maxModuleSize: a plugin object's spec.maxModuleSize, or the operator's pluginObjects.maxModuleSize, or the host config's): make the module smaller, raise the object's own bound, or ask the operator", e.What, e.Size, e.Limit)
+	return fmt.Sprintf("%s is %s (%d bytes), over the limit of %s (%d bytes: the plugin's maxModuleSize, which is a plugin object's spec.maxModuleSize if set, else the operator's pluginObjects.maxModuleSize, else the host config's): make the module smaller, or ask the operator; an object's own maxModuleSize may only lower the operator's", e.What, mib(e.Size), e.Size, mib(e.Limit), e.Limit)
 }
+
+// mib is n bytes in MiB, as a person reads a size.
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
 // fileType names what a mode says a file is.
 func fileType(m fs.FileMode) string {

@@ -2,8 +2,8 @@ package wasm
 
 // CodeBudget is charged for the host memory a module's compiled code takes (Options.Code): what
 // compiling it costs while it compiles, and what its code holds after, until the module is closed.
-// Charge refuses with an error that says why and what to do; Compile then returns it as a
-// *BudgetError, compiling nothing. Both are called from the goroutine that compiles or closes.
+// Charge refuses with an error that names the plugin and says why and what to do; Compile then
+// returns it as a *BudgetError, as it is, compiling nothing. Both are called from the goroutine that compiles or closes.
 type CodeBudget interface {
 	Charge(n int64) error
 	Release(n int64)

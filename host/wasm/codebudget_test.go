@@ -59,7 +59,7 @@ func TestCodeBudgetIsChargedForTheModulesLife(t *testing.T) {
 	if !errors.As(err, &over) || !errors.Is(err, over.Err) {
 		t.Fatalf("a second module past the budget: %v, want a *BudgetError", err)
 	}
-	if want := fmt.Sprintf(`plugin "team-a.two": %d bytes asked, %d of %d used`, size*wasm.CompilePeak, size*wasm.CodeHeld, b.limit); err.Error() != want {
+	if want := fmt.Sprintf(`%d bytes asked, %d of %d used`, size*wasm.CompilePeak, size*wasm.CodeHeld, b.limit); err.Error() != want {
 		t.Fatalf("refused with %q, want %q", err, want)
 	}
 	if used, _ := b.figures(); used != size*wasm.CodeHeld {

@@ -95,7 +95,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 		m.tokens <- struct{}{}
 	}
 	defer func() {
-		if err == nil {
+		if err == nil || errors.As(err, new(*BudgetError)) { // the budget's words name the plugin
 			return
 		}
 		var p *PanicError

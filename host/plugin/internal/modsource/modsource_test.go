@@ -369,7 +369,7 @@ func TestFetchStaysWithinItsBounds(t *testing.T) {
 			t.Fatalf("%s: the read blocked", name)
 		}
 	}
-	if _, _, err := f.Fetch(ctx, nil, filepath.Join(teamA, "mine.wasm"), Bounds{Dirs: b.Dirs, MaxSize: 4}); err == nil || !strings.Contains(err.Error(), "over the limit of 4") {
+	if _, _, err := f.Fetch(ctx, nil, filepath.Join(teamA, "mine.wasm"), Bounds{Dirs: b.Dirs, MaxSize: 4}); err == nil || !strings.Contains(err.Error(), "over the limit of 0.0 MiB (4 bytes") {
 		t.Errorf("over MaxSize: %v", err)
 	}
 }
