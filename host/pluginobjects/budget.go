@@ -71,13 +71,19 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *object
 			describe(u), approx(l.memory), approx(used), r.policy.MemoryBudget, r.holders(""))
 	}
 	if err != nil {
-		r.overBudget[req] = true
+		r.overBudget[req] = need{memory: l.memory, units: l.units}
 		return err
 	}
 	delete(r.overBudget, req)
 	l.namespace = ns
 	r.running[name] = l
 	return nil
+}
+
+// need is what an object refused by reserve asked of the budgets.
+type need struct {
+	memory int64
+	units  int
 }
 
 // codeBudget charges an object's compiled modules to the memory budgets, beside its instances
@@ -131,7 +137,14 @@ func (c codeBudget) Release(n int64) {
 // move to a new module did not.
 func (r *resources) roomMade() {
 	r.mu.Lock()
-	waiting := slices.Collect(maps.Keys(r.overBudget))
+	var waiting []reconcile.Request
+	for req, n := range r.overBudget { // those that fit now: the others would be refused again
+		used, usedHere, units, unitsHere := r.use(req.Namespace)
+		if used+n.memory <= r.policy.MemoryBudget.Value() && units+n.units <= r.policy.UnitBudget &&
+			(req.Namespace == "" || usedHere+n.memory <= r.policy.NamespaceMemoryBudget.Value() && unitsHere+n.units <= r.policy.NamespaceUnitBudget) {
+			waiting = append(waiting, req)
+		}
+	}
 	runs := slices.Collect(maps.Values(r.running))
 	r.mu.Unlock()
 	for _, l := range runs {

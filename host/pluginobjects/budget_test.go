@@ -22,7 +22,7 @@ func TestUnitsAreBudgeted(t *testing.T) {
 	r := &resources{
 		policy:     plugin.ObjectPolicy{NamespaceUnitBudget: 16, UnitBudget: 24}.WithDefaults(),
 		running:    map[string]*objectRun{},
-		overBudget: map[reconcile.Request]bool{},
+		overBudget: map[reconcile.Request]need{},
 	}
 	reserve := func(ns, name string, shards int) error {
 		u := objectOf(t, fmt.Sprintf(`"kind":"Plugin","metadata":{"name":%q,"namespace":%q}`, name, ns), fmt.Sprintf(`{"module":"/m.wasm","shards":%d}`, shards))
@@ -68,7 +68,7 @@ func TestCompiledCodeIsBudgeted(t *testing.T) {
 			MemoryBudget:          ptr(resource.MustParse("150Mi")),
 		}.WithDefaults(),
 		running:    map[string]*objectRun{},
-		overBudget: map[reconcile.Request]bool{},
+		overBudget: map[reconcile.Request]need{},
 	}
 	start := func(ns, name string, memory int64) (*objectRun, codeBudget, error) {
 		u := objectOf(t, fmt.Sprintf(`"kind":"Plugin","metadata":{"name":%q,"namespace":%q}`, name, ns), `{"module":"/m.wasm"}`)

@@ -93,7 +93,7 @@ func New(h *plugin.Host, opts Options) (manager.Runnable, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, cpu: map[string]*wasm.CPUShare{}, running: map[string]*objectRun{}, overBudget: map[reconcile.Request]bool{},
+	r := &resources{host: h, mgr: mgr, dynamic: dyn, log: log, policy: opts.Policy, cpu: map[string]*wasm.CPUShare{}, running: map[string]*objectRun{}, overBudget: map[reconcile.Request]need{},
 		recorder: h.Recorder("wasmrec")}
 	// Several workers: a load compiles, and one slow plugin must not hold the others back.
 	ctrl, err := controller.New("plugins", r, controller.Options{Logger: log, MaxConcurrentReconciles: 4})
@@ -219,7 +219,7 @@ type resources struct {
 	mu         sync.Mutex
 	cpu        map[string]*wasm.CPUShare  // each namespace's share of the host's cores
 	running    map[string]*objectRun      // by plugin name
-	overBudget map[reconcile.Request]bool // objects refused for memory or units: tried again when one stops
+	overBudget map[reconcile.Request]need // objects refused for memory or units: tried again once they fit
 }
 
 // failure is why an object's plugin is not loaded, as its status says it.
