@@ -43,7 +43,8 @@ type version struct {
 // guards keys alone, which the warmer and the cache's goroutines read and must not wait on a
 // swap for; movedMu guards moved, which the triggers wait on while a swap runs (setSource is
 // called under swapMu). share has its own lock, taken on every reconcile and event, never
-// while waiting. No lock is taken while another is held but swapMu, held over the others.
+// while waiting. They are taken in this order, never the other way: swapMu, then the warmer's
+// (warm.mu), then watchMu, share's or the cache's; movedMu under swapMu only.
 type Plugin struct {
 	cfg     Config
 	host    *Host
