@@ -88,8 +88,8 @@ type need struct {
 
 // codeBudget charges an object's compiled modules to the memory budgets, beside its instances
 // (plugin.Config.Code). A module that does not fit is not compiled: the object is Degraded
-// (OverBudget) and its supervisor tries again with backoff, or, for a new version, the one
-// serving keeps serving and the move is tried again.
+// (OverBudget), or, for a new version, the one serving keeps serving; either is tried again
+// as soon as memory is given back (roomMade), and with backoff.
 type codeBudget struct {
 	r    *resources
 	l    *objectRun
