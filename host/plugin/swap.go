@@ -42,6 +42,35 @@ func (p *Plugin) Swap(ctx context.Context, wasmBytes []byte) error {
 	return p.swap(ctx, wasmBytes, "", nil)
 }
 
+// serving says whether digest is the live version's or the running rollout's candidate's.
+func (p *Plugin) serving(digest string) bool {
+	ro := p.ro.Load()
+	return digest == p.Module().Digest() || (ro != nil && ro.cand.mod.Digest() == digest)
+}
+
+// swapToServing is a swap to the version serving already, or to the rollout's candidate: nothing
+// to compile. It checks again under the swap lock, and returns false if another swap has
+// published since (the swap then goes the long way).
+func (p *Plugin) swapToServing(digest, onlyFrom string, to *modsource.Source) bool {
+	p.swapMu.Lock()
+	defer p.swapMu.Unlock()
+	if !p.serving(digest) {
+		return false
+	}
+	if onlyFrom == "" || p.ModuleRef() == onlyFrom {
+		if digest == p.Module().Digest() { // back to the live version: a rollout running ends
+			p.endRolloutLocked(p.ro.Load(), StageAborted, "the plugin's module is the live version's again", false)
+			// A refusal of what the source held in between no longer applies.
+			p.log.Info("the new module is the one serving already: nothing to swap", "serving", p.Module().ShortDigest())
+			if p.cfg.Hooks.OnSwap != nil {
+				p.cfg.Hooks.OnSwap(SwapEvent{From: digest, To: digest, Unchanged: true})
+			}
+		}
+		p.setSource(to)
+	}
+	return true
+}
+
 // swapSyncTimeout bounds how long a swap waits for its new watches' informers to sync.
 const swapSyncTimeout = 30 * time.Second
 
@@ -53,20 +82,7 @@ const swapSyncTimeout = 30 * time.Second
 // is held only to check, start the new watches and publish, never while waiting on a guest.
 func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to *modsource.Source) error {
 	digest := digestOf(wasmBytes)
-	if ro := p.ro.Load(); digest == p.Module().Digest() || (ro != nil && ro.cand.mod.Digest() == digest) {
-		p.swapMu.Lock()
-		defer p.swapMu.Unlock()
-		if onlyFrom == "" || p.ModuleRef() == onlyFrom {
-			if digest == p.Module().Digest() { // back to the live version: a rollout running ends
-				p.endRolloutLocked(p.ro.Load(), StageAborted, "the plugin's module is the live version's again", false)
-				// A refusal of what the source held in between no longer applies.
-				p.log.Info("the new module is the one serving already: nothing to swap", "serving", p.Module().ShortDigest())
-				if p.cfg.Hooks.OnSwap != nil {
-					p.cfg.Hooks.OnSwap(SwapEvent{From: digest, To: digest, Unchanged: true})
-				}
-			}
-			p.setSource(to)
-		}
+	if p.serving(digest) && p.swapToServing(digest, onlyFrom, to) {
 		return nil
 	}
 	mod, err := p.kept.Take(digest) // a version swapped out lately: checked already, still compiled
