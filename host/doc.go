@@ -20,6 +20,7 @@
 //   - plugin/internal/policy: the one permission policy.
 //   - plugin/internal/hostcalls: the host's side of the guest's host calls.
 //   - plugin/internal/watches: a manifest as a controller's sources.
+//   - plugin/internal/informers: the informers a plugin holds, and what for.
 //   - plugin/internal/modsource: where modules come from, and the triggers that swap them.
 //   - plugin/internal/versions: the versions a plugin keeps compiled, and those it refused.
 //   - plugin/internal/rollout: the steps, shares, figures and judgement of a rollout.

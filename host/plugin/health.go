@@ -57,15 +57,13 @@ func linesOf(refusals []cache.Failure) []string {
 	return lines
 }
 
-// needs are the informers the plugin uses: those of its watches (and, on a warm standby, of
-// what it would take over), and those its reads have acquired since its controller started.
+// needs are the informers the plugin uses: those of its watches, and every one it holds (its
+// sources', on a warm standby those of what it would take over, and those its reads have
+// acquired since its controller started).
 func (p *Plugin) needs() []cache.Key {
 	keys := p.currentKeys()
-	if p.reader != nil {
-		keys = append(keys, p.reader.Keys()...)
-	}
-	if p.warm != nil {
-		keys = append(keys, p.warm.keys()...)
+	if p.infs != nil {
+		keys = append(keys, p.infs.Keys()...)
 	}
 	return keys
 }

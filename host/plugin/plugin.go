@@ -19,6 +19,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
@@ -43,8 +44,9 @@ type version struct {
 // guards keys alone, which the warmer and the cache's goroutines read and must not wait on a
 // swap for; movedMu guards moved, which the triggers wait on while a swap runs (setSource is
 // called under swapMu). share has its own lock, taken on every reconcile and event, never
-// while waiting. They are taken in this order, never the other way: swapMu, then the warmer's
-// (warm.mu), then watchMu, share's or the cache's; movedMu under swapMu only.
+// while waiting. The informer set (infs) has its own, taken around the cache's. They are taken
+// in this order, never the other way: swapMu, then the warmer's (warm.mu), then watchMu,
+// share's or the informer set's, then the cache's; movedMu under swapMu only.
 type Plugin struct {
 	cfg     Config
 	host    *Host
@@ -55,6 +57,7 @@ type Plugin struct {
 	ctrl     *controller.Controller
 	forGVK   schema.GroupVersionKind
 	api      *hostcalls.API // the guest's host calls
+	infs     *informers.Set // every informer the plugin holds, and what for
 	reader   *hostcalls.Reader
 	identity *identity            // who the guest's API calls are made as
 	checkers []*signature.Checker // who must have signed its modules (none: anyone)
@@ -185,8 +188,12 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	if p.forGVK, err = watches.ParseGVK(m.For); err != nil {
 		return refuse(fmt.Errorf("for: %w", err))
 	}
-	p.reader = hostcalls.NewReader(h.mgr.GetCache(), cfg.Namespaces)
-	p.reader.OnAcquire = p.checkHealth
+	p.infs = informers.New(h.mgr.GetCache(), func(u informers.Use, _ cache.Key) {
+		if u == informers.Read {
+			p.checkHealth() // what it needs has grown
+		}
+	})
+	p.reader = hostcalls.NewReader(p.infs, h.mapper, cfg.Namespaces)
 	p.api = p.guestAPI()
 
 	copts := controller.Options{
@@ -298,7 +305,7 @@ func (p *Plugin) Start(ctx context.Context) error {
 	}
 	p.checkHealth() // its informers may be refused already, for another plugin
 	err := p.ctrl.Start(ctx)
-	p.reader.ReleaseAll()
+	p.infs.ReleaseAll(informers.Read)
 	p.checkHealth() // what it read, it no longer needs
 	return err
 }
@@ -320,6 +327,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 	p.endRolloutLocked(p.ro.Load(), StageAborted, "the plugin stopped", false)
 	first, err := p.kept.Close(ctx)
 	if first { // the name is free once, for a plugin that may load under it next
+		defer p.infs.Close() // and whatever still holds informers (a late shadow reconcile) lets go
 		defer p.host.release(p.cfg.Name)
 		defer p.identity.close()
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/versions"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
@@ -372,23 +373,25 @@ func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bo
 	if !p.Running() {
 		return 0, false // a follower's controller has no queue; when it starts, it lists every object
 	}
-	// References of its own, given back at once: the reader's are released when the controller
-	// stops, which this may race with.
+	// Held for the list alone and given back at once: the reads' are let go of when the
+	// controller stops, which this may race with.
 	var objs []runtime.Object
 	for _, key := range p.keysFor(p.forGVK, false) {
-		inf, err := p.host.mgr.GetCache().Acquire(key)
+		inf, err := p.infs.Acquire(informers.List, key)
 		if err != nil {
 			p.log.Error(err, "listing objects to reconcile after a swap")
 			return 0, false
 		}
-		if err := inf.WaitForSync(ctx); err != nil {
-			inf.Release()
+		err = inf.WaitForSync(ctx)
+		if err == nil {
+			some, _ := inf.List("", nil)
+			objs = append(objs, some...)
+		}
+		p.infs.Release(informers.List, key)
+		if err != nil {
 			p.log.Error(err, "listing objects to reconcile after a swap")
 			return 0, false
 		}
-		some, _ := inf.List("", nil)
-		objs = append(objs, some...)
-		inf.Release()
 		if inf.Key().Namespace == "" && key.Shard.All() {
 			break // an informer of the whole cluster: listed once
 		}

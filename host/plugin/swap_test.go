@@ -19,6 +19,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/metrics"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
@@ -222,5 +223,37 @@ func TestAPluginInNamespacesWatchesThroughTheirInformersOnly(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("informers %q; want one per kind and namespace, none cluster-wide: %q", got, want)
+	}
+}
+
+// Close lets go of every informer the plugin holds, whatever holds it, and a read that comes
+// after (a shadow reconcile that outlived its controller) cannot take one again: nothing would
+// ever let go of it.
+func TestCloseLetsGoOfEveryInformer(t *testing.T) {
+	h, _ := offlineHost(t)
+	p, err := h.Load(context.Background(), thingsGrant(), swapGuest(t, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, _ = p.reader.Get(ctx, thingGVK, "prod", "a") // the cache does not run: it never syncs
+	key := cache.Key{GroupVersionKind: thingGVK}
+	if !h.mgr.GetCache().Active(key) {
+		t.Fatal("a read did not take the informer of what it read")
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if h.mgr.GetCache().Active(key) {
+		t.Error("the read's informer is still the cache's after Close")
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := p.reader.Get(ctx, thingGVK, "prod", "a"); !errors.Is(err, informers.ErrClosed) {
+		t.Errorf("a read after Close returned %v, want informers.ErrClosed", err)
+	}
+	if h.mgr.GetCache().Active(key) {
+		t.Error("a read after Close took an informer again")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 )
@@ -22,7 +23,7 @@ import (
 // watches is what of the plugin its sources depend on, with the shards it runs now.
 func (p *Plugin) watches() watches.Plugin {
 	return watches.Plugin{
-		Cache:       p.host.mgr.GetCache(),
+		Informers:   p.infs.For(informers.Watch),
 		Mapper:      p.host.mapper,
 		Namespaces:  p.cfg.Namespaces,
 		For:         p.forGVK,

@@ -30,18 +30,46 @@ type Source interface {
 
 // Kind watches key through c's shared informers.
 func Kind(c *cache.Cache, key cache.Key, h handler.EventHandler, preds ...predicate.Predicate) Source {
-	return &kind{cache: c, key: key, h: h, preds: preds}
+	acquire := func() (*cache.Informer, func(), error) {
+		inf, err := c.Acquire(key)
+		if err != nil {
+			return nil, nil, err
+		}
+		return inf, inf.Release, nil
+	}
+	return &kind{acquire: acquire, key: key, h: h, preds: preds}
+}
+
+// Informers lends a source the informer of a key, and takes it back: a holder of the cache's
+// informers that counts who uses them, as a plugin's informer set does. Every Acquire is paired
+// with one Release of the same key.
+type Informers interface {
+	Acquire(cache.Key) (*cache.Informer, error)
+	Release(cache.Key)
+}
+
+// KindFrom watches key through the informer infs lends it, from Start to Stop.
+func KindFrom(infs Informers, key cache.Key, h handler.EventHandler, preds ...predicate.Predicate) Source {
+	acquire := func() (*cache.Informer, func(), error) {
+		inf, err := infs.Acquire(key)
+		if err != nil {
+			return nil, nil, err
+		}
+		return inf, func() { infs.Release(key) }, nil
+	}
+	return &kind{acquire: acquire, key: key, h: h, preds: preds}
 }
 
 type kind struct {
-	cache *cache.Cache
-	key   cache.Key
-	h     handler.EventHandler
-	preds []predicate.Predicate
+	acquire func() (inf *cache.Informer, release func(), err error)
+	key     cache.Key
+	h       handler.EventHandler
+	preds   []predicate.Predicate
 
-	mu  sync.Mutex
-	inf *cache.Informer
-	reg *registration
+	mu      sync.Mutex
+	inf     *cache.Informer
+	release func() // gives inf back
+	reg     *registration
 }
 
 func (k *kind) String() string { return "kind source: " + k.key.String() }
@@ -52,16 +80,16 @@ func (k *kind) Start(ctx context.Context, q handler.Queue) error {
 	if k.inf != nil {
 		return fmt.Errorf("%s: already started", k)
 	}
-	inf, err := k.cache.Acquire(k.key)
+	inf, release, err := k.acquire()
 	if err != nil {
 		return err
 	}
 	reg, err := register(ctx, inf, q, k.h, k.preds)
 	if err != nil {
-		inf.Release()
+		release()
 		return err
 	}
-	k.inf, k.reg = inf, reg
+	k.inf, k.release, k.reg = inf, release, reg
 	return nil
 }
 
@@ -83,8 +111,8 @@ func (k *kind) Stop() error {
 	}
 	k.reg.stop()
 	err := k.inf.RemoveEventHandler(k.reg.reg)
-	k.inf.Release()
-	k.inf, k.reg = nil, nil
+	k.release()
+	k.inf, k.release, k.reg = nil, nil, nil
 	return err
 }
 

@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -434,5 +435,56 @@ func TestKindSourceOfAnUnservedKindFailsToStart(t *testing.T) {
 	}
 	if err := s.Stop(); err != nil {
 		t.Errorf("Stop of a source that failed to start: %v", err)
+	}
+}
+
+// lender lends a cache's informers and counts what is out, as a plugin's informer set does.
+type lender struct {
+	c   *cache.Cache
+	mu  sync.Mutex
+	out map[cache.Key]*cache.Informer
+}
+
+func (l *lender) Acquire(k cache.Key) (*cache.Informer, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.out[k] != nil {
+		return nil, fmt.Errorf("%s lent twice", k)
+	}
+	inf, err := l.c.Acquire(k)
+	if err == nil {
+		l.out[k] = inf
+	}
+	return inf, err
+}
+
+func (l *lender) Release(k cache.Key) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.out[k].Release()
+	delete(l.out, k)
+}
+
+// A kind source of lent informers takes its key's informer at Start and gives it back to the
+// lender at Stop, once each time.
+func TestKindFromTakesItsInformerFromTheLender(t *testing.T) {
+	c := newCache(t, true)
+	l := &lender{c: c, out: map[cache.Key]*cache.Informer{}}
+	key := cache.Key{GroupVersionKind: widgets, Namespace: "prod"}
+	s := source.KindFrom(l, key, handler.EnqueueRequestForObject())
+	q := newQueue(t)
+	for range 2 {
+		if err := s.Start(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.out) != 1 || !c.Active(key) {
+			t.Fatalf("after Start the lender has lent %d informers (cache active: %v), want 1", len(l.out), c.Active(key))
+		}
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.out) != 0 || c.Active(key) {
+			t.Fatalf("after Stop %d informers are still lent", len(l.out))
+		}
 	}
 }

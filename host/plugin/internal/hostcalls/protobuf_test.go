@@ -25,6 +25,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/object"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
 )
@@ -292,8 +293,9 @@ func (h *tableHost) protobufReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := NewReader(h.cache, []string{"demo"})
-	defer reader.ReleaseAll()
+	infs := informers.New(h.cache, nil)
+	defer infs.Close()
+	reader := NewReader(infs, h.cache.RESTMapper(), []string{"demo"})
 	api := (&API{Name: "protobuf", For: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Mapper: h.cache.RESTMapper(), Objects: h.objects, Recorder: h.record, Reader: reader,
 		Reads: NewLimit("reads", 1000, 1000, nil, nil), Writes: NewLimit("writes", 1000, 1000, nil, nil), Log: logr.Discard()}).Init()
 	calls := &Calls{API: api, Policy: pol}

@@ -14,23 +14,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/shard"
 )
 
-// Reader holds the informers a plugin reads from, acquired on first read and released when the
-// plugin's controller stops. A plugin limited to namespaces reads through informers of those
-// namespaces only: the host never lists a kind across the cluster for it. A sharded plugin
-// reads through the informers of shards.
+// Reader reads a plugin's objects through its informer set, holding each informer for reads
+// from its first read until the plugin's controller stops (informers.Read). A plugin limited to
+// namespaces reads through informers of those namespaces only: the host never lists a kind
+// across the cluster for it. A sharded plugin reads through the informers of shards.
 type Reader struct {
-	cache      *cache.Cache
+	informers  *informers.Set
+	mapper     meta.RESTMapper
 	namespaces []string // the plugin's; none: all
 	mu         sync.Mutex
-	informers  map[cache.Key]*cache.Informer // by the key asked for
 	sharding   Sharding
-
-	// OnAcquire, if set, is called (outside the reader's lock) each time a read acquires an
-	// informer the reader did not hold: what the plugin needs has grown.
-	OnAcquire func()
 }
 
 // Sharding is how a sharded plugin's objects are split, and which shards this replica runs.
@@ -85,13 +82,14 @@ func (s Sharding) Owns(namespace string) bool {
 	return s.Count <= 1 || s.Field != shard.ByNamespace || slices.Contains(s.Held, shard.IndexOf(namespace, s.Count))
 }
 
-// NewReader returns a Reader of c's informers, for a plugin limited to namespaces (none: all).
-func NewReader(c *cache.Cache, namespaces []string) *Reader {
-	return &Reader{cache: c, namespaces: namespaces, informers: map[cache.Key]*cache.Informer{}}
+// NewReader returns a Reader of set's informers, for a plugin limited to namespaces (none:
+// all); mapper tells namespaced kinds from others.
+func NewReader(set *informers.Set, mapper meta.RESTMapper, namespaces []string) *Reader {
+	return &Reader{informers: set, mapper: mapper, namespaces: namespaces}
 }
 
 // SetSharding changes the shards the reader reads through. Call it while the plugin's
-// controller is stopped, after ReleaseAll.
+// controller is stopped, after its reads' informers are let go of.
 func (r *Reader) SetSharding(s Sharding) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -124,23 +122,13 @@ func Keys(gvk schema.GroupVersionKind, metadataOnly bool, namespaces []string, s
 	return out
 }
 
-// informer returns the synced informer of key, acquiring it on first use. While the API server
-// refuses the host the informer's list, it returns a *cache.RefusedError at once: waiting would
-// only hold the reconcile until its timeout.
+// informer returns the synced informer of key, held for reads from now until the controller
+// stops. While the API server refuses the host the informer's list, it returns a
+// *cache.RefusedError at once: waiting would only hold the reconcile until its timeout.
 func (r *Reader) informer(ctx context.Context, key cache.Key) (*cache.Informer, error) {
-	r.mu.Lock()
-	inf, ok := r.informers[key]
-	if !ok {
-		var err error
-		if inf, err = r.cache.Acquire(key); err != nil {
-			r.mu.Unlock()
-			return nil, err
-		}
-		r.informers[key] = inf
-	}
-	r.mu.Unlock()
-	if !ok && r.OnAcquire != nil {
-		r.OnAcquire()
+	inf, err := r.informers.Ensure(informers.Read, key)
+	if err != nil {
+		return nil, err
 	}
 	if err := inf.WaitForSyncUnlessRefused(ctx); err != nil {
 		return nil, err
@@ -148,20 +136,9 @@ func (r *Reader) informer(ctx context.Context, key cache.Key) (*cache.Informer, 
 	return inf, nil
 }
 
-// Keys are the keys of the informers the reader holds (as the cache keys them).
-func (r *Reader) Keys() []cache.Key {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	keys := make([]cache.Key, 0, len(r.informers))
-	for _, inf := range r.informers {
-		keys = append(keys, inf.Key())
-	}
-	return keys
-}
-
 // namespaced reports whether the API server says gvk is namespaced (true if it cannot tell).
 func (r *Reader) namespaced(gvk schema.GroupVersionKind) bool {
-	m, err := r.cache.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	m, err := r.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	return err != nil || m.Scope.Name() == meta.RESTScopeNameNamespace
 }
 
@@ -250,14 +227,4 @@ func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 		}
 	}
 	return out, nil
-}
-
-// ReleaseAll lets go of every informer acquired.
-func (r *Reader) ReleaseAll() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for key, inf := range r.informers {
-		inf.Release()
-		delete(r.informers, key)
-	}
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/controlplane"
 	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/object"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/policy"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/internal/testenv"
@@ -338,8 +339,9 @@ func (h *tableHost) run(t *testing.T, tab callTable, tc tableCase) {
 	}
 
 	gv, _ := schema.ParseGroupVersion(pl.For.APIVersion)
-	reader := NewReader(h.cache, pl.Namespaces)
-	defer reader.ReleaseAll()
+	infs := informers.New(h.cache, nil)
+	defer infs.Close()
+	reader := NewReader(infs, h.cache.RESTMapper(), pl.Namespaces)
 	api := (&API{Name: name, For: gv.WithKind(pl.For.Kind), Mapper: h.cache.RESTMapper(), Objects: h.objects, Recorder: h.record, Reader: reader,
 		Reads: NewLimit("reads", 1000, 1000, nil, nil), Writes: NewLimit("writes", 1000, 1000, nil, nil), Log: logr.Discard()}).Init()
 	if m, ok := h.cache.RESTMapper().(*cache.Mapper); ok {

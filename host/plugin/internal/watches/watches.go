@@ -21,8 +21,8 @@ import (
 
 // Plugin is what of a plugin its sources depend on.
 type Plugin struct {
-	// Cache is what the sources watch through; they touch it only when started.
-	Cache *cache.Cache
+	// Informers lends the sources their informers; they take them only when started.
+	Informers source.Informers
 	// Mapper says which kinds are cluster-scoped: those are watched whole, whatever Namespaces.
 	Mapper meta.RESTMapper
 	// Namespaces are the plugin's (none: all): a namespaced kind is watched through one
@@ -90,7 +90,7 @@ func (pl Plugin) Sources(m *abi.Manifest) (Sources, error) {
 				Namespace string `json:",omitempty"`
 				Shard     string `json:",omitempty"`
 			}{role, w, key.Namespace, key.Shard.String()})
-			out[string(id)] = Source{Key: key, Src: source.Kind(pl.Cache, key, h, preds...)}
+			out[string(id)] = Source{Key: key, Src: source.KindFrom(pl.Informers, key, h, preds...)}
 		}
 		return nil
 	}
