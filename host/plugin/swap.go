@@ -313,9 +313,20 @@ func (p *Plugin) startWatches(ctx context.Context, next watches.Sources) (err er
 	if err := p.warm.hold(keys); err != nil {
 		return fmt.Errorf("starting the informers of the new watches: %w", err)
 	}
+	// Where the controller runs, the swap holds them itself for its wait: a replica that shares
+	// plugins runs no warmer unless it stands by warm, and the new sources must not start on
+	// informers that have not synced. Where it does not, they sync when it starts.
+	if p.Running() {
+		for _, k := range keys {
+			if _, err := p.infs.Acquire(informers.List, k); err != nil {
+				return fmt.Errorf("starting the informers of the new watches: %w", err)
+			}
+			defer p.infs.Release(informers.List, k)
+		}
+	}
 	syncCtx, cancel := context.WithTimeout(ctx, swapSyncTimeout)
 	defer cancel()
-	if err := p.warm.waitForSync(syncCtx); err != nil {
+	if err := p.waitForSync(syncCtx, informers.Warm, informers.List); err != nil {
 		return fmt.Errorf("the informers of the new watches did not sync: %w", err)
 	}
 	for id, w := range next {

@@ -257,3 +257,26 @@ func TestCloseLetsGoOfEveryInformer(t *testing.T) {
 		t.Error("a read after Close took an informer again")
 	}
 }
+
+// Where the plugin's controller runs, a swap to new watches waits for their informers to sync
+// before it adds them, even with no warmer holding them (a replica that shares plugins and
+// does not stand by warm): here they never sync, so the swap fails at its deadline and the
+// watches stay the old version's.
+func TestASwapWaitsForItsNewWatchesWhereTheControllerRuns(t *testing.T) {
+	h, _ := offlineHost(t)
+	cm := abi.Permission{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}
+	p := load(t, h, thingsGrant(cm), swapGuest(t, "1"))
+	p.running.Store(true) // as Host.Run says once the controller starts; no warmer runs
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := p.Swap(ctx, swapGuest(t, "3"))
+	if err == nil || !strings.Contains(err.Error(), "did not sync") {
+		t.Fatalf("a swap to watches that cannot sync returned %v; want an error that says they did not sync", err)
+	}
+	if kinds := p.Kinds(); len(kinds) != 1 || kinds[0] != thingGVK {
+		t.Errorf("kinds after the failed swap: %v; want Thing alone", kinds)
+	}
+	if keys := p.infs.Keys(); len(keys) != 0 {
+		t.Errorf("the failed swap left informers held: %v", keys)
+	}
+}

@@ -73,12 +73,14 @@ func (w *warmer) hold(keys []cache.Key) error {
 	return w.p.infs.Add(informers.Warm, keys)
 }
 
-// waitForSync waits until every informer held has synced; one whose list the API server
-// refuses the host fails it at once.
-func (w *warmer) waitForSync(ctx context.Context) error {
-	for _, inf := range w.p.infs.Informers(informers.Warm) {
-		if err := inf.WaitForSyncUnlessRefused(ctx); err != nil {
-			return err
+// waitForSync waits until every informer held for uses has synced; one whose list the API
+// server refuses the host fails it at once.
+func (p *Plugin) waitForSync(ctx context.Context, uses ...informers.Use) error {
+	for _, u := range uses {
+		for _, inf := range p.infs.Informers(u) {
+			if err := inf.WaitForSyncUnlessRefused(ctx); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
