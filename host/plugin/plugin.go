@@ -63,8 +63,9 @@ type Plugin struct {
 	checkers []*signature.Checker // who must have signed its modules (none: anyone)
 	log      logr.Logger
 	ids      atomic.Uint64
-	watchMu  sync.Mutex      // guards keys
+	watchMu  sync.Mutex      // guards keys and candKeys
 	keys     []cache.Key     // what the sources watch
+	candKeys []cache.Key     // what a rollout's candidate watches, if its watches differ (nil: they do not)
 	srcs     watches.Sources // the controller's sources; changed by swaps, under swapMu
 	warm     *warmer
 	follows  []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps; under swapMu
@@ -218,7 +219,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 			return fail(err)
 		}
 	}
-	p.keys = p.srcs.Keys()
+	p.setKeys(p.srcs, nil)
 	p.warm = &warmer{p: p}
 	loaded = true
 	h.namesMu.Lock()
@@ -373,9 +374,9 @@ func (p *Plugin) Kinds() []schema.GroupVersionKind {
 // rollout's candidate whose watches differ.
 func (p *Plugin) currentKeys() []cache.Key {
 	p.watchMu.Lock()
+	defer p.watchMu.Unlock()
 	keys := slices.Clone(p.keys)
-	p.watchMu.Unlock()
-	for _, k := range p.rolloutKeys() {
+	for _, k := range p.candKeys {
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
@@ -386,3 +387,16 @@ func (p *Plugin) currentKeys() []cache.Key {
 // maxErrorText bounds what of a plugin's error message the host keeps: its log, its object's
 // status and its metrics see no more.
 const maxErrorText = 1 << 10
+
+// setKeys records the informers the sources watch through, srcs the live version's, cand a
+// rollout candidate's (nil: none, or the live version's).
+func (p *Plugin) setKeys(srcs, cand watches.Sources) {
+	var candKeys []cache.Key
+	if cand != nil {
+		candKeys = cand.Keys()
+	}
+	keys := srcs.Keys()
+	p.watchMu.Lock()
+	defer p.watchMu.Unlock()
+	p.keys, p.candKeys = keys, candKeys
+}

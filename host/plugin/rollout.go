@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmrec/wasmrec/abi"
-	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/rollout"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
@@ -75,7 +74,7 @@ const rolloutTick = 250 * time.Millisecond
 // and windows change under the plugin's swapMu.
 type rollingOut struct {
 	cand    *version
-	srcs    watches.Sources // the controller's sources with the candidate's; nil if they are the live version's
+	srcs    watches.Sources // the controller's sources with the candidate's; nil if they are the live version's; under swapMu
 	live    string          // the live version's digest when it started
 	steps   []rollout.Step
 	started time.Time
@@ -135,6 +134,7 @@ func (p *Plugin) beginRollout(ctx context.Context, old, next *version, srcs watc
 	ro.message.Store(&msg)
 	w := newWindow(ro.steps[0], ro.started)
 	ro.window.Store(w)
+	p.setKeys(p.srcs, srcs)
 	p.ro.Store(ro)
 	p.log.Info("rolling out a new module version", "from", old.mod.ShortDigest(), "to", next.mod.ShortDigest(), "step", ro.steps[0].Name(), "steps", len(ro.steps))
 	w.expect(p.enqueueAll(ctx, nil)) // every key, so that the first step has figures
@@ -230,6 +230,7 @@ func (p *Plugin) endRolloutLocked(ro *rollingOut, stage, why string, refuse bool
 				_ = p.ctrl.Unwatch(s.Src)
 			}
 		}
+		p.setKeys(p.srcs, nil)
 		if err := p.warm.update(p.currentKeys()); err != nil {
 			p.log.Error(err, "releasing the informers of a dropped version's watches")
 		}
@@ -480,13 +481,4 @@ func outcomeOf(res abi.Result, err error, rec *rollout.Record) rollout.Outcome {
 
 func resultOf(res abi.Result, err error) rollout.Result {
 	return rollout.Result{Failed: err != nil || res.Failed, Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}
-}
-
-// rolloutKeys are the informers the running rollout's candidate watches through, if its
-// watches differ from the live version's.
-func (p *Plugin) rolloutKeys() []cache.Key {
-	if ro := p.ro.Load(); ro != nil && ro.srcs != nil {
-		return ro.srcs.Keys()
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/rollout"
 )
 
@@ -125,5 +127,50 @@ func TestANewerVersionOrTheLiveOneEndsARollout(t *testing.T) {
 	}
 	if st := p.Rollout(); st.Stage != StageAborted || st.Message != "the plugin stopped" {
 		t.Errorf("after Close: %+v; want the rollout aborted", st)
+	}
+}
+
+// keyNames are keys as strings, sorted.
+func keyNames(keys []cache.Key) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, k.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A change of the shards a plugin runs moves every source to them, a rollout's candidate's own
+// too.
+func TestNewShardsMoveTheCandidatesWatchesToo(t *testing.T) {
+	h, _ := offlineHost(t)
+	cm := abi.Permission{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}
+	cfg := withRollout(thingsGrant(cm))
+	cfg.Shards = 2
+	p := load(t, h, cfg, swapGuest(t, "1"))                                 // Things
+	if err := p.Swap(context.Background(), swapGuest(t, "3")); err != nil { // Things and ConfigMaps, in a rollout
+		t.Fatal(err)
+	}
+	if st := p.Rollout(); st == nil || !st.Active() {
+		t.Fatalf("rollout %+v; want one running", st)
+	}
+	p.share.runNext([]int{1})
+	if err := p.applyShards(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ConfigMap.v1, shard 1/2 by namespace", "Thing.v1.follow.wasmrec.dev, shard 1/2 by namespace"}
+	if got := keyNames(p.currentKeys()); !slices.Equal(got, want) {
+		t.Errorf("keys after a move to shard 1: %q; want %q", got, want)
+	}
+	var srcs []string
+	for _, s := range p.allSources() {
+		srcs = append(srcs, s.Key.String())
+	}
+	slices.Sort(srcs)
+	if !slices.Equal(slices.Compact(srcs), want) {
+		t.Errorf("the controller's sources watch %q; want %q", srcs, want)
+	}
+	if !slices.Equal(p.sharding().Held, []int{1}) {
+		t.Errorf("running %v; want shard 1", p.sharding())
 	}
 }

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -79,29 +80,62 @@ func (p *Plugin) applyShards() error {
 	next := hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: want, For: p.forGVK}
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
-	if !p.share.setRunning(next) {
+	if p.share.runs(next) {
 		return nil
 	}
-	p.reader.SetSharding(next)
-	srcs, err := p.sourcesFor(p.Module().Manifest())
+	w := p.watches()
+	w.Sharding = next
+	srcs, err := w.Sources(p.Module().Manifest())
 	if err != nil {
 		return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
 	}
-	for _, w := range p.srcs {
-		_ = p.ctrl.Unwatch(w.Src) // stopped: only forgets it
+	// A rollout's candidate with watches of its own moves to the new shards too.
+	ro := p.ro.Load()
+	var cand watches.Sources
+	if ro != nil && ro.srcs != nil {
+		if cand, err = w.Sources(ro.cand.mod.Manifest()); err != nil {
+			return fmt.Errorf("plugin %q: the rollout's new version: %w", p.cfg.Name, err)
+		}
+		for id := range cand {
+			if s, ok := srcs[id]; ok {
+				cand[id] = s // one source for both versions, as startWatches makes it
+			}
+		}
 	}
-	for _, w := range srcs {
-		if err := p.ctrl.Watch(w.Src); err != nil {
+	// Nothing fails from here: the controller is stopped, so Unwatch only forgets a source and
+	// Watch only records it. The shards are recorded last, so that a failure above is tried
+	// again at the next start.
+	for _, s := range p.allSources() {
+		_ = p.ctrl.Unwatch(s.Src)
+	}
+	p.srcs = srcs
+	if ro != nil && ro.srcs != nil {
+		ro.srcs = cand
+	}
+	for _, s := range p.allSources() {
+		if err := p.ctrl.Watch(s.Src); err != nil {
 			return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
 		}
 	}
-	p.srcs = srcs
-	keys := srcs.Keys()
-	p.watchMu.Lock()
-	p.keys = keys
-	p.watchMu.Unlock()
+	p.setKeys(srcs, cand)
+	p.reader.SetSharding(next)
+	p.share.setRunning(next)
 	p.log.Info("running shards", "shards", next.String())
 	return nil
+}
+
+// allSources are the controller's sources: the live version's, and those of a rollout's
+// candidate that it alone has. Under swapMu.
+func (p *Plugin) allSources() []watches.Source {
+	out := slices.Collect(maps.Values(p.srcs))
+	if ro := p.ro.Load(); ro != nil {
+		for id, s := range ro.srcs {
+			if _, ok := p.srcs[id]; !ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 // shardField is what the plugin's objects are split by: their namespace if its For kind is
@@ -380,15 +414,19 @@ func (s *shareState) next() ([]int, bool) {
 	return s.want, s.wanted
 }
 
-// setRunning records the shards the controller runs, and says whether they changed.
-func (s *shareState) setRunning(next hostcalls.Sharding) bool {
+// runs reports whether the controller runs the shards of next already.
+func (s *shareState) runs(next hostcalls.Sharding) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur := s.current; cur != nil && cur.Field == next.Field && slices.Equal(cur.Held, next.Held) {
-		return false
-	}
+	cur := s.current
+	return cur != nil && cur.Field == next.Field && slices.Equal(cur.Held, next.Held)
+}
+
+// setRunning records the shards the controller runs.
+func (s *shareState) setRunning(next hostcalls.Sharding) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.current = &next
-	return true
 }
 
 // running are the shards the controller runs; the zero Sharding if the plugin is not split.

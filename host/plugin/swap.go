@@ -357,10 +357,8 @@ func (p *Plugin) finishWatches(next watches.Sources) {
 		}
 	}
 	p.srcs = next
+	p.setKeys(next, nil)
 	keys := next.Keys()
-	p.watchMu.Lock()
-	p.keys = keys
-	p.watchMu.Unlock()
 	if err := p.warm.update(keys); err != nil {
 		p.log.Error(err, "releasing the informers of the old watches")
 	}
