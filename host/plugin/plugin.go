@@ -296,7 +296,7 @@ func (p *Plugin) Start(ctx context.Context) error {
 			return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
 		}
 	}
-	if err := p.applyShards(); err != nil {
+	if err := p.placeSources(); err != nil {
 		return err
 	}
 	p.log.Info("plugin starting", "digest", p.Module().ShortDigest(), "for", kinds.String(p.forGVK.GroupVersion().String(), p.forGVK.Kind), "shards", p.sharding().String())

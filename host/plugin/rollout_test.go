@@ -155,7 +155,7 @@ func TestNewShardsMoveTheCandidatesWatchesToo(t *testing.T) {
 		t.Fatalf("rollout %+v; want one running", st)
 	}
 	p.share.runNext([]int{1})
-	if err := p.applyShards(); err != nil {
+	if err := p.placeSources(); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"ConfigMap.v1, shard 1/2 by namespace", "Thing.v1.follow.wasmrec.dev, shard 1/2 by namespace"}

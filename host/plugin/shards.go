@@ -64,32 +64,30 @@ func (p *Plugin) runShards(units []string) {
 	p.share.runNext(p.shardsOf(units))
 }
 
-// applyShards makes the controller's sources and the guest's reads follow the shards to run,
-// before the controller starts: a namespaced plugin splits every namespaced kind by
-// namespace, so an object and the objects it owns or watches in its namespace are in one shard;
-// a cluster-scoped one splits its For kind by uid.
-func (p *Plugin) applyShards() error {
-	want, ok := p.share.next()
-	if !ok {
-		return nil
+// placeSources makes the controller's sources and the guest's reads follow the shards to run
+// and the kinds' scopes as the API server serves them now, before the controller starts. A
+// namespaced plugin splits every namespaced kind by namespace, so an object and the objects it
+// owns or watches in its namespace are in one shard; a cluster-scoped one splits its For kind
+// by uid. A kind not served when its sources were built was taken for namespaced: once it is
+// served, a cluster-scoped kind is watched once for all, not once per namespace of the plugin.
+func (p *Plugin) placeSources() error {
+	next := p.share.running()
+	if want, ok := p.share.next(); ok {
+		field, err := p.shardField()
+		if err != nil {
+			return err
+		}
+		next = hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: want, For: p.forGVK}
 	}
-	field, err := p.shardField()
-	if err != nil {
-		return err
-	}
-	next := hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: want, For: p.forGVK}
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
-	if p.share.runs(next) {
-		return nil
-	}
 	w := p.watches()
 	w.Sharding = next
 	srcs, err := w.Sources(p.Module().Manifest())
 	if err != nil {
 		return fmt.Errorf("plugin %q: %w", p.cfg.Name, err)
 	}
-	// A rollout's candidate with watches of its own moves to the new shards too.
+	// A rollout's candidate with watches of its own moves too.
 	ro := p.ro.Load()
 	var cand watches.Sources
 	if ro != nil && ro.srcs != nil {
@@ -101,6 +99,9 @@ func (p *Plugin) applyShards() error {
 				cand[id] = s // one source for both versions, as startWatches makes it
 			}
 		}
+	}
+	if sameSharding(p.share.running(), next) && sameIDs(srcs, p.srcs) && (ro == nil || sameIDs(cand, ro.srcs)) {
+		return nil
 	}
 	// Nothing fails from here: the controller is stopped, so Unwatch only forgets a source and
 	// Watch only records it. The shards are recorded last, so that a failure above is tried
@@ -118,10 +119,24 @@ func (p *Plugin) applyShards() error {
 		}
 	}
 	p.setKeys(srcs, cand)
+	if err := p.warm.update(p.currentKeys()); err != nil {
+		p.log.Error(err, "holding the informers of the moved watches warm")
+	}
 	p.reader.SetSharding(next)
 	p.share.setRunning(next)
-	p.log.Info("running shards", "shards", next.String())
+	if next.Count > 1 {
+		p.log.Info("running shards", "shards", next.String())
+	}
 	return nil
+}
+
+// sameIDs reports whether a and b are the same sources, by what each watches and how.
+func sameIDs(a, b watches.Sources) bool {
+	return maps.EqualFunc(a, b, func(watches.Source, watches.Source) bool { return true })
+}
+
+func sameSharding(a, b hostcalls.Sharding) bool {
+	return a.Field == b.Field && a.Count == b.Count && slices.Equal(a.Held, b.Held)
 }
 
 // allSources are the controller's sources: the live version's, and those of a rollout's
@@ -414,18 +429,14 @@ func (s *shareState) next() ([]int, bool) {
 	return s.want, s.wanted
 }
 
-// runs reports whether the controller runs the shards of next already.
-func (s *shareState) runs(next hostcalls.Sharding) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cur := s.current
-	return cur != nil && cur.Field == next.Field && slices.Equal(cur.Held, next.Held)
-}
-
-// setRunning records the shards the controller runs.
+// setRunning records the shards the controller runs (none if next does not split).
 func (s *shareState) setRunning(next hostcalls.Sharding) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if next.Count <= 1 {
+		s.current = nil
+		return
+	}
 	s.current = &next
 }
 

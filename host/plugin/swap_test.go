@@ -37,8 +37,14 @@ var (
 
 func offlineHost(t *testing.T) (*Host, *metrics.Metrics) {
 	t.Helper()
+	return offlineHostOf(t, thingGVK, cmGVK, secretGVK)
+}
+
+// offlineHostOf is an offline host whose API server serves kinds, namespaced.
+func offlineHostOf(t *testing.T, kinds ...schema.GroupVersionKind) (*Host, *metrics.Metrics) {
+	t.Helper()
 	m := meta.NewDefaultRESTMapper(nil)
-	for _, gvk := range []schema.GroupVersionKind{thingGVK, cmGVK, secretGVK} {
+	for _, gvk := range kinds {
 		m.Add(gvk, meta.RESTScopeNamespace)
 	}
 	mgr, err := manager.New(&rest.Config{Host: "http://127.0.0.1:1"}, manager.Options{Cache: cache.Options{Mapper: m}, Logger: logr.Discard()})
@@ -278,5 +284,29 @@ func TestASwapWaitsForItsNewWatchesWhereTheControllerRuns(t *testing.T) {
 	}
 	if keys := p.infs.Keys(); len(keys) != 0 {
 		t.Errorf("the failed swap left informers held: %v", keys)
+	}
+}
+
+// A kind not served at load is taken for namespaced: a plugin of two namespaces watches it
+// through an informer per namespace. Once it is served, cluster-scoped, the plugin's next start
+// watches it once for all.
+func TestAKindServedAfterTheLoadIsWatchedAsItsScopeSays(t *testing.T) {
+	h, _ := offlineHostOf(t, cmGVK) // Things are not served
+	cfg := thingsGrant()
+	cfg.Namespaces = []string{"a", "b"}
+	p := load(t, h, cfg, swapGuest(t, "1"))
+	if got := keyNames(p.currentKeys()); len(got) != 2 {
+		t.Fatalf("keys of a kind not served: %q; want one per namespace", got)
+	}
+	h.mapper.(*meta.DefaultRESTMapper).Add(thingGVK, meta.RESTScopeRoot)
+	if err := p.placeSources(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Thing.v1.follow.wasmrec.dev"}
+	if got := keyNames(p.currentKeys()); !slices.Equal(got, want) {
+		t.Errorf("keys once served, cluster-scoped: %q; want %q", got, want)
+	}
+	if got := len(p.allSources()); got != 1 {
+		t.Errorf("%d sources; want one", got)
 	}
 }
