@@ -144,9 +144,6 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 		return nil, err
 	}
 	p.checkers = checkers
-	if cfg.Rollout != nil {
-		h.oci.Keep(wasmBytes) // for a restart in the middle of a rollout (SuperviseOptions.Live)
-	}
 	if h.metrics != nil {
 		h.metrics.Compiles.WithLabelValues(cfg.Name).Inc()
 	}
@@ -221,6 +218,9 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	}
 	p.setKeys(p.srcs, nil)
 	p.warm = &warmer{p: p}
+	if cfg.Rollout != nil { // once loaded: the host keeps no module it failed to load
+		h.oci.Keep(wasmBytes) // for a restart in the middle of a rollout (SuperviseOptions.Live)
+	}
 	loaded = true
 	h.namesMu.Lock()
 	h.pruneLoaded()

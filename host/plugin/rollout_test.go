@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/rollout"
 )
 
@@ -172,5 +175,41 @@ func TestNewShardsMoveTheCandidatesWatchesToo(t *testing.T) {
 	}
 	if !slices.Equal(p.sharding().Held, []int{1}) {
 		t.Errorf("running %v; want shard 1", p.sharding())
+	}
+}
+
+// A plugin with a rollout keeps its module in the OCI cache for a restart in the middle of a
+// rollout, once it loads; a module that fails to load is not kept.
+func TestAModuleThatFailsToLoadIsNotKept(t *testing.T) {
+	h, _ := offlineHost(t)
+	dir := t.TempDir()
+	c, err := oci.New(oci.Options{CacheDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.oci = c
+	files := func() []string {
+		var out []string
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				out = append(out, path)
+			}
+			return nil
+		})
+		return out
+	}
+	cfg := withRollout(Config{Name: "swap", Module: "swap.wasm"}) // no grant: its watches are refused
+	if _, err := h.Load(context.Background(), cfg, swapGuest(t, "1")); err == nil {
+		t.Fatal("a module watching what it may not loaded")
+	}
+	if _, err := h.Load(context.Background(), cfg, []byte("not wasm")); err == nil {
+		t.Fatal("garbage loaded")
+	}
+	if got := files(); len(got) != 0 {
+		t.Errorf("modules that failed to load were kept: %q", got)
+	}
+	load(t, h, withRollout(thingsGrant()), swapGuest(t, "1"))
+	if got := files(); len(got) != 1 {
+		t.Errorf("kept %q once the module loaded; want it alone", got)
 	}
 }
