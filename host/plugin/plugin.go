@@ -71,7 +71,7 @@ type Plugin struct {
 	follows  []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps; under swapMu
 
 	source  atomic.Pointer[modsource.Source] // where the running module came from
-	movedMu sync.Mutex                       // guards moved
+	movedMu sync.Mutex                       // guards moved; source is written under it
 	moved   chan struct{}                    // closed when source changes; see currentSource
 
 	// ro is the rollout of a new version running now (nil: none); lastRollout the last that
@@ -111,11 +111,7 @@ func (h *Host) FetchAndLoad(ctx context.Context, cfg Config) (*Plugin, error) {
 
 // loadFrom is Load of a module fetched from src, which becomes the plugin's source.
 func (h *Host) loadFrom(ctx context.Context, cfg Config, wasmBytes []byte, src *modsource.Source) (*Plugin, error) {
-	p, err := h.Load(ctx, cfg, wasmBytes)
-	if p != nil {
-		p.source.Store(src)
-	}
-	return p, err
+	return h.load(ctx, cfg, wasmBytes, src)
 }
 
 // Load compiles and checks a module and builds its controller. The plugin runs once added to
@@ -123,6 +119,10 @@ func (h *Host) loadFrom(ctx context.Context, cfg Config, wasmBytes []byte, src *
 // has the bytes and not where they came from: FetchAndLoad and Supervise check what they fetch,
 // and the plugin's triggers what they swap to.
 func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin, error) {
+	return h.load(ctx, cfg, wasmBytes, &modsource.Source{Ref: cfg.Module})
+}
+
+func (h *Host) load(ctx context.Context, cfg Config, wasmBytes []byte, src *modsource.Source) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	workers := max(cfg.MaxConcurrentReconciles, 1)
 	log := h.log.WithValues("plugin", cfg.Name)
 	p := &Plugin{cfg: cfg, host: h, log: log}
-	p.source.Store(&modsource.Source{Ref: cfg.Module})
+	p.source.Store(src)
 	checkers, err := h.checkers(cfg)
 	if err != nil {
 		return nil, err

@@ -529,7 +529,10 @@ func (t trigger) Verify(ctx context.Context, wasm []byte, src *modsource.Source)
 func (t trigger) Refuse(err error) { _ = t.p.swapRefused(t.p.Module().Digest(), err) }
 
 func (t trigger) Tried(src *modsource.Source, manifestDigest string) {
-	t.p.source.CompareAndSwap(src, &modsource.Source{Ref: src.Ref, ManifestDigest: manifestDigest})
+	p := t.p
+	p.movedMu.Lock() // source is written under movedMu alone (see setSource)
+	defer p.movedMu.Unlock()
+	p.source.CompareAndSwap(src, &modsource.Source{Ref: src.Ref, ManifestDigest: manifestDigest})
 }
 
 // WaitForModule waits until d has passed or, for a module file, until the file changes or
