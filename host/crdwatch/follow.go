@@ -19,9 +19,9 @@ import (
 // them, starts r, stops r (cancelling its context and waiting for it) when one goes away, and
 // starts it again when all are back. r must be restartable. If r fails, Follow logs it and
 // starts it again after a backoff (backoff.Restart: 1s doubling to 1m): one plugin's failure does not stop the
-// host.
-func Follow(w *Watcher, kinds []schema.GroupVersionKind, r manager.Runnable, log logr.Logger) *Following {
-	return &Following{w: w, kinds: kinds, inner: r, log: log, wake: make(chan struct{}, 1)}
+// host. onState, if not nil, is told when r starts (true) and when it stops or waits (false).
+func Follow(w *Watcher, kinds []schema.GroupVersionKind, r manager.Runnable, log logr.Logger, onState func(running bool)) *Following {
+	return &Following{w: w, kinds: kinds, inner: r, log: log, wake: make(chan struct{}, 1), onState: onState}
 }
 
 // Following is a runnable that follows its kinds' CRDs.
@@ -33,13 +33,12 @@ type Following struct {
 	log   logr.Logger
 	wake  chan struct{} // SetKinds changed the kinds
 
-	// OnState, if set, is told when the runnable starts (true) and stops or waits (false).
-	OnState func(running bool)
+	onState func(running bool) // see Follow
 }
 
 func (f *Following) state(running bool) {
-	if f.OnState != nil {
-		f.OnState(running)
+	if f.onState != nil {
+		f.onState(running)
 	}
 }
 

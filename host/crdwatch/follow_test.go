@@ -47,13 +47,12 @@ func (r *runnable) Start(ctx context.Context) error {
 func TestSetKindsWakesARunnableWaitingForAKindItNoLongerNeeds(t *testing.T) {
 	w := offlineWatcher(t)
 	r := &runnable{started: make(chan struct{}, 1)}
-	f := Follow(w, []schema.GroupVersionKind{configMapGVK, thingGVK}, r, logr.Discard())
 	stopped := make(chan struct{}, 1)
-	f.OnState = func(on bool) {
+	f := Follow(w, []schema.GroupVersionKind{configMapGVK, thingGVK}, r, logr.Discard(), func(on bool) {
 		if !on {
 			stopped <- struct{}{}
 		}
-	}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- f.Start(ctx) }()
@@ -94,7 +93,7 @@ func (r *failsWhenStopped) Start(ctx context.Context) error {
 func TestStoppedRunnableIsNotAFailure(t *testing.T) {
 	w := offlineWatcher(t)
 	r := &failsWhenStopped{started: make(chan struct{}, 1)}
-	f := Follow(w, []schema.GroupVersionKind{configMapGVK}, r, logr.Discard())
+	f := Follow(w, []schema.GroupVersionKind{configMapGVK}, r, logr.Discard(), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- f.Start(ctx) }()

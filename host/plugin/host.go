@@ -234,7 +234,7 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 		var added []manager.Runnable
 		follows := []*crdwatch.Following{ctrl}
 		if h.warmStandby {
-			warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
+			warm := crdwatch.Follow(h.crds, kinds, p.warm, log, nil)
 			follows = append(follows, warm)
 			if err := h.mgr.Add(warm); err != nil {
 				return nil, err
@@ -251,7 +251,7 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 	if p.cfg.Shards > 1 {
 		log.Info("shards is set, but this host does not share plugins (run --share-plugins): it runs the plugin whole", "shards", p.cfg.Shards)
 	}
-	warm := crdwatch.Follow(h.crds, kinds, p.warm, log)
+	warm := crdwatch.Follow(h.crds, kinds, p.warm, log, nil)
 	p.setFollows([]*crdwatch.Following{warm, ctrl})
 	if err := h.mgr.Add(warm); err != nil {
 		return nil, err
@@ -264,13 +264,12 @@ func (h *Host) Run(p *Plugin) ([]manager.Runnable, error) {
 
 // follow wraps the plugin's controller to run while its kinds are served, and to say so.
 func (h *Host) follow(p *Plugin, kinds []schema.GroupVersionKind, log logr.Logger) *crdwatch.Following {
-	ctrl := crdwatch.Follow(h.crds, kinds, p, log)
 	var gauge interface{ Set(float64) }
 	if h.metrics != nil {
 		gauge = h.metrics.Running.WithLabelValues(p.cfg.Name)
 		gauge.Set(0)
 	}
-	ctrl.OnState = func(on bool) {
+	return crdwatch.Follow(h.crds, kinds, p, log, func(on bool) {
 		p.running.Store(on)
 		if gauge != nil {
 			v := 0.0
@@ -282,8 +281,7 @@ func (h *Host) follow(p *Plugin, kinds []schema.GroupVersionKind, log logr.Logge
 		if p.cfg.Hooks.OnRunning != nil {
 			p.cfg.Hooks.OnRunning(on)
 		}
-	}
-	return ctrl
+	})
 }
 
 // setFollows records what follows the plugin's kinds: a swap that changes them tells each.

@@ -257,11 +257,10 @@ func (p *Plugin) Module() *wasm.Module { return p.current.Load().mod }
 
 // versionOf checks mod's manifest against the plugin's grant.
 func (p *Plugin) versionOf(mod *wasm.Module) (*version, error) {
-	pol, err := policy.New(p.cfg.Name, p.cfg.Permissions, mod.Manifest().Permissions, p.cfg.Namespaces)
+	pol, err := policy.New(p.cfg.Name, p.cfg.Permissions, mod.Manifest().Permissions, p.cfg.Namespaces, p.cfg.Confined)
 	if err != nil {
 		return nil, err
 	}
-	pol.Confined = p.cfg.Confined
 	return &version{mod: mod, policy: pol}, nil
 }
 

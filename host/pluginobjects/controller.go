@@ -108,7 +108,7 @@ func New(h *plugin.Host, opts Options) (manager.Runnable, error) {
 		}
 	}
 	r.ctrl = ctrl
-	return crdwatch.Follow(h.CRDs(), []schema.GroupVersionKind{GVK, ClusterGVK}, &resourcesRunnable{r: r, ctrl: ctrl}, log), nil
+	return crdwatch.Follow(h.CRDs(), []schema.GroupVersionKind{GVK, ClusterGVK}, &resourcesRunnable{r: r, ctrl: ctrl}, log, nil), nil
 }
 
 // resourcesRunnable runs the plugin objects' controller and unloads every plugin when it stops

@@ -42,7 +42,7 @@ func calls(t *testing.T, perms []abi.Permission, namespaces ...string) (*Calls, 
 	dm.Add(cmGVK, meta.RESTScopeNamespace)
 	dm.Add(nodeGVK, meta.RESTScopeRoot)
 	m := &countingMapper{RESTMapper: dm}
-	pol, err := policy.New("p", perms, perms, namespaces)
+	pol, err := policy.New("p", perms, perms, namespaces, false)
 	if err != nil {
 		t.Fatal(err)
 	}

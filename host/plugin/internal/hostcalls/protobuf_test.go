@@ -289,7 +289,7 @@ func (h *tableHost) protobufReads(t *testing.T) {
 		{Group: "", Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "watch"}},
 		{Group: "demo.wasmrec.dev", Resources: []string{"apps"}, Verbs: []string{"get", "list", "watch"}},
 	}
-	pol, err := policy.New("protobuf", perms, perms, []string{"demo"})
+	pol, err := policy.New("protobuf", perms, perms, []string{"demo"}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -312,7 +312,7 @@ func (h *tableHost) run(t *testing.T, tab callTable, tc tableCase) {
 	}
 	name := pl.Name
 	// What the host checks of a plugin's permissions when it loads it.
-	pol, err := policy.New(name, grant, pl.Permissions, pl.Namespaces)
+	pol, err := policy.New(name, grant, pl.Permissions, pl.Namespaces, false)
 	if err == nil {
 		_, err = pol.CheckWatches(&pl.Manifest, h.cache.RESTMapper())
 	}

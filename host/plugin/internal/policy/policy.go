@@ -18,18 +18,18 @@ import (
 // knows of.
 type Policy struct {
 	abi.Policy
-	// Confined puts cluster-scoped kinds out of the plugin's reach: it works within Namespaces.
-	Confined bool
+	confined bool // cluster-scoped kinds are out of the plugin's reach
 }
 
 // New returns the policy of a module whose manifest asks for asked, refusing one that asks for
-// more than granted and naming each missing rule.
-func New(plugin string, granted, asked []abi.Permission, namespaces []string) (*Policy, error) {
+// more than granted and naming each missing rule. A confined plugin has cluster-scoped kinds
+// out of its reach: it works within namespaces.
+func New(plugin string, granted, asked []abi.Permission, namespaces []string, confined bool) (*Policy, error) {
 	p, err := abi.NewPolicy(plugin, granted, asked, namespaces)
 	if err != nil {
 		return nil, err
 	}
-	return &Policy{Policy: *p}, nil
+	return &Policy{Policy: *p, confined: confined}, nil
 }
 
 // WatchRules are the rules an informer on resource needs: list and watch.
@@ -94,7 +94,7 @@ func (p *Policy) CheckWatches(m *abi.Manifest, mapper Mapper) (unresolved []sche
 
 // CheckScope refuses a cluster-scoped kind to a confined plugin.
 func (p *Policy) CheckScope(gvk schema.GroupVersionKind, namespaced bool) error {
-	if p.Confined && !namespaced {
+	if p.confined && !namespaced {
 		return fmt.Errorf("%s is cluster-scoped, and plugin %q is confined to namespace %s: a namespaced Plugin reaches only its own namespace (a cluster admin may run it as a ClusterPlugin)", Kind(gvk), p.Plugin, strings.Join(p.Namespaces, ", "))
 	}
 	return nil

@@ -35,7 +35,7 @@ func TestCheckWatchesNamesTheMissingRulesAndWhose(t *testing.T) {
 		Permissions: []abi.Permission{perm("", "configmaps", "get", "list", "watch")},
 	}
 	grant := []abi.Permission{perm("", "configmaps", "get", "list", "watch"), perm("", "secrets", "list")}
-	p, err := New("p", grant, m.Permissions, nil)
+	p, err := New("p", grant, m.Permissions, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestCheckWatchesAcceptsWhatIsAskedAndGranted(t *testing.T) {
 		Owns:        []abi.Watch{{APIVersion: "v1", Kind: "Secret"}},
 		Permissions: []abi.Permission{{Resources: []string{"configmaps", "secrets"}, Verbs: []string{"list", "watch"}}},
 	}
-	p, err := New("p", []abi.Permission{perm("", "*", "list", "watch")}, m.Permissions, nil)
+	p, err := New("p", []abi.Permission{perm("", "*", "list", "watch")}, m.Permissions, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
