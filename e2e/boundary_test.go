@@ -133,8 +133,8 @@ func TestRefusedModuleIsCompiledOnce(t *testing.T) {
 }
 
 // A guest that looks up 1000 kinds no API server serves, over and over, costs the API server a
-// handful of discovery requests, and a neighbour plugin's latency stays within 2x of what it
-// was before.
+// handful of discovery requests. A neighbour plugin's latency is logged before and during; it
+// is a figure, not a check: BenchmarkNoisyNeighbour measures it.
 func TestUnknownKindsDoNotHammerDiscovery(t *testing.T) {
 	h, addr, loudNS, quietNS := besideANeighbour(t, "lookups")
 	before := neighbourLatencies(t, quietNS, "before", 20)
@@ -151,9 +151,6 @@ func TestUnknownKindsDoNotHammerDiscovery(t *testing.T) {
 	// A plugin gets 5 lookups of kinds the host does not know at once and 1 a second after.
 	if limit := 5 + elapsed.Seconds() + 2; requests > limit {
 		t.Errorf("%.0f discovery requests in %s, want at most %.0f", requests, elapsed.Round(time.Millisecond), limit)
-	}
-	if medianDuration(during) > 2*medianDuration(before) {
-		t.Errorf("the neighbour's median latency went from %s to %s: more than 2x", medianDuration(before), medianDuration(during))
 	}
 }
 

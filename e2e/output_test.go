@@ -17,9 +17,9 @@ import (
 )
 
 // A guest that writes 100 MiB to stdout in every reconcile, reconcile after reconcile, leaves
-// only its log limit's worth in the host log, its drops are counted, and a neighbour plugin's
-// latency (a ConfigMap created until its hash annotation is written) stays within 2x of what it
-// was before the flood.
+// only its log limit's worth in the host log, and its drops are counted. A neighbour plugin's
+// latency (a ConfigMap created until its hash annotation is written) is logged before and
+// during the flood; it is a figure, not a check: BenchmarkNoisyNeighbour measures it.
 func TestGuestOutputFloodLeavesNeighboursAlone(t *testing.T) {
 	h, addr, loudNS, quietNS := besideANeighbour(t, "loud")
 	before := neighbourLatencies(t, quietNS, "before", 20)
@@ -40,9 +40,6 @@ func TestGuestOutputFloodLeavesNeighboursAlone(t *testing.T) {
 	// The byte rate (1 MiB/s, bursts of 2 MiB) bounds the log; the host's own lines are few.
 	if limit := 2<<20 + int(elapsed.Seconds()*(1<<20)) + 64<<10; logged > limit {
 		t.Errorf("%d bytes logged during the flood, over the limit's %d", logged, limit)
-	}
-	if medianDuration(during) > 2*medianDuration(before) {
-		t.Errorf("the neighbour's median latency went from %s to %s during the flood: more than 2x", medianDuration(before), medianDuration(during))
 	}
 }
 
