@@ -51,8 +51,9 @@ var ErrClosed = errors.New("the plugin's informers are let go of: the plugin is 
 
 // Set is one plugin's informers. It acquires the cache's informer of a key once, whatever
 // holds it in the plugin, counts the holds of each use, and releases the informer when the
-// last is let go of. Its lock is taken only around the cache's Acquire and Release; nothing it
-// calls calls back into it.
+// last is let go of. Its lock guards its counts alone: the cache's Acquire (which may ask the
+// API server's discovery) and Release (which waits for the informer to stop) are called
+// outside it, so that a guest's read never waits on another key's informer stopping.
 type Set struct {
 	cache Cache
 	// onNew is called, outside the lock, when a use holds a key it did not hold before.
@@ -95,54 +96,71 @@ func (s *Set) Ensure(u Use, key cache.Key) (*cache.Informer, error) {
 
 func (s *Set) hold(u Use, key cache.Key, again bool) (*cache.Informer, error) {
 	s.mu.Lock()
-	h, err := s.heldLocked(key)
-	if err != nil {
+	if s.closed {
 		s.mu.Unlock()
-		return nil, err
+		return nil, ErrClosed
+	}
+	h, ok := s.held[key]
+	var spare *cache.Informer // acquired below, but another hold got there first
+	if !ok {
+		s.mu.Unlock()
+		inf, err := s.cache.Acquire(key)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		switch h, ok = s.held[key]; {
+		case s.closed:
+			s.mu.Unlock()
+			inf.Release()
+			return nil, ErrClosed
+		case ok:
+			spare = inf
+		default:
+			h = &held{inf: inf}
+			s.held[key] = h
+		}
 	}
 	first := h.count[u] == 0
 	if first || again {
 		h.count[u]++
 	}
 	s.mu.Unlock()
+	if spare != nil {
+		spare.Release()
+	}
 	if first && s.onNew != nil {
 		s.onNew(u, key)
 	}
 	return h.inf, nil
 }
 
-// heldLocked is key's entry, acquiring its informer if nothing holds it.
-func (s *Set) heldLocked(key cache.Key) (*held, error) {
-	if s.closed {
-		return nil, ErrClosed
-	}
-	if h, ok := s.held[key]; ok {
-		return h, nil
-	}
-	inf, err := s.cache.Acquire(key)
-	if err != nil {
-		return nil, err
-	}
-	h := &held{inf: inf}
-	s.held[key] = h
-	return h, nil
-}
-
 // Release lets go of one hold of key by u; the informer goes back to the cache when nothing
 // holds it. Releasing what u does not hold does nothing.
 func (s *Set) Release(u Use, key cache.Key) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var unused []*cache.Informer
 	if h, ok := s.held[key]; ok && h.count[u] > 0 {
 		h.count[u]--
-		s.dropIfUnusedLocked(key, h)
+		unused = s.dropIfUnusedLocked(unused, key, h)
 	}
+	s.mu.Unlock()
+	release(unused)
 }
 
-func (s *Set) dropIfUnusedLocked(key cache.Key, h *held) {
-	if h.total() == 0 {
-		h.inf.Release()
-		delete(s.held, key)
+// dropIfUnusedLocked forgets key if nothing holds it, and appends its informer to unused, to be
+// released once the lock is let go of.
+func (s *Set) dropIfUnusedLocked(unused []*cache.Informer, key cache.Key, h *held) []*cache.Informer {
+	if h.total() > 0 {
+		return unused
+	}
+	delete(s.held, key)
+	return append(unused, h.inf)
+}
+
+func release(infs []*cache.Informer) {
+	for _, inf := range infs {
+		inf.Release()
 	}
 }
 
@@ -153,13 +171,15 @@ func (s *Set) Hold(u Use, keys []cache.Key) error {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var unused []*cache.Informer
 	for key, h := range s.held {
 		if h.count[u] > 0 && !slices.Contains(keys, key) {
 			h.count[u] = 0
-			s.dropIfUnusedLocked(key, h)
+			unused = s.dropIfUnusedLocked(unused, key, h)
 		}
 	}
+	s.mu.Unlock()
+	release(unused)
 	return nil
 }
 
@@ -176,13 +196,15 @@ func (s *Set) Add(u Use, keys []cache.Key) error {
 // ReleaseAll lets go of every hold of u.
 func (s *Set) ReleaseAll(u Use) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	var unused []*cache.Informer
 	for key, h := range s.held {
 		if h.count[u] > 0 {
 			h.count[u] = 0
-			s.dropIfUnusedLocked(key, h)
+			unused = s.dropIfUnusedLocked(unused, key, h)
 		}
 	}
+	s.mu.Unlock()
+	release(unused)
 }
 
 // Close lets go of every informer, whatever holds it, and refuses every acquire from then on:
@@ -190,12 +212,14 @@ func (s *Set) ReleaseAll(u Use) {
 // informer that nothing would let go of.
 func (s *Set) Close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
+	var unused []*cache.Informer
 	for key, h := range s.held {
-		h.inf.Release()
 		delete(s.held, key)
+		unused = append(unused, h.inf)
 	}
+	s.mu.Unlock()
+	release(unused)
 }
 
 // Keys are the keys of the informers held for any of uses (for any use, if none is given), as
