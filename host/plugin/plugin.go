@@ -191,7 +191,7 @@ func (h *Host) load(ctx context.Context, cfg Config, wasmBytes []byte, src *mods
 			p.checkHealth() // what it needs has grown
 		}
 	})
-	p.reader = hostcalls.NewReader(p.infs, h.mapper, cfg.Namespaces)
+	p.reader = hostcalls.NewReader(p.infs, h.mapper, cfg.Namespaces, p.sharding)
 	p.api = p.guestAPI()
 
 	copts := controller.Options{

@@ -17,7 +17,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/ownership"
-	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/shard"
@@ -53,7 +53,7 @@ func (p *Plugin) shardsOf(units []string) []int {
 }
 
 // sharding is how the plugin's objects are split and which shards run here now.
-func (p *Plugin) sharding() hostcalls.Sharding { return p.share.running() }
+func (p *Plugin) sharding() informers.Sharding { return p.share.running() }
 
 // runShards sets the shards this replica runs from the next start of the controller on: the
 // units it holds. Host.Run calls it only while the controller is stopped.
@@ -77,7 +77,7 @@ func (p *Plugin) placeSources() error {
 		if err != nil {
 			return err
 		}
-		next = hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: want, For: p.forGVK}
+		next = informers.Sharding{Field: field, Count: p.cfg.Shards, Held: want, For: p.forGVK}
 	}
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
@@ -122,7 +122,6 @@ func (p *Plugin) placeSources() error {
 	if err := p.warm.update(p.currentKeys()); err != nil {
 		p.log.Error(err, "holding the informers of the moved watches warm")
 	}
-	p.reader.SetSharding(next)
 	p.share.setRunning(next)
 	if next.Count > 1 {
 		p.log.Info("running shards", "shards", next.String())
@@ -135,7 +134,7 @@ func sameIDs(a, b watches.Sources) bool {
 	return maps.EqualFunc(a, b, func(watches.Source, watches.Source) bool { return true })
 }
 
-func sameSharding(a, b hostcalls.Sharding) bool {
+func sameSharding(a, b informers.Sharding) bool {
 	return a.Field == b.Field && a.Count == b.Count && slices.Equal(a.Held, b.Held)
 }
 
@@ -167,7 +166,7 @@ func (p *Plugin) shardField() (string, error) {
 }
 
 // keysWith are the informers the running module's watches use with sharding sh.
-func (p *Plugin) keysWith(sh hostcalls.Sharding) []cache.Key {
+func (p *Plugin) keysWith(sh informers.Sharding) []cache.Key {
 	m := p.Module().Manifest()
 	var keys []cache.Key
 	add := func(w abi.Watch, metadataOnly bool) {
@@ -198,13 +197,13 @@ func (p *Plugin) standbyKeys() []cache.Key {
 		return nil
 	}
 	if p.cfg.Shards <= 1 {
-		return p.keysWith(hostcalls.Sharding{})
+		return p.keysWith(informers.Sharding{})
 	}
 	field, err := p.shardField()
 	if err != nil {
 		return nil // not served yet: the warmer waits for it anyway
 	}
-	return p.keysWith(hostcalls.Sharding{Field: field, Count: p.cfg.Shards, Held: p.shardsOf(sb), For: p.forGVK})
+	return p.keysWith(informers.Sharding{Field: field, Count: p.cfg.Shards, Held: p.shardsOf(sb), For: p.forGVK})
 }
 
 // shardFilter passes on only the requests of the shards this replica runs: a watched or owned
@@ -357,7 +356,7 @@ type shareState struct {
 	said    bool
 	// current are the shards the controller runs (nil: the plugin is not split); want those
 	// it is to run from its next start, if wanted.
-	current *hostcalls.Sharding
+	current *informers.Sharding
 	want    []int
 	wanted  bool
 }
@@ -430,7 +429,7 @@ func (s *shareState) next() ([]int, bool) {
 }
 
 // setRunning records the shards the controller runs (none if next does not split).
-func (s *shareState) setRunning(next hostcalls.Sharding) {
+func (s *shareState) setRunning(next informers.Sharding) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if next.Count <= 1 {
@@ -441,11 +440,11 @@ func (s *shareState) setRunning(next hostcalls.Sharding) {
 }
 
 // running are the shards the controller runs; the zero Sharding if the plugin is not split.
-func (s *shareState) running() hostcalls.Sharding {
+func (s *shareState) running() informers.Sharding {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.current == nil {
-		return hostcalls.Sharding{}
+		return informers.Sharding{}
 	}
 	return *s.current
 }

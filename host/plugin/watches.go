@@ -14,7 +14,6 @@ import (
 	"github.com/wasmrec/wasmrec/host/controller"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/handler"
-	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
 	"github.com/wasmrec/wasmrec/host/reconcile"
@@ -44,7 +43,7 @@ func (p *Plugin) keysFor(gvk schema.GroupVersionKind, metadataOnly bool) []cache
 }
 
 // keysWithSharding are keysFor with the shards sh.
-func (p *Plugin) keysWithSharding(gvk schema.GroupVersionKind, metadataOnly bool, sh hostcalls.Sharding) []cache.Key {
+func (p *Plugin) keysWithSharding(gvk schema.GroupVersionKind, metadataOnly bool, sh informers.Sharding) []cache.Key {
 	w := p.watches()
 	w.Sharding = sh
 	return w.Keys(gvk, metadataOnly)

@@ -295,7 +295,7 @@ func (h *tableHost) protobufReads(t *testing.T) {
 	}
 	infs := informers.New(h.cache, nil)
 	defer infs.Close()
-	reader := NewReader(infs, h.cache.RESTMapper(), []string{"demo"})
+	reader := NewReader(infs, h.cache.RESTMapper(), []string{"demo"}, nil)
 	api := (&API{Name: "protobuf", For: corev1.SchemeGroupVersion.WithKind("ConfigMap"), Mapper: h.cache.RESTMapper(), Objects: h.objects, Recorder: h.record, Reader: reader,
 		Reads: NewLimit("reads", 1000, 1000, nil, nil), Writes: NewLimit("writes", 1000, 1000, nil, nil), Log: logr.Discard()}).Init()
 	calls := &Calls{API: api, Policy: pol}

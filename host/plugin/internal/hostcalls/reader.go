@@ -2,10 +2,6 @@ package hostcalls
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -25,101 +21,19 @@ import (
 type Reader struct {
 	informers  *informers.Set
 	mapper     meta.RESTMapper
-	namespaces []string // the plugin's; none: all
-	mu         sync.Mutex
-	sharding   Sharding
-}
-
-// Sharding is how a sharded plugin's objects are split, and which shards this replica runs.
-type Sharding struct {
-	// Field is shard.ByNamespace (every namespaced kind is split by namespace) or shard.ByUID
-	// (only For is split, by uid). Count 0 or 1: not sharded.
-	Field string
-	Count int
-	// Held are the shards this replica runs.
-	Held []int
-	// For is the plugin's For kind.
-	For schema.GroupVersionKind
-}
-
-// Shards are the shards of gvk this replica runs: none if gvk is not split.
-func (s Sharding) Shards(gvk schema.GroupVersionKind, namespaced bool) []shard.Shard {
-	if !s.splits(gvk, namespaced) {
-		return nil
-	}
-	out := make([]shard.Shard, 0, len(s.Held))
-	for _, i := range s.Held {
-		out = append(out, shard.Of(s.Field, i, s.Count))
-	}
-	return out
-}
-
-func (s Sharding) splits(gvk schema.GroupVersionKind, namespaced bool) bool {
-	switch {
-	case s.Count <= 1:
-		return false
-	case s.Field == shard.ByNamespace:
-		return namespaced
-	}
-	return gvk == s.For
-}
-
-// String is "0/3, 2/3 (by namespace)", or "" if not sharded.
-func (s Sharding) String() string {
-	if s.Count <= 1 {
-		return ""
-	}
-	held := make([]string, len(s.Held))
-	for i, h := range s.Held {
-		held[i] = shard.Of(s.Field, h, s.Count).String()
-	}
-	return fmt.Sprintf("%s (by %s)", strings.Join(held, ", "), shard.Of(s.Field, 0, s.Count).By())
-}
-
-// Owns reports whether a request of the For kind falls in a shard this replica runs, for a
-// plugin split by namespace. (Split by uid, only the object tells.)
-func (s Sharding) Owns(namespace string) bool {
-	return s.Count <= 1 || s.Field != shard.ByNamespace || slices.Contains(s.Held, shard.IndexOf(namespace, s.Count))
+	namespaces []string                  // the plugin's; none: all
+	sharding   func() informers.Sharding // the shards the plugin runs now
 }
 
 // NewReader returns a Reader of set's informers, for a plugin limited to namespaces (none:
-// all); mapper tells namespaced kinds from others.
-func NewReader(set *informers.Set, mapper meta.RESTMapper, namespaces []string) *Reader {
-	return &Reader{informers: set, mapper: mapper, namespaces: namespaces}
-}
-
-// SetSharding changes the shards the reader reads through. Call it while the plugin's
-// controller is stopped, after its reads' informers are let go of.
-func (r *Reader) SetSharding(s Sharding) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.sharding = s
-}
-
-// Keys are the informers the plugin's reads and watches of gvk use: one per namespace of the
-// plugin, or one for all (for a cluster-scoped kind the cache makes them one); each of them
-// once per shard, for a kind split into shards.
-func Keys(gvk schema.GroupVersionKind, metadataOnly bool, namespaces []string, shards []shard.Shard) []cache.Key {
-	var keys []cache.Key
-	if len(namespaces) == 0 {
-		keys = []cache.Key{{GroupVersionKind: gvk, MetadataOnly: metadataOnly}}
-	} else {
-		keys = make([]cache.Key, 0, len(namespaces))
-		for _, ns := range namespaces {
-			keys = append(keys, cache.Key{GroupVersionKind: gvk, MetadataOnly: metadataOnly, Namespace: ns})
-		}
+// all); mapper tells namespaced kinds from others, and sharding (nil: none) says which shards
+// the plugin runs, asked at each read. The shards change only while the plugin's controller is
+// stopped, after its reads' informers are let go of.
+func NewReader(set *informers.Set, mapper meta.RESTMapper, namespaces []string, sharding func() informers.Sharding) *Reader {
+	if sharding == nil {
+		sharding = func() informers.Sharding { return informers.Sharding{} }
 	}
-	if len(shards) == 0 {
-		return keys
-	}
-	out := make([]cache.Key, 0, len(keys)*len(shards))
-	for _, k := range keys {
-		for _, s := range shards {
-			k.Shard = s
-			out = append(out, k)
-		}
-	}
-	return out
+	return &Reader{informers: set, mapper: mapper, namespaces: namespaces, sharding: sharding}
 }
 
 // informer returns the synced informer of key, held for reads from now until the controller
@@ -150,10 +64,8 @@ func (r *Reader) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace
 	if len(r.namespaces) > 0 {
 		key.Namespace = namespace
 	}
-	r.mu.Lock()
-	s := r.sharding
-	r.mu.Unlock()
-	if s.Count <= 1 || !s.splits(gvk, r.namespaced(gvk)) { // not sharded: no mapper lookup
+	s := r.sharding()
+	if s.Count <= 1 || !s.Splits(gvk, r.namespaced(gvk)) { // not sharded: no mapper lookup
 		inf, err := r.informer(ctx, key)
 		if err != nil {
 			return nil, err
@@ -191,11 +103,9 @@ func (r *Reader) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace
 // selects (nil: all). Of a kind split by namespace, a list of every namespace reads every shard;
 // of the For kind split by uid, the shards this replica runs.
 func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespace string, sel labels.Selector) ([]runtime.Object, error) {
-	r.mu.Lock()
-	s := r.sharding
-	r.mu.Unlock()
+	s := r.sharding()
 	var shards []shard.Shard
-	if s.Count > 1 && s.splits(gvk, r.namespaced(gvk)) {
+	if s.Count > 1 && s.Splits(gvk, r.namespaced(gvk)) {
 		switch {
 		case s.Field == shard.ByUID:
 			shards = s.Shards(gvk, true)
@@ -207,9 +117,9 @@ func (r *Reader) List(ctx context.Context, gvk schema.GroupVersionKind, namespac
 			}
 		}
 	}
-	keys := Keys(gvk, false, r.namespaces, shards)
+	keys := informers.Keys(gvk, false, r.namespaces, shards)
 	if namespace != "" && len(r.namespaces) > 0 {
-		keys = Keys(gvk, false, []string{namespace}, shards)
+		keys = informers.Keys(gvk, false, []string{namespace}, shards)
 	}
 	var out []runtime.Object
 	for _, k := range keys {

@@ -341,7 +341,7 @@ func (h *tableHost) run(t *testing.T, tab callTable, tc tableCase) {
 	gv, _ := schema.ParseGroupVersion(pl.For.APIVersion)
 	infs := informers.New(h.cache, nil)
 	defer infs.Close()
-	reader := NewReader(infs, h.cache.RESTMapper(), pl.Namespaces)
+	reader := NewReader(infs, h.cache.RESTMapper(), pl.Namespaces, nil)
 	api := (&API{Name: name, For: gv.WithKind(pl.For.Kind), Mapper: h.cache.RESTMapper(), Objects: h.objects, Recorder: h.record, Reader: reader,
 		Reads: NewLimit("reads", 1000, 1000, nil, nil), Writes: NewLimit("writes", 1000, 1000, nil, nil), Log: logr.Discard()}).Init()
 	if m, ok := h.cache.RESTMapper().(*cache.Mapper); ok {

@@ -14,7 +14,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/handler"
-	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/predicate"
 	"github.com/wasmrec/wasmrec/host/source"
 )
@@ -31,7 +31,7 @@ type Plugin struct {
 	// For is the kind the plugin reconciles, whose controller owner an owned object names.
 	For schema.GroupVersionKind
 	// Sharding is which shards of its objects the plugin runs here.
-	Sharding hostcalls.Sharding
+	Sharding informers.Sharding
 	// ShardFilter wraps the handler of an owned or watched kind, whose object may map to a For
 	// object of another shard. Nil: none.
 	ShardFilter func(handler.EventHandler) handler.EventHandler
@@ -116,9 +116,9 @@ func (pl Plugin) Sources(m *abi.Manifest) (Sources, error) {
 // shards it runs, for a kind it splits.
 func (pl Plugin) Keys(gvk schema.GroupVersionKind, metadataOnly bool) []cache.Key {
 	if m, err := pl.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil && m.Scope.Name() != meta.RESTScopeNameNamespace {
-		return hostcalls.Keys(gvk, metadataOnly, nil, pl.Sharding.Shards(gvk, false))
+		return informers.Keys(gvk, metadataOnly, nil, pl.Sharding.Shards(gvk, false))
 	}
-	return hostcalls.Keys(gvk, metadataOnly, pl.Namespaces, pl.Sharding.Shards(gvk, true))
+	return informers.Keys(gvk, metadataOnly, pl.Namespaces, pl.Sharding.Shards(gvk, true))
 }
 
 // ParseGVK is the kind a watch names.

@@ -13,7 +13,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/cache"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/handler"
-	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/shard"
 )
 
@@ -130,7 +130,7 @@ func sortedIDs(s Sources) []string {
 func TestAShardedPluginWatchesTheShardsItRuns(t *testing.T) {
 	pl := plugin()
 	pl.Namespaces = nil
-	pl.Sharding = hostcalls.Sharding{Field: shard.ByNamespace, Count: 4, Held: []int{1, 3}, For: configMap}
+	pl.Sharding = informers.Sharding{Field: shard.ByNamespace, Count: 4, Held: []int{1, 3}, For: configMap}
 	if got := pl.Keys(configMap, false); len(got) != 2 || got[0].Shard != shard.Of(shard.ByNamespace, 1, 4) || got[1].Shard != shard.Of(shard.ByNamespace, 3, 4) {
 		t.Errorf("For split by namespace: %v, want shards 1/4 and 3/4", got)
 	}
