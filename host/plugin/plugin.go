@@ -75,9 +75,10 @@ type Plugin struct {
 	moved   chan struct{}                    // closed when source changes; see currentSource
 
 	// ro is the rollout of a new version running now (nil: none); lastRollout the last that
-	// ended. See Config.Rollout.
+	// ended; shadowing counts the shadow reconciles running. See Config.Rollout.
 	ro          atomic.Pointer[rollingOut]
 	lastRollout atomic.Pointer[RolloutStatus]
+	shadowing   sync.WaitGroup
 
 	share shareState // its units and shards, when replicas share plugins
 
@@ -305,6 +306,9 @@ func (p *Plugin) Start(ctx context.Context) error {
 	}
 	p.checkHealth() // its informers may be refused already, for another plugin
 	err := p.ctrl.Start(ctx)
+	// A shadow reconcile may outlive the worker that started it (up to the plugin's timeout):
+	// its reads would take informers again after they are let go of.
+	p.shadowing.Wait()
 	p.infs.ReleaseAll(informers.Read)
 	p.checkHealth() // what it read, it no longer needs
 	return err

@@ -399,7 +399,9 @@ func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollin
 	if span.IsRecording() {
 		span.SetAttributes(tracing.Version.String("candidate"))
 	}
+	p.shadowing.Add(1) // from a worker: the controller has not stopped (see Start)
 	go func() {
+		defer p.shadowing.Done()
 		defer close(compared)
 		defer func() { <-ro.shadows }()
 		defer cancel()

@@ -391,7 +391,9 @@ func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bo
 			p.log.Error(err, "listing objects to reconcile after a swap")
 			return 0, false
 		}
-		err = inf.WaitForSync(ctx)
+		// A list the API server refuses fails at once: this may run under swapMu, which a
+		// wait to the sync timeout would hold for minutes.
+		err = inf.WaitForSyncUnlessRefused(ctx)
 		if err == nil {
 			some, _ := inf.List("", nil)
 			objs = append(objs, some...)
