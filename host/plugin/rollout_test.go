@@ -213,3 +213,24 @@ func TestAModuleThatFailsToLoadIsNotKept(t *testing.T) {
 		t.Errorf("kept %q once the module loaded; want it alone", got)
 	}
 }
+
+// A newer version ends a running rollout only once it is sure to come in: one whose new watches
+// do not sync is refused, and the rollout it would have ended runs on.
+func TestARolloutRunsOnWhenTheNextVersionCannotComeIn(t *testing.T) {
+	h, _ := offlineHost(t)
+	cm := abi.Permission{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}}
+	p := load(t, h, withRollout(thingsGrant(cm)), swapGuest(t, "1"))
+	if err := p.Swap(context.Background(), swapGuest(t, "2")); err != nil { // the same watches
+		t.Fatal(err)
+	}
+	p.running.Store(true) // as Host.Run says once the controller starts: v3's watches must sync
+	defer p.running.Store(false) // for the rollout's end at Close, which would list what never syncs
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := p.Swap(ctx, swapGuest(t, "3")); err == nil || !strings.Contains(err.Error(), "did not sync") {
+		t.Fatalf("a swap to watches that cannot sync returned %v; want an error that says they did not sync", err)
+	}
+	if st := p.Rollout(); st == nil || !st.Active() || st.Candidate != digestOf(swapGuest(t, "2")) {
+		t.Errorf("rollout after the refused swap: %+v; want v2's, running on", st)
+	}
+}

@@ -149,12 +149,29 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		}
 		return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.ShortDigest(), err))
 	}
-	// A newer version ends the rollout of the one before it, which is not judged.
-	p.endRolloutLocked(p.ro.Load(), StageAborted, fmt.Sprintf("%s came in before it was through", mod.ShortDigest()), false)
 	if srcs != nil {
-		if err := p.startWatches(ctx, srcs); err != nil {
+		// Held for the whole swap: the rollout it ends below lets go of what that rollout's
+		// candidate watched, which these may watch too.
+		for _, k := range srcs.Keys() {
+			_, err = p.infs.Acquire(informers.List, k)
+			if err != nil {
+				break
+			}
+			defer p.infs.Release(informers.List, k)
+		}
+		if err == nil {
+			err = p.startWatches(ctx, srcs)
+		}
+		if err != nil {
 			giveBack() // not remembered: the API server may serve them later
 			return p.swapRefused(old.mod.Digest(), fmt.Errorf("plugin %q: %s: %w", p.cfg.Name, mod.ShortDigest(), err))
+		}
+	}
+	// A newer version ends the rollout of the one before it, which is not judged, once it is
+	// sure to come in.
+	if p.endRolloutLocked(p.ro.Load(), StageAborted, fmt.Sprintf("%s came in before it was through", mod.ShortDigest()), false) && srcs != nil {
+		if err := p.warm.hold(srcs.Keys()); err != nil { // the end held warm what was current
+			p.log.Error(err, "holding the informers of the new watches warm")
 		}
 	}
 	if reused {
@@ -313,20 +330,17 @@ func (p *Plugin) startWatches(ctx context.Context, next watches.Sources) (err er
 	if err := p.warm.hold(keys); err != nil {
 		return fmt.Errorf("starting the informers of the new watches: %w", err)
 	}
-	// Where the controller runs, the swap holds them itself for its wait: a replica that shares
-	// plugins runs no warmer unless it stands by warm, and the new sources must not start on
-	// informers that have not synced. Where it does not, they sync when it starts.
+	// Where the controller runs, the swap waits for its own holds too (informers.List): a
+	// replica that shares plugins runs no warmer unless it stands by warm, and the new sources
+	// must not start on informers that have not synced. Where it does not, they sync when it
+	// starts.
+	uses := []informers.Use{informers.Warm}
 	if p.Running() {
-		for _, k := range keys {
-			if _, err := p.infs.Acquire(informers.List, k); err != nil {
-				return fmt.Errorf("starting the informers of the new watches: %w", err)
-			}
-			defer p.infs.Release(informers.List, k)
-		}
+		uses = append(uses, informers.List)
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, swapSyncTimeout)
 	defer cancel()
-	if err := p.waitForSync(syncCtx, informers.Warm, informers.List); err != nil {
+	if err := p.waitForSync(syncCtx, uses...); err != nil {
 		return fmt.Errorf("the informers of the new watches did not sync: %w", err)
 	}
 	for id, w := range next {
