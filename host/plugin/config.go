@@ -354,9 +354,11 @@ func quantity(q *resource.Quantity) uint64 {
 }
 
 // Hooks are told what happens to a loaded plugin, each when it happens; a nil hook is not told.
-// They are given at load, in Config, and do not change after.
+// They are given at load, in Config, and do not change after. Each may be called with one of the
+// plugin's locks held, as it says: none may block, or call the plugin's methods that change it
+// (Swap, Promote, Abort, Close).
 type Hooks struct {
-	// OnSwap is told of every swap attempt.
+	// OnSwap is told of every swap attempt, with the plugin's swap lock held.
 	OnSwap func(SwapEvent)
 	// OnRollout is told when a rollout starts, moves on a step or ends. It is called with the
 	// plugin's swap lock held: it must not block or call the plugin's swap methods.
@@ -364,8 +366,10 @@ type Hooks struct {
 	// OnRunning is told when the controller starts (true) or stops.
 	OnRunning func(bool)
 	// OnUnavailable is told Unavailable's new lines whenever they change (none: the plugin has
-	// all it needs again), in order, from the cache's goroutine or a reconcile's: it must not
-	// block (enqueueing the Plugin object whose status says it is what it is for).
+	// all it needs again), in order, with the lock that orders them held, from whatever found
+	// the change: the cache's goroutine, a reconcile's read, an event's mapping, a swap (under
+	// the swap lock), the controller's start or the warmer's. It must not block (enqueueing the
+	// Plugin object whose status says it is what it is for).
 	OnUnavailable func([]string)
 	// OnFailing is told when Failing changes from "" or back to it, from a reconcile's
 	// goroutine: it must not block.

@@ -39,14 +39,16 @@ type version struct {
 // Plugin is a loaded plugin: a compiled module and the controller that runs it. It is a
 // manager Runnable.
 //
-// Its locks: swapMu orders swaps and guards what they change together (srcs, follows); it is
-// held while a swap starts informers and waits for their sync, up to swapSyncTimeout. watchMu
-// guards keys alone, which the warmer and the cache's goroutines read and must not wait on a
-// swap for; movedMu guards moved, which the triggers wait on while a swap runs (setSource is
-// called under swapMu). share has its own lock, taken on every reconcile and event, never
-// while waiting. The informer set (infs) has its own, taken around the cache's. They are taken
-// in this order, never the other way: swapMu, then the warmer's (warm.mu), then watchMu,
-// share's or the informer set's, then the cache's; movedMu under swapMu only.
+// Its locks: swapMu orders swaps and guards what they change together (srcs, follows, a
+// rollout's srcs); it is held while a swap starts informers and waits for their sync, up to
+// swapSyncTimeout. watchMu guards keys and candKeys, which the warmer, health checks and the
+// cache's goroutines read and must not wait on a swap for. movedMu guards moved, which the
+// triggers wait on while a swap runs, and orders the writes of source. health.mu orders what is
+// said of the informers the plugin needs, and is held while a hook is told. share and the
+// informer set (infs) have their own, taken briefly, never while waiting. They are taken in this
+// order, never the other way: swapMu, then the warmer's (warm.mu), then health.mu, then
+// watchMu, share's or the informer set's, then the cache's; movedMu after swapMu if both are
+// taken, and alone otherwise.
 type Plugin struct {
 	cfg     Config
 	host    *Host
@@ -107,11 +109,6 @@ func (h *Host) FetchAndLoad(ctx context.Context, cfg Config) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.loadFrom(ctx, cfg, wasmBytes, src)
-}
-
-// loadFrom is Load of a module fetched from src, which becomes the plugin's source.
-func (h *Host) loadFrom(ctx context.Context, cfg Config, wasmBytes []byte, src *modsource.Source) (*Plugin, error) {
 	return h.load(ctx, cfg, wasmBytes, src)
 }
 
@@ -123,6 +120,7 @@ func (h *Host) Load(ctx context.Context, cfg Config, wasmBytes []byte) (*Plugin,
 	return h.load(ctx, cfg, wasmBytes, &modsource.Source{Ref: cfg.Module})
 }
 
+// load is Load of a module from src, which becomes the plugin's source.
 func (h *Host) load(ctx context.Context, cfg Config, wasmBytes []byte, src *modsource.Source) (*Plugin, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

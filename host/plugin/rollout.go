@@ -231,7 +231,7 @@ func (p *Plugin) endRolloutLocked(ro *rollingOut, stage, why string, refuse bool
 			}
 		}
 		p.setKeys(p.srcs, nil)
-		if err := p.warm.update(p.currentKeys()); err != nil {
+		if err := p.warm.update(); err != nil {
 			p.log.Error(err, "releasing the informers of a dropped version's watches")
 		}
 	}

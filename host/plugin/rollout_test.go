@@ -223,7 +223,7 @@ func TestARolloutRunsOnWhenTheNextVersionCannotComeIn(t *testing.T) {
 	if err := p.Swap(context.Background(), swapGuest(t, "2")); err != nil { // the same watches
 		t.Fatal(err)
 	}
-	p.running.Store(true) // as Host.Run says once the controller starts: v3's watches must sync
+	p.running.Store(true)        // as Host.Run says once the controller starts: v3's watches must sync
 	defer p.running.Store(false) // for the rollout's end at Close, which would list what never syncs
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

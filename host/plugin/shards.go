@@ -119,7 +119,7 @@ func (p *Plugin) placeSources() error {
 		}
 	}
 	p.setKeys(srcs, cand)
-	if err := p.warm.update(p.currentKeys()); err != nil {
+	if err := p.warm.update(); err != nil {
 		p.log.Error(err, "holding the informers of the moved watches warm")
 	}
 	p.share.setRunning(next)
@@ -307,7 +307,7 @@ func (s *shared) report(ctx context.Context, claim *ownership.Claim) (stop func(
 				if s.p.host.warmStandby && len(st.Standby) > 0 {
 					s.log.Info("keeping warm what this replica would take over first", "units", st.Standby)
 				}
-				if err := s.p.warm.update(nil); err != nil {
+				if err := s.p.warm.update(); err != nil {
 					s.log.Error(err, "keeping the informers of the shards this replica stands by for")
 				}
 			}

@@ -113,7 +113,7 @@ func (h *Host) Supervise(cfg Config, opts SuperviseOptions) *Supervisor {
 		fetch: func(ctx context.Context, module string) ([]byte, *modsource.Source, error) {
 			return h.fetchSigned(ctx, cfg, module)
 		},
-		load:   h.loadFrom,
+		load:   h.load,
 		cached: h.oci.CachedModule,
 		forget: h.oci.Forget,
 		start:  h.start,

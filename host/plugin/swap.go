@@ -285,11 +285,11 @@ func (p *Plugin) checkSwap(ctx context.Context, old *version, mod *wasm.Module) 
 	if err != nil {
 		return nil, nil, err
 	}
-	watches := func(m *abi.Manifest) string {
+	watchesOf := func(m *abi.Manifest) string {
 		b, _ := json.Marshal([]any{m.For, m.Owns, m.Watches})
 		return string(b)
 	}
-	if watches(om) == watches(nm) {
+	if watchesOf(om) == watchesOf(nm) {
 		return next, nil, nil
 	}
 	if nm.For.APIVersion != om.For.APIVersion || nm.For.Kind != om.For.Kind {
@@ -324,7 +324,7 @@ func (p *Plugin) startWatches(ctx context.Context, next watches.Sources) (err er
 		for _, src := range added {
 			_ = p.ctrl.Unwatch(src)
 		}
-		_ = p.warm.update(p.currentKeys())
+		_ = p.warm.update()
 	}()
 	keys := next.Keys()
 	if err := p.warm.hold(keys); err != nil {
@@ -372,8 +372,7 @@ func (p *Plugin) finishWatches(next watches.Sources) {
 	}
 	p.srcs = next
 	p.setKeys(next, nil)
-	keys := next.Keys()
-	if err := p.warm.update(keys); err != nil {
+	if err := p.warm.update(); err != nil {
 		p.log.Error(err, "releasing the informers of the old watches")
 	}
 	p.checkHealth() // it may need other kinds now

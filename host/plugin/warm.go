@@ -49,18 +49,14 @@ func (w *warmer) wanted() []cache.Key {
 	return w.p.currentKeys()
 }
 
-// update holds exactly keys (on a replica that shares plugins, what it stands by for), if the
-// warmer runs.
-func (w *warmer) update(keys []cache.Key) error {
+// update holds exactly what the warmer wants now (see wanted), if it runs.
+func (w *warmer) update() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.running {
 		return nil
 	}
-	if w.p.host.share != nil {
-		keys = w.wanted()
-	}
-	return w.p.infs.Hold(informers.Warm, keys)
+	return w.p.infs.Hold(informers.Warm, w.wanted())
 }
 
 // hold acquires the informers of keys too, keeping those it holds, if the warmer runs.

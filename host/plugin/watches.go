@@ -28,7 +28,7 @@ func (p *Plugin) watches() watches.Plugin {
 		For:         p.forGVK,
 		Sharding:    p.sharding(),
 		ShardFilter: p.shardFilter,
-		Map:         p.mapper,
+		Map:         p.mapFunc,
 	}
 }
 
@@ -49,8 +49,8 @@ func (p *Plugin) keysWithSharding(gvk schema.GroupVersionKind, metadataOnly bool
 	return w.Keys(gvk, metadataOnly)
 }
 
-// mapper maps a watched object to For requests.
-func (p *Plugin) mapper(mode string) handler.MapFunc {
+// mapFunc maps a watched object to For requests, as the watch's map mode says.
+func (p *Plugin) mapFunc(mode string) handler.MapFunc {
 	if mode == abi.MapSameName {
 		return func(_ context.Context, o event.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
