@@ -89,12 +89,57 @@ func buildGo(dir string, o Options) error {
 			return err
 		}
 	}
-	cmd, err := goCommand(dir, "build", "-buildmode=c-shared", "-trimpath", "-o", o.Out, ".")
+	downloadCarried(dir)
+	args := []string{"build", "-buildmode=c-shared", "-trimpath", "-o", o.Out, "."}
+	cmd, err := goCommand(dir, args...)
 	if err != nil {
 		return err
 	}
 	cmd.Env = append(cmd.Env, "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	return goAdvice(runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o), dir)
+	inputs, known := inputsOf(dir, o.Out, goVersion(cmd), args, cmd.Env)
+	if known && upToDate(o.Out, inputs) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "%s is up to date: nothing it is built from changed since it was built\n", o.Out)
+		}
+		return nil
+	}
+	if err := goAdvice(runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o), dir); err != nil {
+		return err
+	}
+	if known {
+		record(o.Out, inputs)
+	}
+	return nil
+}
+
+// goVersion is the version of the go command build runs ("" if it does not say).
+func goVersion(build *exec.Cmd) string {
+	cmd := exec.Command(build.Path, "env", "GOVERSION")
+	cmd.Dir, cmd.Env = build.Dir, build.Env
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// downloadCarried has the go command record the Go SDK's modules in the module cache whole,
+// from the proxy this binary carries: a build or a tidy fetches only their go.mod and zip, and
+// go list -m, go doc and gopls, run without that proxy, then ask the public proxy for the rest
+// and fail (it does not serve them). It is best effort: a plugin that does not require them, or
+// a binary that does not carry them, is left to the build to report.
+func downloadCarried(dir string) {
+	paths := make([]string, 0, len(sdkproxy.Modules))
+	for _, m := range sdkproxy.Modules {
+		paths = append(paths, m.Path)
+	}
+	for _, p := range paths {
+		cmd, err := goCommand(dir, "mod", "download", p)
+		if err != nil {
+			return
+		}
+		_ = cmd.Run()
+	}
 }
 
 // Tidy runs go mod tidy in a Go plugin's folder, as wasmrec new does after writing it, with the
@@ -104,7 +149,11 @@ func Tidy(dir string, o Options) error {
 	if err != nil {
 		return err
 	}
-	return goAdvice(runTool(cmd, "", o), dir)
+	if err := goAdvice(runTool(cmd, "", o), dir); err != nil {
+		return err
+	}
+	downloadCarried(dir)
+	return nil
 }
 
 // goCommand is the go command with args, run in dir, with the environment that offers it the
