@@ -72,6 +72,12 @@ type Config struct {
 	Shards int `json:"shards,omitempty"`
 	// RateLimiter paces retries of failed requests.
 	RateLimiter RateLimiterConfig `json:"rateLimiter,omitempty"`
+	// ResyncPeriod, if set, reconciles every object of the For kind the plugin sees again this
+	// often (each period 0-10% longer, so that plugins started together do not resync
+	// together), as controller-runtime's SyncPeriod does: for a controller whose world changes
+	// where no watch tells it. Unset, only the host's informers resync, every 10h; their
+	// resync is an update event that the For kind's predicates see, and GenerationChanged drops.
+	ResyncPeriod *metav1.Duration `json:"resyncPeriod,omitempty"`
 	// Timeout bounds one reconcile. Defaults to 30s.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// Interruptible lets the timeout interrupt a guest that loops. Defaults to true; with false
@@ -281,6 +287,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Timeout != nil && c.Timeout.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: timeout must be positive", c.Name))
+	}
+	if c.ResyncPeriod != nil && c.ResyncPeriod.Duration < time.Second {
+		errs = append(errs, fmt.Errorf("plugin %q: resyncPeriod %s: use 1s or more, or leave it unset for none beyond the host's", c.Name, c.ResyncPeriod.Duration))
 	}
 	// Below a second, a plugin would start an instance, or load its code, for nearly every
 	// reconcile: the host's CPU, spent at the word of whoever writes the setting.

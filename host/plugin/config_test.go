@@ -39,6 +39,7 @@ func TestBadHostConfigsSayWhereWhatAndHow(t *testing.T) {
 		{"canary steps as a word", head + "    rollout: {canary: {steps: half}}\n", []string{"plugins[0] (app).rollout.canary.steps", "is not a list"}},
 		{"a negative idle timeout", head + "    idleTimeout: -1m\n", []string{`plugin "app": idleTimeout -1m0s: use 1s or more`, "0s keeps idle instances"}},
 		{"a code idle timeout of a moment", head + "    codeIdleTimeout: 10ms\n", []string{`plugin "app": codeIdleTimeout 10ms: use 1s or more`}},
+		{"a resync period of a moment", head + "    resyncPeriod: 10ms\n", []string{`plugin "app": resyncPeriod 10ms: use 1s or more`}},
 		{"a duration without a unit", head + "    timeout: 30\n", []string{"plugins[0] (app).timeout", "30 is not a duration", "like 30s"}},
 		{"plugins as a mapping", "plugins:\n  app: {module: a.wasm}\n", []string{"line 2", "plugins", "is not a list"}},
 		{"the object policy", head + "pluginObjects: {memoryBudget: huge}\n", []string{"pluginObjects.memoryBudget", `"huge" is not a quantity`}},

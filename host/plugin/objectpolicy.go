@@ -62,6 +62,9 @@ type ObjectPolicy struct {
 	// MinPollInterval is the shortest pollInterval an object may set: each poll is a request to
 	// its registry, made with the host's credentials. Defaults to 10s.
 	MinPollInterval *metav1.Duration `json:"minPollInterval,omitempty"`
+	// MinResyncPeriod is the shortest resyncPeriod an object may set: each resync reconciles
+	// every object the plugin sees. Defaults to 1m.
+	MinResyncPeriod *metav1.Duration `json:"minResyncPeriod,omitempty"`
 }
 
 // Defaults of ObjectPolicy.
@@ -74,6 +77,7 @@ var (
 	DefaultObjectMemoryBudget = resource.MustParse("4Gi")
 	DefaultNamespaceBudget    = resource.MustParse("1Gi")
 	DefaultObjectMinPoll      = 10 * time.Second
+	DefaultObjectMinResync    = time.Minute
 	DefaultObjectUnitBudget   = 512
 	DefaultNamespaceUnits     = 64
 	DefaultNamespaceCPU       = 1
@@ -108,6 +112,9 @@ func (p ObjectPolicy) WithDefaults() ObjectPolicy {
 	}
 	if p.MinPollInterval == nil {
 		p.MinPollInterval = &metav1.Duration{Duration: DefaultObjectMinPoll}
+	}
+	if p.MinResyncPeriod == nil {
+		p.MinResyncPeriod = &metav1.Duration{Duration: DefaultObjectMinResync}
 	}
 	if p.NamespaceCPU <= 0 {
 		p.NamespaceCPU = DefaultNamespaceCPU
@@ -178,6 +185,8 @@ func (p ObjectPolicy) Admit(what, namespace string, c Config) error {
 		return beyond("shards", fmt.Sprint(c.Shards), fmt.Sprint(p.MaxShards), "pluginObjects.maxShards in the host config")
 	case c.PollInterval != nil && c.PollInterval.Duration < p.MinPollInterval.Duration:
 		return fmt.Errorf("%s: spec.pollInterval %s is below the operator's floor of %s (pluginObjects.minPollInterval in the host config): each poll is a request to the registry; raise it", what, c.PollInterval.Duration, p.MinPollInterval.Duration)
+	case c.ResyncPeriod != nil && c.ResyncPeriod.Duration < p.MinResyncPeriod.Duration:
+		return fmt.Errorf("%s: spec.resyncPeriod %s is below the operator's floor of %s (pluginObjects.minResyncPeriod in the host config): each resync reconciles every object the plugin sees; raise it", what, c.ResyncPeriod.Duration, p.MinResyncPeriod.Duration)
 	case c.Interruptible != nil:
 		return fmt.Errorf("%s: spec.interruptible is for the operator's own plugins (the host config): remove it", what)
 	case c.RateLimiter.BaseDelay != nil && c.RateLimiter.BaseDelay.Duration < controller.DefaultBaseDelay:

@@ -95,6 +95,8 @@ func TestObjectPolicyBoundsTheSettings(t *testing.T) {
 		{func(c *Config) { c.MaxModuleSize = q("1Gi") }, "spec.maxModuleSize 1Gi is above the operator's limit of 32Mi (pluginObjects.maxModuleSize"},
 		{func(c *Config) { c.MaxModuleSize = q("4Mi") }, ""},
 		{func(c *Config) { c.PollInterval = &metav1.Duration{Duration: time.Millisecond} }, "spec.pollInterval 1ms is below the operator's floor of 10s"},
+		{func(c *Config) { c.ResyncPeriod = &metav1.Duration{Duration: time.Second} }, "spec.resyncPeriod 1s is below the operator's floor of 1m0s (pluginObjects.minResyncPeriod"},
+		{func(c *Config) { c.ResyncPeriod = &metav1.Duration{Duration: time.Hour} }, ""},
 		{func(c *Config) {
 			c.LogLimit.LinesPerSecond = 10
 			c.Writes.QPS = 5

@@ -303,7 +303,15 @@ func (p *Plugin) Start(ctx context.Context) error {
 		defer m.UnregisterPlugin(p.cfg.Name)
 	}
 	p.checkHealth() // its informers may be refused already, for another plugin
+	resyncCtx, stopResync := context.WithCancel(ctx)
+	resynced := make(chan struct{})
+	go func() {
+		defer close(resynced)
+		p.resync(resyncCtx)
+	}()
 	err := p.ctrl.Start(ctx)
+	stopResync()
+	<-resynced
 	// A shadow reconcile may outlive the worker that started it (up to the plugin's timeout):
 	// its reads would take informers again after they are let go of.
 	p.shadowing.Wait()

@@ -389,7 +389,7 @@ func (p *Plugin) finishWatches(next watches.Sources) {
 func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bool) (n int, ok bool) {
 	preds, err := watches.Predicates(p.Module().Manifest().For.Predicates)
 	if err != nil {
-		p.log.Error(err, "reading the For predicates to reconcile after a swap")
+		p.log.Error(err, "reading the For predicates to reconcile every object")
 		return 0, false
 	}
 	if !p.Running() {
@@ -401,7 +401,7 @@ func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bo
 	for _, key := range p.keysFor(p.forGVK, false) {
 		inf, err := p.infs.Acquire(informers.List, key)
 		if err != nil {
-			p.log.Error(err, "listing objects to reconcile after a swap")
+			p.log.Error(err, "listing every object of the For kind to reconcile it")
 			return 0, false
 		}
 		// A list the API server refuses fails at once: this may run under swapMu, which a
@@ -413,7 +413,7 @@ func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bo
 		}
 		p.infs.Release(informers.List, key)
 		if err != nil {
-			p.log.Error(err, "listing objects to reconcile after a swap")
+			p.log.Error(err, "listing every object of the For kind to reconcile it")
 			return 0, false
 		}
 		if inf.Key().Namespace == "" && key.Shard.All() {
