@@ -36,6 +36,16 @@ func statusOf(err error) abi.Status {
 // IsNotFound reports a missing object.
 func IsNotFound(err error) bool { return statusOf(err) == abi.StatusNotFound }
 
+// IgnoreNotFound returns nil on a missing object's error, and err otherwise, as
+// controller-runtime's client.IgnoreNotFound: a reconcile of an object deleted meanwhile ends
+// there, and is not retried or logged as an error.
+func IgnoreNotFound(err error) error {
+	if IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
 // IsAlreadyExists reports a create of an object that exists.
 func IsAlreadyExists(err error) bool { return statusOf(err) == abi.StatusAlreadyExists }
 

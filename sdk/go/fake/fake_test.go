@@ -412,3 +412,21 @@ func TestStatuses(t *testing.T) {
 		})
 	}
 }
+
+// IgnoreNotFound lets a missing object's error go, and no other.
+func TestIgnoreNotFound(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewCluster(manifest(), object("v1", "ConfigMap", "demo", "cm1", nil))
+	cl := c.Client()
+	_, err := cl.Get(ctx, "v1", "ConfigMap", "demo", "nope")
+	if err == nil || wasmrec.IgnoreNotFound(err) != nil {
+		t.Errorf("a missing object: %v, then %v; want an error, then nil", err, wasmrec.IgnoreNotFound(err))
+	}
+	_, err = cl.Get(ctx, "v1", "Secret", "demo", "s") // outside the manifest's permissions
+	if err == nil || wasmrec.IgnoreNotFound(err) != err {
+		t.Errorf("a forbidden read: IgnoreNotFound(%v) = %v; want it kept", err, wasmrec.IgnoreNotFound(err))
+	}
+	if wasmrec.IgnoreNotFound(nil) != nil {
+		t.Error("IgnoreNotFound(nil) is not nil")
+	}
+}
