@@ -206,6 +206,11 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	if m := degraded(t, teamA, "big", 30*time.Second); !strings.Contains(m, "spec.memoryLimit 1Gi is above the operator's limit of 256Mi") {
 		t.Errorf("big: %s", m)
 	}
+	// A resync every second would reconcile all she sees every second: below the floor (1m).
+	must(t, alice.plugin("resync", map[string]any{"module": module, "serviceAccountName": "reader", "permissions": star, "resyncPeriod": "1s"}))
+	if m := degraded(t, teamA, "resync", 30*time.Second); !strings.Contains(m, "spec.resyncPeriod 1s is below the operator's floor of 1m0s (pluginObjects.minResyncPeriod") {
+		t.Errorf("resync: %s", m)
+	}
 	file, none, net := degraded(t, teamA, "probe-file", 30*time.Second), degraded(t, teamA, "probe-none", 30*time.Second), degraded(t, teamA, "probe-net", 30*time.Second)
 	if strings.ReplaceAll(file, "/etc/hostname", "X") != strings.ReplaceAll(strings.ReplaceAll(none, "/no/such/file.wasm", "X"), "probe-none", "probe-file") {
 		t.Errorf("the status of a path that exists differs from one that does not:\n%s\n%s", file, none)
