@@ -106,6 +106,16 @@ func neighbourLatencies(t *testing.T, ns, prefix string, n int) []time.Duration 
 // scrape reads one series' value from a Prometheus endpoint.
 func scrape(t *testing.T, url, series string) float64 {
 	t.Helper()
+	v, ok := scrapeIf(t, url, series)
+	if !ok {
+		t.Fatalf("no %s at %s", series, url)
+	}
+	return v
+}
+
+// scrapeIf is scrape of a series that may not be there yet.
+func scrapeIf(t *testing.T, url, series string) (float64, bool) {
+	t.Helper()
 	resp, err := http.Get(url)
 	must(t, err)
 	defer resp.Body.Close()
@@ -115,11 +125,10 @@ func scrape(t *testing.T, url, series string) float64 {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			must(t, err)
-			return f
+			return f, true
 		}
 	}
-	t.Fatalf("no %s at %s", series, url)
-	return 0
+	return 0, false
 }
 
 func medianDuration(ds []time.Duration) time.Duration {

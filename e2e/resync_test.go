@@ -3,10 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,20 +39,8 @@ func TestResyncPeriodReconcilesUnchangedObjectsAgain(t *testing.T) {
 	h.waitOut(t, `msg="serving metrics"`)
 	url := metricsAddrRE.FindStringSubmatch(h.out.String())[1] + "/metrics"
 	reconciles := func(plugin string) float64 {
-		series := fmt.Sprintf(`controller_runtime_reconcile_total{controller=%q,result="success"} `, plugin)
-		resp, err := http.Get(url)
-		must(t, err)
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		must(t, err)
-		for line := range strings.Lines(string(body)) {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), series); ok {
-				f, err := strconv.ParseFloat(v, 64)
-				must(t, err)
-				return f
-			}
-		}
-		return 0 // not reconciled yet
+		v, _ := scrapeIf(t, url, fmt.Sprintf(`controller_runtime_reconcile_total{controller=%q,result="success"}`, plugin))
+		return v // 0 before the first
 	}
 	// Each reconciles its 3 objects, then patches each (an update event): 6 at most, then quiet.
 	eventually(t, 30*time.Second, "both plugins reconcile their objects", func() error {
