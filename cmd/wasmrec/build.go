@@ -41,7 +41,8 @@ exports, imports, manifest) and prints what it found.`,
 			if len(args) == 1 {
 				dir = args[0]
 			}
-			o := build.Options{Out: out, Warnings: stderr}
+			var upToDate bool
+			o := build.Options{Out: out, Warnings: stderr, UpToDate: &upToDate}
 			if verbose > 0 {
 				o.Log = stderr
 			}
@@ -60,7 +61,11 @@ exports, imports, manifest) and prints what it found.`,
 			if err != nil {
 				return fmt.Errorf("built %s, but it is not a usable plugin: %w", path, err)
 			}
-			_, err = fmt.Fprintf(stdout, "built %s (%s, ABI v%d): plugin %q reconciles %s\n", path, sizeString(in.Size), in.ABIVersion, in.Manifest.Name, kinds.String(in.Manifest.For.APIVersion, in.Manifest.For.Kind))
+			verb := "built"
+			if upToDate {
+				verb = "up to date:"
+			}
+			_, err = fmt.Fprintf(stdout, "%s %s (%s, ABI v%d): plugin %q reconciles %s\n", verb, path, sizeString(in.Size), in.ABIVersion, in.Manifest.Name, kinds.String(in.Manifest.For.APIVersion, in.Manifest.For.Kind))
 			return err
 		},
 	}

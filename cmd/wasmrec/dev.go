@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/discovery"
@@ -181,8 +183,10 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 	if err := pluginobjects.Install(ctx, cp.Config); err != nil {
 		return err
 	}
-	// The control plane is the developer's own: plugin objects may load modules from anywhere.
+	// The control plane is the developer's own: plugin objects may load modules from anywhere,
+	// and resync as often as a plugin's host config may (the floor guards other tenants).
 	hc.PluginObjects.Sources = []string{"/", "oci://"}
+	hc.PluginObjects.MinResyncPeriod = &metav1.Duration{Duration: time.Second}
 	if o.pluginObjects {
 		fmt.Fprintln(stdout, "plugin objects on this control plane may load modules from any file and registry (it is yours; `wasmrec run` takes pluginObjects.sources for anyone else's)")
 	}

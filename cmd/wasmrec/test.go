@@ -109,10 +109,15 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 	path := o.module
 	if path == "" {
 		start := time.Now()
-		if path, err = build.Build(dir, build.Options{Warnings: stderr}); err != nil {
+		var upToDate bool
+		if path, err = build.Build(dir, build.Options{Warnings: stderr, UpToDate: &upToDate}); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "built %s in %s\n", relative(path), time.Since(start).Round(10*time.Millisecond))
+		if upToDate {
+			fmt.Fprintf(stdout, "%s is up to date\n", relative(path))
+		} else {
+			fmt.Fprintf(stdout, "built %s in %s\n", relative(path), time.Since(start).Round(10*time.Millisecond))
+		}
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

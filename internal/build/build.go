@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +48,9 @@ type Options struct {
 	Log io.Writer
 	// Warnings receives what the compiler printed on a build that succeeded, if set.
 	Warnings io.Writer
+	// UpToDate, if set, is told whether the module was left as it was: nothing it is built from
+	// changed since it was built.
+	UpToDate *bool
 }
 
 // DefaultOut is where Build writes dir's module by default.
@@ -96,12 +100,22 @@ func buildGo(dir string, o Options) error {
 		return err
 	}
 	cmd.Env = append(cmd.Env, "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	inputs, known := inputsOf(dir, o.Out, goVersion(cmd), args, cmd.Env)
+	inputs, known := inputsOf(dir, o.Out, goEnv(cmd), args, cmd.Env)
 	if known && upToDate(o.Out, inputs) {
+		if o.UpToDate != nil {
+			*o.UpToDate = true
+		}
 		if o.Log != nil {
 			fmt.Fprintf(o.Log, "%s is up to date: nothing it is built from changed since it was built\n", o.Out)
 		}
 		return nil
+	}
+	// The go command leaves an output whose build ID is current as it is, whatever else in it
+	// changed: a module not as its last build wrote it (cut short, written over) goes first.
+	if !intact(o.Out) {
+		if err := os.Remove(o.Out); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("removing %s to build it again: %w", o.Out, err)
+		}
 	}
 	if err := goAdvice(runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o), dir); err != nil {
 		return err
@@ -112,15 +126,22 @@ func buildGo(dir string, o Options) error {
 	return nil
 }
 
-// goVersion is the version of the go command build runs ("" if it does not say).
-func goVersion(build *exec.Cmd) string {
-	cmd := exec.Command(build.Path, "env", "GOVERSION")
+// goEnv is what the go command build runs says of its environment (go env -json): its
+// version, and the settings go env -w saved, which the process's environment does not show.
+func goEnv(build *exec.Cmd) string {
+	cmd := exec.Command(build.Path, "env", "-json")
 	cmd.Dir, cmd.Env = build.Dir, build.Env
 	out, err := cmd.Output()
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(out))
+	var env map[string]string
+	if json.Unmarshal(out, &env) != nil {
+		return ""
+	}
+	delete(env, "GOGCCFLAGS") // names a temporary folder of its own each time
+	b, _ := json.Marshal(env) // its keys sorted
+	return string(b)
 }
 
 // downloadCarried has the go command record the Go SDK's modules in the module cache whole,
@@ -187,6 +208,8 @@ func goAdvice(err error, dir string) error {
 			te.Advice = sdkproxy.ErrNotCarried.Error()
 		case strings.Contains(te.Output, "missing go.sum entry"):
 			te.Advice = fmt.Sprintf("go.sum lacks the Go SDK's checksums: remove %s and run wasmrec build again (it tidies a folder with no go.sum, with the SDK this wasmrec carries)", filepath.Join(dir, "go.sum"))
+		case strings.Contains(te.Output, "checksum mismatch"):
+			te.Advice = fmt.Sprintf("go.sum or the module cache holds another build of the Go SDK at the same version, from another wasmrec: remove %s and the SDK's folders from the module cache ($(go env GOMODCACHE)/github.com/wasmrec and cache/download/github.com/wasmrec), then run wasmrec build again", filepath.Join(dir, "go.sum"))
 		}
 		return err
 	}

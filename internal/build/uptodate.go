@@ -18,10 +18,10 @@ import (
 // same file (wasmrec test, then wasmrec build) is not linked again: the go command caches
 // compiled packages, but links every time, seconds for a module with large dependencies.
 //
-// The inputs are every file in the plugin's folder (and in the folders its go.mod replaces a
-// module with), the go command's version and environment, the build's arguments and this
-// binary's own build. A build under a go.work is never skipped: what the workspace brings in is
-// not read here.
+// The inputs are every file in the plugin's folder but the module itself and .git (and every
+// file in the folders its go.mod replaces a module with), all that go env says, the build's
+// arguments and this binary's own build. A build under a go.work is never skipped: what the
+// workspace brings in is not read here.
 type stamp struct {
 	Inputs string `json:"inputs"` // sha256 of the inputs
 	Output string `json:"output"` // sha256 of the module written
@@ -38,9 +38,9 @@ func stampPath(out string) string {
 	return filepath.Join(cache, "wasmrec", "builds", hex.EncodeToString(sum[:12])+".json")
 }
 
-// inputsOf hashes what a Go build of dir to out with args reads. ok is false where it cannot
-// tell (a workspace, an unreadable go.mod): the build then runs.
-func inputsOf(dir, out, goVersion string, args, env []string) (sum string, ok bool) {
+// inputsOf hashes what a Go build of dir to out with args reads, goEnv being what go env says.
+// ok is false where it cannot tell (a workspace, an unreadable go.mod): the build then runs.
+func inputsOf(dir, out, goEnv string, args, env []string) (sum string, ok bool) {
 	if workspace(dir) {
 		return "", false
 	}
@@ -51,7 +51,7 @@ func inputsOf(dir, out, goVersion string, args, env []string) (sum string, ok bo
 			h.Write([]byte{0})
 		}
 	}
-	write(goVersion)
+	write(goEnv)
 	write(args...)
 	for _, e := range env {
 		if k, _, _ := strings.Cut(e, "="); strings.HasPrefix(k, "GO") || strings.HasPrefix(k, "CGO") {
@@ -90,21 +90,21 @@ func inputsOf(dir, out, goVersion string, args, env []string) (sum string, ok bo
 	return hex.EncodeToString(h.Sum(nil)), true
 }
 
-// hashTree writes every file under root (but skip, and hidden folders) into h: its path and
-// its bytes.
+// hashTree writes every file under root but skip and .git into h: its path and its bytes.
+// Hidden folders and other modules count: go:embed may name them.
 func hashTree(h io.Writer, root, skip string) bool {
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
-			if path != root && strings.HasPrefix(d.Name(), ".") {
+			if d.Name() == ".git" {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if abs, _ := filepath.Abs(path); abs == skip || strings.HasSuffix(path, ".wasm") {
-			return nil // modules built here are outputs, not inputs
+		if abs, _ := filepath.Abs(path); abs == skip {
+			return nil // the module itself is the output
 		}
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -138,18 +138,32 @@ func workspace(dir string) bool {
 	}
 }
 
-// upToDate reports whether out holds what a build of inputs wrote last.
-func upToDate(out, inputs string) bool {
-	b, err := os.ReadFile(stampPath(out))
-	if err != nil {
-		return false
-	}
-	var s stamp
-	if json.Unmarshal(b, &s) != nil || s.Inputs != inputs {
+// intact reports whether out is what the last build recorded wrote to it.
+func intact(out string) bool {
+	s, ok := readStamp(out)
+	if !ok {
 		return false
 	}
 	sum, err := fileSum(out)
 	return err == nil && sum == s.Output
+}
+
+func readStamp(out string) (stamp, bool) {
+	b, err := os.ReadFile(stampPath(out))
+	if err != nil {
+		return stamp{}, false
+	}
+	var s stamp
+	if json.Unmarshal(b, &s) != nil {
+		return stamp{}, false
+	}
+	return s, true
+}
+
+// upToDate reports whether out holds what a build of inputs wrote last.
+func upToDate(out, inputs string) bool {
+	s, ok := readStamp(out)
+	return ok && s.Inputs == inputs && intact(out)
 }
 
 // record writes the stamp of a build of inputs to out. A stamp that cannot be written only

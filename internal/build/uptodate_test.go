@@ -1,8 +1,10 @@
 package build
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +23,9 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-// The inputs' hash follows every file of the folder and of a folder its go.mod replaces a
-// module with, the go version and the build's arguments; not the modules built there.
+// The inputs' hash follows every file of the folder (hidden ones and other modules too: go:embed
+// may name them) and of a folder its go.mod replaces a module with, what go env says and the
+// build's arguments; not the module it writes.
 func TestInputsFollowWhatABuildReads(t *testing.T) {
 	root := t.TempDir()
 	dir, lib := filepath.Join(root, "p"), filepath.Join(root, "lib")
@@ -46,10 +49,19 @@ func TestInputsFollowWhatABuildReads(t *testing.T) {
 	if sum() != first {
 		t.Fatal("the same inputs hash apart")
 	}
-	writeFiles(t, dir, map[string]string{"p.wasm": "new output", "other.wasm": "x"})
+	writeFiles(t, dir, map[string]string{"p.wasm": "new output"})
 	if sum() != first {
-		t.Error("a module built in the folder changed the inputs")
+		t.Error("the module the build writes changed its inputs")
 	}
+	writeFiles(t, dir, map[string]string{".data/msg.txt": "embedded"})
+	if sum() == first {
+		t.Error("a file in a hidden folder (go:embed may name it) left the inputs as they were")
+	}
+	writeFiles(t, dir, map[string]string{"child.wasm": "embedded"})
+	if sum() == first {
+		t.Error("another module in the folder (go:embed may name it) left the inputs as they were")
+	}
+	first = sum()
 	writeFiles(t, lib, map[string]string{"lib.go": "package lib\n\nconst X = 1\n"})
 	second := sum()
 	if second == first {
@@ -60,8 +72,8 @@ func TestInputsFollowWhatABuildReads(t *testing.T) {
 		t.Error("a change of main.go left the inputs as they were")
 	}
 	third := sum()
-	if s, _ := inputsOf(dir, out, "go1.27", args, nil); s == third {
-		t.Error("another go version left the inputs as they were")
+	if s, _ := inputsOf(dir, out, "go1.27", args, []string{"GOOS=wasip1", "HOME=/x"}); s == third {
+		t.Error("another go env (a version, a GOFLAGS saved with go env -w) left the inputs as they were")
 	}
 	if s, _ := inputsOf(dir, out, "go1.26", append(args, "-race"), []string{"GOOS=wasip1", "HOME=/x"}); s == third {
 		t.Error("other arguments left the inputs as they were")
@@ -133,5 +145,26 @@ func TestABuildOfUnchangedInputsIsNotLinkedAgain(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "go build") {
 		t.Errorf("a changed source was not built again: %q", log.String())
+	}
+
+	// A module written over in its middle keeps its build ID, which is all the go command looks
+	// at: it must be built again all the same, and come out as it was.
+	good, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := slices.Clone(good)
+	copy(bad[len(bad)/2:], "written over")
+	writeFiles(t, dir, map[string]string{filepath.Base(out): string(bad)})
+	var upToDate bool
+	if _, err := Build(dir, Options{UpToDate: &upToDate}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(out); upToDate || !bytes.Equal(again, good) {
+		t.Errorf("a module written over was left as it was (up to date: %v)", upToDate)
+	}
+	writeFiles(t, dir, map[string]string{filepath.Base(out): "garbage"})
+	if _, err := Build(dir, Options{}); err != nil {
+		t.Errorf("a module replaced by garbage: %v; want it built again", err)
 	}
 }
