@@ -188,6 +188,8 @@ test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## R
 	@cat $(BIN)/scaleout.txt 2>/dev/null || true
 	cd abi && $(GO) test -count=1 ./...
 	cd sdk/go && $(GO) test -count=1 ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	@echo ">> the generated Kubernetes types (sdk/go/k8s) against k8s.io/api and Kubernetes' JSON decoder, on every kind"
+	cd internal/typegen && GOWORK=off $(GO) test -count=1 ./...
 	@echo ">> fuzzing the host's decoding of what guests hand back (-fuzztime $(FUZZTIME) each)"
 	cd abi && for f in FuzzDecodeResult FuzzDecodeRequest FuzzDecodeManifest; do \
 		$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . || exit 1; done
@@ -229,6 +231,19 @@ check: ## Format, vet and tidy; fail if anything changed.
 		{ cmp -s .tidy.mod go.mod && rm .tidy.mod || mv .tidy.mod go.mod; } && \
 		{ [ ! -s .tidy.sum ] && rm -f .tidy.sum go.sum || { cmp -s .tidy.sum go.sum && rm .tidy.sum || mv .tidy.sum go.sum; }; }) || exit 1; done
 	@git diff --exit-code -- $(addsuffix /go.mod,$(MODULES)) $(addsuffix /go.sum,$(MODULES)) || { echo "go mod tidy changed the files above: commit them"; exit 1; }
+	cd internal/typegen && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) mod tidy
+	@$(MAKE) -s generate-types
+	@git diff --exit-code -- internal/typegen sdk/go/k8s || { echo "internal/typegen's module or the generated sdk/go/k8s changed: commit them (make generate-types)"; exit 1; }
+	@test -z "$$(git status --porcelain -- sdk/go/k8s)" || { echo "make generate-types made files not committed:"; git status --porcelain -- sdk/go/k8s; exit 1; }
+
+.PHONY: generate-types
+# The Go types of sdk/go/k8s. With a control plane running (KUBECONFIG=... make generate-types
+# SERVED=1, or 'wasmrec dev' in another terminal), it first reads what that API server serves
+# into internal/typegen/served.json; without SERVED=1 it generates from the committed digest.
+generate-types: ## Generate sdk/go/k8s (the Kubernetes types for Go plugins) from internal/typegen/served.json.
+	@if [ -n "$(SERVED)" ]; then cd internal/typegen && GOWORK=off $(GO) run . digest > served.json.new && mv served.json.new served.json; fi
+	rm -rf sdk/go/k8s/api $(addprefix sdk/go/k8s/apimachinery/pkg/apis/meta/v1/,zz_generated.types.go zz_generated.codec.go zz_generated.deepcopy.go)
+	cd internal/typegen && GOWORK=off $(GO) run . generate -served served.json -out ../../sdk/go/k8s -kinds-test zz_generated_kinds_test.go
 
 .PHONY: clean
 clean: ## Remove what the build made (bin/ included: the control plane is rebuilt next time).

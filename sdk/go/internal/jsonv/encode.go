@@ -168,3 +168,13 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, s[start:]...)
 	return append(b, '"')
 }
+
+// AppendFloat appends f as json.Marshal writes a float64; ok is false for NaN and the
+// infinities, which JSON cannot hold.
+func AppendFloat(b []byte, f float64) (_ []byte, ok bool) {
+	out, err := appendFloat(b, f)
+	if err != nil {
+		return b, false
+	}
+	return out, true
+}

@@ -239,6 +239,30 @@ func (d *decoder) array() (any, bool) {
 // number reads a number as encoding/json does: its grammar, then strconv.ParseFloat; one out of
 // float64's range is left to encoding/json's error.
 func (d *decoder) number() (any, bool) {
+	start := d.pos
+	i, integer, digits, n, ok := d.numberEnd()
+	if !ok {
+		return nil, false
+	}
+	d.pos = i
+	if integer && digits <= 15 { // exact in a float64: what ParseFloat gives
+		f := float64(n)
+		if d.data[start] == '-' {
+			f = -f
+		}
+		return f, true
+	}
+	f, err := strconv.ParseFloat(string(d.data[start:i]), 64)
+	if err != nil {
+		return nil, false
+	}
+	return f, true
+}
+
+// numberEnd reads the number at d.pos by JSON's grammar, without moving: where it ends, whether
+// it is an integer (no fraction or exponent), its count of digits, and, for an integer of up to
+// 19 digits, their value without the sign.
+func (d *decoder) numberEnd() (end int, integer bool, digits int, n uint64, ok bool) {
 	data, start := d.data, d.pos
 	i := start
 	neg := data[i] == '-'
@@ -246,9 +270,8 @@ func (d *decoder) number() (any, bool) {
 		i++
 	}
 	if i >= len(data) {
-		return nil, false
+		return 0, false, 0, 0, false
 	}
-	var n uint64
 	switch c := data[i]; {
 	case c == '0':
 		i++
@@ -257,17 +280,17 @@ func (d *decoder) number() (any, bool) {
 			n = n*10 + uint64(data[i]-'0') // overflow only past 19 digits, which are not used
 		}
 	default:
-		return nil, false
+		return 0, false, 0, 0, false
 	}
-	integer := true
+	integer = true
 	if i < len(data) && data[i] == '.' {
 		integer = false
 		i++
-		digits := i
+		first := i
 		for ; i < len(data) && data[i] >= '0' && data[i] <= '9'; i++ {
 		}
-		if i == digits {
-			return nil, false
+		if i == first {
+			return 0, false, 0, 0, false
 		}
 	}
 	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
@@ -276,30 +299,18 @@ func (d *decoder) number() (any, bool) {
 		if i < len(data) && (data[i] == '+' || data[i] == '-') {
 			i++
 		}
-		digits := i
+		first := i
 		for ; i < len(data) && data[i] >= '0' && data[i] <= '9'; i++ {
 		}
-		if i == digits {
-			return nil, false
+		if i == first {
+			return 0, false, 0, 0, false
 		}
 	}
-	d.pos = i
-	digits := i - start
+	digits = i - start
 	if neg {
 		digits--
 	}
-	if integer && digits <= 15 { // exact in a float64: what ParseFloat gives
-		f := float64(n)
-		if neg {
-			f = -f
-		}
-		return f, true
-	}
-	f, err := strconv.ParseFloat(string(data[start:i]), 64)
-	if err != nil {
-		return nil, false
-	}
-	return f, true
+	return i, integer, digits, n, true
 }
 
 // str reads a string at d.pos (its opening quote) as encoding/json unquotes it: escapes, a

@@ -1,0 +1,443 @@
+package codec
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+
+	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
+)
+
+// Unmarshaler is a type with a generated decoder.
+type Unmarshaler interface {
+	DecodeJSON(d *Decoder)
+}
+
+// Unmarshal decodes data into v: one JSON value, and nothing after it but white space.
+func Unmarshal(data []byte, v Unmarshaler) error {
+	d := NewDecoder(data)
+	v.DecodeJSON(d)
+	if d.err == nil && d.t.Peek() != 0 {
+		d.fail("data after the value")
+	}
+	return d.err
+}
+
+// Decoder reads one JSON document for generated decoders. Its first error ends the reading:
+// every read after it reads nothing and returns the zero value, so that generated code need not
+// check each one, and Err returns it.
+type Decoder struct {
+	t   *jsonv.Text
+	err error
+}
+
+// NewDecoder returns a Decoder at the start of data.
+func NewDecoder(data []byte) *Decoder { return &Decoder{t: jsonv.NewText(data)} }
+
+// Err is the first error, or nil.
+func (d *Decoder) Err() error { return d.err }
+
+// SyntaxError is JSON that is not well formed, or a value not of the type its field holds.
+type SyntaxError struct {
+	Offset int // of the byte where the reading stopped
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string { return fmt.Sprintf("json: at offset %d: %s", e.Offset, e.Msg) }
+
+// Fail ends the reading with err (the first error is kept).
+func (d *Decoder) Fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.t.SetPos(len(d.t.Data()))
+}
+
+func (d *Decoder) fail(msg string) {
+	if d.err == nil {
+		d.Fail(&SyntaxError{Offset: d.t.Pos(), Msg: msg})
+	}
+}
+
+// what names the JSON value at b, for an error.
+func what(b byte) string {
+	switch b {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 0:
+		return "the end of the input"
+	default:
+		if b == '-' || b >= '0' && b <= '9' {
+			return "a number"
+		}
+		return fmt.Sprintf("%q", b)
+	}
+}
+
+func (d *Decoder) wrongType(want string) {
+	d.fail(fmt.Sprintf("cannot read %s into %s", what(d.t.Peek()), want))
+}
+
+// Next is the first byte of the next value ('{', '"', 'n' for null...) without reading it:
+// 0 at the end of the input or after an error.
+func (d *Decoder) Next() byte {
+	if d.err != nil {
+		return 0
+	}
+	return d.t.Peek()
+}
+
+// Null reads a null if one is next, and reports whether it did.
+func (d *Decoder) Null() bool {
+	if d.err != nil || d.t.Peek() != 'n' {
+		return false
+	}
+	if !d.t.Literal("null") {
+		d.fail("invalid literal")
+	}
+	return true
+}
+
+// Object starts reading an object: false for a null (read) or after an error. Then
+// Member(0), Member(1)... read its members' keys until one returns false.
+func (d *Decoder) Object() bool {
+	if d.Null() || d.err != nil {
+		return false
+	}
+	if d.t.Peek() != '{' {
+		d.wrongType("an object")
+		return false
+	}
+	d.t.SetPos(d.t.Pos() + 1)
+	return true
+}
+
+// Member reads the key of the object's i'th member (from 0) and the colon after it, and
+// reports false at the object's end. The member's value is read next: a field's, or Skip.
+func (d *Decoder) Member(i int) (key string, ok bool) {
+	if d.err != nil {
+		return "", false
+	}
+	c := d.t.Peek()
+	if c == '}' {
+		d.t.SetPos(d.t.Pos() + 1)
+		return "", false
+	}
+	if i > 0 {
+		if c != ',' {
+			d.fail("expected , or } after an object member")
+			return "", false
+		}
+		d.t.SetPos(d.t.Pos() + 1)
+		c = d.t.Peek()
+	}
+	if c != '"' {
+		d.fail("expected an object key")
+		return "", false
+	}
+	key, ok = d.t.String()
+	if !ok {
+		d.fail("invalid string")
+		return "", false
+	}
+	if d.t.Peek() != ':' {
+		d.fail("expected : after an object key")
+		return "", false
+	}
+	d.t.SetPos(d.t.Pos() + 1)
+	return key, true
+}
+
+// Array starts reading an array: false for a null (read) or after an error. Then Elem(0),
+// Elem(1)... report whether another element is next.
+func (d *Decoder) Array() bool {
+	if d.Null() || d.err != nil {
+		return false
+	}
+	if d.t.Peek() != '[' {
+		d.wrongType("an array")
+		return false
+	}
+	d.t.SetPos(d.t.Pos() + 1)
+	return true
+}
+
+// Elem reports whether the array's i'th element (from 0) is next, reading the comma before it.
+func (d *Decoder) Elem(i int) bool {
+	if d.err != nil {
+		return false
+	}
+	c := d.t.Peek()
+	if c == ']' {
+		d.t.SetPos(d.t.Pos() + 1)
+		return false
+	}
+	if i > 0 {
+		if c != ',' {
+			d.fail("expected , or ] after an array element")
+			return false
+		}
+		d.t.SetPos(d.t.Pos() + 1)
+	}
+	return true
+}
+
+// Skip reads a value of any kind and keeps nothing of it: an unknown field's.
+func (d *Decoder) Skip() {
+	if d.err == nil && !d.t.Skip() {
+		d.fail("invalid JSON")
+	}
+}
+
+// Raw reads a value of any kind and returns a copy of its JSON, as it was written.
+func (d *Decoder) Raw() []byte {
+	if d.err != nil {
+		return nil
+	}
+	d.t.Peek()
+	start := d.t.Pos()
+	d.Skip()
+	if d.err != nil {
+		return nil
+	}
+	return append([]byte(nil), d.t.Data()[start:d.t.Pos()]...)
+}
+
+// str reads a string, or leaves *ok false for a null.
+func (d *Decoder) str(want string) (string, bool) {
+	if d.Null() || d.err != nil {
+		return "", false
+	}
+	if d.t.Peek() != '"' {
+		d.wrongType(want)
+		return "", false
+	}
+	s, ok := d.t.String()
+	if !ok {
+		d.fail("invalid string")
+		return "", false
+	}
+	return s, true
+}
+
+// StringValue reads a string; a null leaves ok false.
+func (d *Decoder) StringValue() (s string, ok bool) { return d.str("a string") }
+
+// ReadString reads a string into *p; a null leaves *p as it is, as encoding/json does.
+func ReadString[T ~string](p *T, d *Decoder) {
+	if s, ok := d.str("a string"); ok {
+		*p = T(s)
+	}
+}
+
+// ReadBool reads true or false into *p; a null leaves *p as it is.
+func ReadBool[T ~bool](p *T, d *Decoder) {
+	if d.Null() || d.err != nil {
+		return
+	}
+	switch d.t.Peek() {
+	case 't':
+		if d.t.Literal("true") {
+			*p = true
+			return
+		}
+	case 'f':
+		if d.t.Literal("false") {
+			*p = false
+			return
+		}
+	default:
+		d.wrongType("a boolean")
+		return
+	}
+	d.fail("invalid literal")
+}
+
+// number reads a number's text; a null leaves ok false.
+func (d *Decoder) number(want string) (text []byte, integer bool, n uint64, ok bool) {
+	if d.Null() || d.err != nil {
+		return nil, false, 0, false
+	}
+	if c := d.t.Peek(); c != '-' && (c < '0' || c > '9') {
+		d.wrongType(want)
+		return nil, false, 0, false
+	}
+	text, integer, n, ok = d.t.Number()
+	if !ok {
+		d.fail("invalid number")
+	}
+	return text, integer, n, ok
+}
+
+// Int64Value reads an integer; a null leaves ok false. Like encoding/json, it refuses a
+// fraction or an exponent (1.0, 1e3) and a value out of the type's range.
+func (d *Decoder) Int64Value(bits int) (int64, bool) {
+	text, integer, n, ok := d.number("an integer")
+	if !ok {
+		return 0, false
+	}
+	if integer && len(text) <= 19 { // n is the exact value
+		limit := uint64(1) << (bits - 1)
+		if text[0] == '-' && n <= limit {
+			return -int64(n), true // for n = 1<<63, MinInt64
+		}
+		if text[0] != '-' && n < limit {
+			return int64(n), true
+		}
+	}
+	v, err := strconv.ParseInt(string(text), 10, bits)
+	if err != nil {
+		d.fail(fmt.Sprintf("cannot read number %s into int%d", text, bits))
+		return 0, false
+	}
+	return v, true
+}
+
+// ReadInt32 reads an integer into *p; a null leaves *p as it is.
+func ReadInt32[T ~int32](p *T, d *Decoder) {
+	if v, ok := d.Int64Value(32); ok {
+		*p = T(v)
+	}
+}
+
+// ReadInt64 reads an integer into *p; a null leaves *p as it is.
+func ReadInt64[T ~int64](p *T, d *Decoder) {
+	if v, ok := d.Int64Value(64); ok {
+		*p = T(v)
+	}
+}
+
+// ReadInt reads an integer into *p; a null leaves *p as it is.
+func ReadInt[T ~int](p *T, d *Decoder) {
+	if v, ok := d.Int64Value(strconv.IntSize); ok {
+		*p = T(v)
+	}
+}
+
+// ReadUint64 reads an unsigned integer into *p; a null leaves *p as it is.
+func ReadUint64[T ~uint64](p *T, d *Decoder) {
+	text, _, _, ok := d.number("an unsigned integer")
+	if !ok {
+		return
+	}
+	v, err := strconv.ParseUint(string(text), 10, 64)
+	if err != nil {
+		d.fail(fmt.Sprintf("cannot read number %s into uint64", text))
+		return
+	}
+	*p = T(v)
+}
+
+// ReadFloat64 reads a number into *p; a null leaves *p as it is.
+func ReadFloat64[T ~float64](p *T, d *Decoder) {
+	text, integer, n, ok := d.number("a number")
+	if !ok {
+		return
+	}
+	if integer && n != 0 && n < 1<<53 {
+		v := float64(n)
+		if text[0] == '-' {
+			v = -v
+		}
+		*p = T(v)
+		return
+	}
+	v, err := strconv.ParseFloat(string(text), 64)
+	if err != nil {
+		d.fail(fmt.Sprintf("cannot read number %s into float64", text))
+		return
+	}
+	*p = T(v)
+}
+
+// ReadBytes reads a base64 string (standard encoding, as encoding/json writes a []byte) into
+// *p; a null makes *p nil.
+func ReadBytes(p *[]byte, d *Decoder) {
+	if d.Null() {
+		*p = nil
+		return
+	}
+	s, ok := d.str("a base64 string")
+	if !ok {
+		return
+	}
+	b := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+	n, err := base64.StdEncoding.Decode(b, []byte(s))
+	if err != nil {
+		d.fail("invalid base64: " + err.Error())
+		return
+	}
+	*p = b[:n]
+}
+
+// ReadPtr reads a value into the one *p points to, making it if *p is nil; a null makes *p nil.
+func ReadPtr[T any](p **T, d *Decoder, read func(*T, *Decoder)) {
+	if d.Null() {
+		*p = nil
+		return
+	}
+	if d.err != nil {
+		return
+	}
+	if *p == nil {
+		*p = new(T)
+	}
+	read(*p, d)
+}
+
+// ReadSlice reads an array into *p, each element from its zero value; a null makes *p nil, and
+// [] an empty slice that is not nil, as encoding/json does.
+func ReadSlice[T any](p *[]T, d *Decoder, read func(*T, *Decoder)) {
+	if d.Null() {
+		*p = nil
+		return
+	}
+	if !d.Array() {
+		return
+	}
+	s := (*p)[:0]
+	if s == nil {
+		s = []T{}
+	}
+	for i := 0; d.Elem(i); i++ {
+		var v T
+		read(&v, d)
+		s = append(s, v)
+	}
+	*p = s
+}
+
+// ReadMap reads an object into *p, making the map if it is nil; each value is read from its
+// zero value. A null makes *p nil.
+func ReadMap[K ~string, V any](p *map[K]V, d *Decoder, read func(*V, *Decoder)) {
+	if d.Null() {
+		*p = nil
+		return
+	}
+	if !d.Object() {
+		return
+	}
+	m := *p
+	if m == nil {
+		m = map[K]V{}
+		*p = m
+	}
+	for i := 0; ; i++ {
+		k, ok := d.Member(i)
+		if !ok {
+			return
+		}
+		var v V
+		read(&v, d)
+		if d.err != nil {
+			return
+		}
+		m[K(k)] = v
+	}
+}

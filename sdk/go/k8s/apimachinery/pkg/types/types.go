@@ -1,0 +1,19 @@
+// Package types holds the names of objects, as k8s.io/apimachinery/pkg/types does.
+package types
+
+// UID is an object's unique id, given by the API server.
+type UID string
+
+// NamespacedName names an object in a namespace (Namespace empty for a cluster-scoped one).
+type NamespacedName struct {
+	Namespace string
+	Name      string
+}
+
+// String is namespace/name, or name for a cluster-scoped object.
+func (n NamespacedName) String() string {
+	if n.Namespace == "" {
+		return n.Name
+	}
+	return n.Namespace + "/" + n.Name
+}
