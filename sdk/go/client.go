@@ -86,6 +86,13 @@ func NewClientWith(t Transport) *Client { return &Client{t: t} }
 // ObjectRef names an object.
 type ObjectRef = abi.ObjectRef
 
+// Raw makes a host call whose request is encoded already (ABI.md): fn is an abi.Import* name.
+// It returns the answer, or a *StatusError. It is what package client's typed calls are made
+// of; a plugin uses the methods above or package client.
+func (c *Client) Raw(ctx context.Context, fn string, req []byte) ([]byte, error) {
+	return c.call(ctx, fn, json.RawMessage(req))
+}
+
 func (c *Client) call(ctx context.Context, fn string, req any) ([]byte, error) {
 	var body []byte
 	switch r := req.(type) { // the requests of reads, and objects, written without reflection
@@ -93,6 +100,8 @@ func (c *Client) call(ctx context.Context, fn string, req any) ([]byte, error) {
 		body = getRequest(r)
 	case abi.ListRequest:
 		body = listRequest(r)
+	case json.RawMessage:
+		body = r
 	default:
 		var err error
 		if body, err = jsonv.Marshal(req); err != nil {

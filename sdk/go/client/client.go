@@ -1,0 +1,422 @@
+// Package client is a controller-runtime-shaped client on the generated Kubernetes types of
+// sdk/go/k8s (and a plugin's own CRD types with the same generated methods): Get, List, Create,
+// Update, Patch, Delete, DeleteAllOf and Status(), taking and filling typed objects.
+//
+// Code written against sigs.k8s.io/controller-runtime/pkg/client ports by changing imports:
+//
+//	var d appsv1.Deployment
+//	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d); err != nil {
+//		return ctrl.Result{}, client.IgnoreNotFound(err)
+//	}
+//
+// Reads come from the host's informer cache, writes go to the API server, as the
+// controller-runtime client a manager gives does. Objects travel as JSON, read and written by
+// the generated codecs without reflection. What differs from controller-runtime is listed on
+// each call and in docs/plugin-authors.md: the field manager of every write is the plugin's
+// name (there is no FieldOwner), there is no dry run, List takes no field selector, limit or
+// continue, and DeleteAllOf deletes what a List finds, one object at a time.
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/wasmrec/wasmrec/abi"
+	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
+	"github.com/wasmrec/wasmrec/sdk/go/codec"
+	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
+)
+
+// Object is a Kubernetes object of a generated kind: a pointer to a corev1.ConfigMap, an
+// appsv1.Deployment, or a CRD type with the same generated methods.
+type Object interface {
+	metav1.Object
+	runtime.Object
+	codec.Marshaler
+	codec.Unmarshaler
+	// Reset makes the object its zero value, as a read into it starts.
+	Reset()
+	GetAPIVersion() string
+	GetKind() string
+	SetAPIVersionKind(apiVersion, kind string)
+}
+
+// ObjectList is a list of a kind: a pointer to a corev1.ConfigMapList...
+type ObjectList interface {
+	runtime.Object
+	codec.Unmarshaler
+	Reset()
+}
+
+// ObjectKey names an object: its namespace ("" for a cluster-scoped kind) and name.
+type ObjectKey = types.NamespacedName
+
+// ObjectKeyFromObject is obj's key.
+func ObjectKeyFromObject(obj metav1.Object) ObjectKey {
+	return ObjectKey{Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// Client reads typed objects from the host's cache and writes them through the API server.
+type Client struct {
+	c *wasmrec.Client
+}
+
+// New returns a Client that calls the wasmrec host: what a plugin uses.
+func New() *Client { return &Client{c: wasmrec.NewClient()} }
+
+// From returns a Client that makes its calls through c: in tests, From(cluster.Client()) of a
+// fake.Cluster.
+func From(c *wasmrec.Client) *Client { return &Client{c: c} }
+
+// IgnoreNotFound is nil for a missing object's error, and err otherwise.
+func IgnoreNotFound(err error) error { return wasmrec.IgnoreNotFound(err) }
+
+// IgnoreAlreadyExists is nil for a create of an object that exists, and err otherwise.
+func IgnoreAlreadyExists(err error) error {
+	if wasmrec.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// apiVersionKind is obj's apiVersion and kind: those set on it, else its type's.
+func apiVersionKind(obj Object) (string, string) {
+	apiVersion, kind := obj.APIVersionKind()
+	if v := obj.GetAPIVersion(); v != "" {
+		apiVersion = v
+	}
+	if k := obj.GetKind(); k != "" {
+		kind = k
+	}
+	return apiVersion, kind
+}
+
+func ref(obj Object) abi.ObjectRef {
+	apiVersion, kind := apiVersionKind(obj)
+	return abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// decodeInto makes obj what resp holds, with its apiVersion and kind set.
+func decodeInto(what string, resp []byte, obj Object) error {
+	apiVersion, kind := obj.APIVersionKind()
+	obj.Reset()
+	if err := codec.Unmarshal(resp, obj); err != nil {
+		return fmt.Errorf("%s: decoding the answer into a %s: %w", what, kind, err)
+	}
+	if obj.GetKind() == "" {
+		obj.SetAPIVersionKind(apiVersion, kind)
+	}
+	return nil
+}
+
+// encode is obj's JSON with its apiVersion and kind set from its type where it has none.
+func encode(obj Object) ([]byte, error) {
+	if obj.GetKind() == "" || obj.GetAPIVersion() == "" {
+		obj.SetAPIVersionKind(apiVersionKind(obj))
+	}
+	return codec.Marshal(obj)
+}
+
+func describe(r abi.ObjectRef) string {
+	if r.Namespace == "" {
+		return r.Kind + " " + r.Name
+	}
+	return r.Kind + " " + r.Namespace + "/" + r.Name
+}
+
+// Get reads the object key names into obj, from the host's cache. obj is reset first: it holds
+// the object read and nothing of what it held before.
+func (c *Client) Get(ctx context.Context, key ObjectKey, obj Object) error {
+	apiVersion, kind := obj.APIVersionKind()
+	var e codec.Encoder
+	e.BeginObject()
+	e.Key(`"apiVersion":`)
+	e.String(apiVersion)
+	e.Key(`"kind":`)
+	e.String(kind)
+	if key.Namespace != "" {
+		e.Key(`"namespace":`)
+		e.String(key.Namespace)
+	}
+	e.Key(`"name":`)
+	e.String(key.Name)
+	e.EndObject()
+	req, _ := e.Bytes()
+	resp, err := c.c.Raw(ctx, abi.ImportGet, req)
+	if err != nil {
+		return err
+	}
+	return decodeInto("get "+describe(abi.ObjectRef{Kind: kind, Namespace: key.Namespace, Name: key.Name}), resp, obj)
+}
+
+// List reads the objects of list's kind that opts select (InNamespace, MatchingLabels,
+// HasLabels), from the host's cache. list is reset first.
+func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) error {
+	apiVersion, listKind := list.APIVersionKind()
+	kind, ok := strings.CutSuffix(listKind, "List")
+	if !ok {
+		return fmt.Errorf("list: %s is not a list kind (its name does not end in List)", listKind)
+	}
+	var o ListOptions
+	o.ApplyOptions(opts)
+	var e codec.Encoder
+	e.BeginObject()
+	e.Key(`"apiVersion":`)
+	e.String(apiVersion)
+	e.Key(`"kind":`)
+	e.String(kind)
+	if o.Namespace != "" {
+		e.Key(`"namespace":`)
+		e.String(o.Namespace)
+	}
+	if o.LabelSelector != "" {
+		e.Key(`"labelSelector":`)
+		e.String(o.LabelSelector)
+	}
+	e.EndObject()
+	req, _ := e.Bytes()
+	resp, err := c.c.Raw(ctx, abi.ImportList, req)
+	if err != nil {
+		return err
+	}
+	list.Reset()
+	if err := codec.Unmarshal(resp, list); err != nil {
+		return fmt.Errorf("list %s: decoding the answer: %w", kind, err)
+	}
+	if tm, ok := list.(interface{ SetAPIVersionKind(string, string) }); ok {
+		tm.SetAPIVersionKind(apiVersion, listKind)
+	}
+	return nil
+}
+
+// write sends obj through a create, update or update_status call and reads the answer into it.
+func (c *Client) write(ctx context.Context, fn string, obj Object) error {
+	body, err := encode(obj)
+	if err != nil {
+		return fmt.Errorf("%s %s: encoding it: %w", fn, describe(ref(obj)), err)
+	}
+	resp, err := c.c.Raw(ctx, fn, body)
+	if err != nil {
+		return err
+	}
+	return decodeInto(fn+" "+describe(ref(obj)), resp, obj)
+}
+
+// Create creates obj, and fills it with what the API server stored (its uid, resourceVersion,
+// defaults). Its apiVersion and kind are set from its type if it has none.
+func (c *Client) Create(ctx context.Context, obj Object) error {
+	return c.write(ctx, abi.ImportCreate, obj)
+}
+
+// Update replaces obj (its resourceVersion must be current, else the error is a conflict:
+// wasmrec.IsConflict) and fills it with what the API server stored.
+func (c *Client) Update(ctx context.Context, obj Object) error {
+	return c.write(ctx, abi.ImportUpdate, obj)
+}
+
+// Patch patches obj with patch (MergeFrom(original), RawPatch, Apply), and fills obj with what
+// the API server stored. The only PatchOption is ForceOwnership, for Apply.
+func (c *Client) Patch(ctx context.Context, obj Object, patch Patch, opts ...PatchOption) error {
+	return c.patch(ctx, obj, patch, "", opts)
+}
+
+func (c *Client) patch(ctx context.Context, obj Object, patch Patch, sub string, opts []PatchOption) error {
+	var o PatchOptions
+	for _, opt := range opts {
+		opt.ApplyToPatch(&o)
+	}
+	r := ref(obj)
+	data, err := patch.Data(obj)
+	if err != nil {
+		return fmt.Errorf("patch %s: %w", describe(r), err)
+	}
+	var e codec.Encoder
+	e.BeginObject()
+	e.Key(`"apiVersion":`)
+	e.String(r.APIVersion)
+	e.Key(`"kind":`)
+	e.String(r.Kind)
+	if r.Namespace != "" {
+		e.Key(`"namespace":`)
+		e.String(r.Namespace)
+	}
+	e.Key(`"name":`)
+	e.String(r.Name)
+	e.Key(`"type":`)
+	e.String(patch.Type())
+	e.Key(`"patch":`)
+	e.Raw(data)
+	if sub != "" {
+		e.Key(`"subresource":`)
+		e.String(sub)
+	}
+	if o.Force {
+		e.Key(`"force":`)
+		e.Bool(true)
+	}
+	e.EndObject()
+	req, err := e.Bytes()
+	if err != nil {
+		return fmt.Errorf("patch %s: the patch is not JSON: %w", describe(r), err)
+	}
+	resp, err := c.c.Raw(ctx, abi.ImportPatch, req)
+	if err != nil {
+		return err
+	}
+	return decodeInto("patch "+describe(r), resp, obj)
+}
+
+// Delete deletes obj; opts are PropagationPolicy and Preconditions (of its UID).
+func (c *Client) Delete(ctx context.Context, obj Object, opts ...DeleteOption) error {
+	var o DeleteOptions
+	for _, opt := range opts {
+		opt.ApplyToDelete(&o)
+	}
+	return c.delete(ctx, ref(obj), o)
+}
+
+func (c *Client) delete(ctx context.Context, r abi.ObjectRef, o DeleteOptions) error {
+	var e codec.Encoder
+	e.BeginObject()
+	e.Key(`"apiVersion":`)
+	e.String(r.APIVersion)
+	e.Key(`"kind":`)
+	e.String(r.Kind)
+	if r.Namespace != "" {
+		e.Key(`"namespace":`)
+		e.String(r.Namespace)
+	}
+	e.Key(`"name":`)
+	e.String(r.Name)
+	if o.PropagationPolicy != nil {
+		e.Key(`"propagationPolicy":`)
+		e.String(string(*o.PropagationPolicy))
+	}
+	if o.Preconditions != nil && o.Preconditions.UID != nil {
+		e.Key(`"uid":`)
+		e.String(string(*o.Preconditions.UID))
+	}
+	e.EndObject()
+	req, _ := e.Bytes()
+	_, err := c.c.Raw(ctx, abi.ImportDelete, req)
+	return err
+}
+
+// DeleteAllOf deletes the objects of obj's kind that opts select (InNamespace,
+// MatchingLabels, HasLabels, and the DeleteOptions): those a List finds in the host's cache,
+// one delete each, as the host deletes one object at a time. An object gone meanwhile is not
+// an error; the first other error ends it.
+func (c *Client) DeleteAllOf(ctx context.Context, obj Object, opts ...DeleteAllOfOption) error {
+	var lo ListOptions
+	var do DeleteOptions
+	for _, opt := range opts {
+		opt.ApplyToDeleteAllOf(&lo, &do)
+	}
+	apiVersion, kind := apiVersionKind(obj)
+	var e codec.Encoder
+	e.BeginObject()
+	e.Key(`"apiVersion":`)
+	e.String(apiVersion)
+	e.Key(`"kind":`)
+	e.String(kind)
+	if lo.Namespace != "" {
+		e.Key(`"namespace":`)
+		e.String(lo.Namespace)
+	}
+	if lo.LabelSelector != "" {
+		e.Key(`"labelSelector":`)
+		e.String(lo.LabelSelector)
+	}
+	e.EndObject()
+	req, _ := e.Bytes()
+	resp, err := c.c.Raw(ctx, abi.ImportList, req)
+	if err != nil {
+		return err
+	}
+	var items itemRefs
+	if err := codec.Unmarshal(resp, &items); err != nil {
+		return fmt.Errorf("deleteAllOf %s: decoding the list: %w", kind, err)
+	}
+	for _, it := range items.refs {
+		r := abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: it.Namespace, Name: it.Name}
+		if err := c.delete(ctx, r, do); err != nil && !wasmrec.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Status is the status subresource's writer: Update and Patch of obj's status.
+func (c *Client) Status() *StatusWriter { return &StatusWriter{c: c} }
+
+// SubResource is the writer of a subresource; only "status" can be written.
+func (c *Client) SubResource(name string) *StatusWriter { return &StatusWriter{c: c, sub: name} }
+
+// StatusWriter writes an object's status subresource.
+type StatusWriter struct {
+	c   *Client
+	sub string
+}
+
+// Update replaces obj's status (the rest of obj is ignored by the API server).
+func (s *StatusWriter) Update(ctx context.Context, obj Object) error {
+	if s.sub != "" && s.sub != "status" {
+		return fmt.Errorf("update of subresource %q: only status can be written", s.sub)
+	}
+	return s.c.write(ctx, abi.ImportUpdateStatus, obj)
+}
+
+// Patch patches obj's status.
+func (s *StatusWriter) Patch(ctx context.Context, obj Object, patch Patch, opts ...PatchOption) error {
+	if s.sub != "" && s.sub != "status" {
+		return fmt.Errorf("patch of subresource %q: only status can be written", s.sub)
+	}
+	return s.c.patch(ctx, obj, patch, "status", opts)
+}
+
+// itemRefs reads the namespace and name of each item of a list answer, and skips the rest.
+type itemRefs struct{ refs []types.NamespacedName }
+
+func (x *itemRefs) DecodeJSON(d *codec.Decoder) {
+	if !d.Object() {
+		return
+	}
+	for i := 0; ; i++ {
+		k, ok := d.Member(i)
+		if !ok {
+			return
+		}
+		if k != "items" || !d.Array() {
+			d.Skip()
+			continue
+		}
+		for j := 0; d.Elem(j); j++ {
+			var it item
+			it.DecodeJSON(d)
+			x.refs = append(x.refs, types.NamespacedName{Namespace: it.meta.Namespace, Name: it.meta.Name})
+		}
+	}
+}
+
+// item reads an object's metadata and skips the rest.
+type item struct{ meta metav1.ObjectMeta }
+
+func (x *item) DecodeJSON(d *codec.Decoder) {
+	if !d.Object() {
+		return
+	}
+	for i := 0; ; i++ {
+		k, ok := d.Member(i)
+		if !ok {
+			return
+		}
+		if k == "metadata" {
+			x.meta.DecodeJSON(d)
+		} else {
+			d.Skip()
+		}
+	}
+}

@@ -1,0 +1,180 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+
+	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
+	"github.com/wasmrec/wasmrec/sdk/go/client"
+	"github.com/wasmrec/wasmrec/sdk/go/fake"
+	appsv1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/apps/v1"
+	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
+	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
+)
+
+var manifest = wasmrec.Manifest{
+	Name: "typed",
+	For:  wasmrec.Watch{APIVersion: "apps/v1", Kind: "Deployment"},
+	Permissions: []wasmrec.Permission{
+		{Group: "apps", Resources: []string{"deployments", "deployments/status"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	},
+}
+
+func configMap(name string, labels map[string]string, data map[string]string) *wasmrec.Object {
+	o := wasmrec.NewObject("v1", "ConfigMap", "demo", name)
+	l := map[string]any{}
+	for k, v := range labels {
+		l[k] = v
+	}
+	_ = o.SetNested(l, "metadata", "labels")
+	m := map[string]any{}
+	for k, v := range data {
+		m[k] = v
+	}
+	o.Object["data"] = m
+	return o
+}
+
+func TestGetAndListReadTypedObjects(t *testing.T) {
+	cluster := fake.NewCluster(manifest,
+		configMap("a", map[string]string{"app": "web"}, map[string]string{"k": "v"}),
+		configMap("b", map[string]string{"app": "db"}, nil))
+	c := client.From(cluster.Client())
+	ctx := context.Background()
+
+	var cm corev1.ConfigMap
+	cm.Data = map[string]string{"stale": "x"} // a read leaves nothing of this
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "a"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Name != "a" || cm.Data["k"] != "v" || len(cm.Data) != 1 || cm.Kind != "ConfigMap" || cm.APIVersion != "v1" || cm.UID == "" {
+		t.Fatalf("read %+v", cm)
+	}
+	err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "missing"}, &cm)
+	if !wasmrec.IsNotFound(err) || client.IgnoreNotFound(err) != nil {
+		t.Fatalf("a missing object: %v", err)
+	}
+
+	var list corev1.ConfigMapList
+	if err := c.List(ctx, &list, client.InNamespace("demo"), client.MatchingLabels{"app": "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "a" || list.Kind != "ConfigMapList" {
+		t.Fatalf("listed %+v", list)
+	}
+	if err := c.List(ctx, &list, client.HasLabels{"app"}); err != nil || len(list.Items) != 2 {
+		t.Fatalf("listed %d (%v), want 2", len(list.Items), err)
+	}
+}
+
+func TestWritesFillTheObjectWithWhatWasStored(t *testing.T) {
+	cluster := fake.NewCluster(manifest)
+	c := client.From(cluster.Client())
+	ctx := context.Background()
+
+	replicas := int32(2)
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "web"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx"}}},
+			},
+		},
+	}
+	if err := c.Create(ctx, d); err != nil { // TypeMeta comes from the type
+		t.Fatal(err)
+	}
+	if d.UID == "" || d.ResourceVersion == "" || d.Generation != 1 || d.Kind != "Deployment" {
+		t.Fatalf("created %+v", d.ObjectMeta)
+	}
+	again := d.DeepCopy()
+	again.ResourceVersion = ""
+	if err := c.Create(ctx, again); !wasmrec.IsAlreadyExists(err) || client.IgnoreAlreadyExists(err) != nil {
+		t.Fatalf("a second create: %v", err)
+	}
+
+	stale := d.DeepCopy()
+	*d.Spec.Replicas = 3
+	if err := c.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Generation != 2 {
+		t.Fatalf("generation %d after a spec change, want 2", d.Generation)
+	}
+	*stale.Spec.Replicas = 5
+	if err := c.Update(ctx, stale); !wasmrec.IsConflict(err) {
+		t.Fatalf("an update from a stale read: %v, want a conflict", err)
+	}
+
+	orig := d.DeepCopy()
+	d.Labels["tier"] = "front"
+	delete(d.Labels, "app")
+	if err := c.Patch(ctx, d, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := cluster.Get("apps/v1", "Deployment", "demo", "web")
+	if l := stored.Labels(); l["tier"] != "front" || l["app"] != "" {
+		t.Fatalf("labels after the merge patch: %v", l)
+	}
+	if err := c.Patch(ctx, stale, client.MergeFrom(stale.DeepCopy(), client.MergeFromWithOptimisticLock)); !wasmrec.IsConflict(err) {
+		t.Fatalf("a patch locked to a stale resourceVersion: %v, want a conflict", err)
+	}
+
+	d.Status.ReadyReplicas = 3
+	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, LastUpdateTime: metav1.Unix(1700000000, 0)}}
+	if err := c.Status().Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	var read appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), &read); err != nil {
+		t.Fatal(err)
+	}
+	if read.Status.ReadyReplicas != 3 || len(read.Status.Conditions) != 1 || !read.Status.Conditions[0].LastUpdateTime.Equal(&d.Status.Conditions[0].LastUpdateTime) {
+		t.Fatalf("status read back: %+v", read.Status)
+	}
+
+	if err := c.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationBackground), client.UIDPrecondition("other")); err == nil {
+		t.Fatal("a delete with another uid's precondition succeeded")
+	}
+	if err := c.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cluster.Get("apps/v1", "Deployment", "demo", "web"); ok {
+		t.Fatal("the Deployment is still there")
+	}
+}
+
+func TestApplyAndDeleteAllOf(t *testing.T) {
+	cluster := fake.NewCluster(manifest,
+		configMap("a", map[string]string{"app": "web"}, nil),
+		configMap("b", map[string]string{"app": "web"}, nil),
+		configMap("c", map[string]string{"app": "db"}, nil))
+	c := client.From(cluster.Client())
+	ctx := context.Background()
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "applied"}, Data: map[string]string{"x": "1"}}
+	if err := c.Patch(ctx, cm, client.Apply, client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	if cm.UID == "" || cm.Data["x"] != "1" {
+		t.Fatalf("applied %+v", cm)
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace("demo"), client.MatchingLabels{"app": "web"}); err != nil {
+		t.Fatal(err)
+	}
+	var left corev1.ConfigMapList
+	if err := c.List(ctx, &left, client.InNamespace("demo")); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range left.Items {
+		names = append(names, it.Name)
+	}
+	if len(names) != 2 || names[0] != "applied" || names[1] != "c" {
+		t.Fatalf("left %v, want [applied c]", names)
+	}
+}

@@ -1,0 +1,165 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/sdk/go/codec"
+	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
+)
+
+// Patch is a patch of an object: its type (abi.PatchMerge...) and its JSON, made from the
+// object being patched.
+type Patch interface {
+	Type() string
+	Data(obj Object) ([]byte, error)
+}
+
+type rawPatch struct {
+	typ  string
+	data []byte
+}
+
+func (p rawPatch) Type() string                { return p.typ }
+func (p rawPatch) Data(Object) ([]byte, error) { return p.data, nil }
+
+// RawPatch is a patch written out: patchType is abi.PatchMerge, PatchJSON or PatchStrategic.
+func RawPatch(patchType string, data []byte) Patch { return rawPatch{patchType, data} }
+
+type applyPatch struct{}
+
+func (applyPatch) Type() string { return abi.PatchApply }
+func (applyPatch) Data(obj Object) ([]byte, error) {
+	return encode(obj)
+}
+
+// Apply server-side applies the object as it is: the fields it holds become the plugin's (the
+// field manager is the plugin's name). With ForceOwnership it takes fields other managers own.
+var Apply Patch = applyPatch{}
+
+// MergeFromOption is an option of MergeFrom.
+type MergeFromOption interface{ applyToMergeFrom(*mergeFrom) }
+
+type optimisticLock struct{}
+
+func (optimisticLock) applyToMergeFrom(m *mergeFrom) { m.lock = true }
+
+// MergeFromWithOptimisticLock puts the original's resourceVersion in the patch, so that the
+// API server refuses it (a conflict) if the object changed since it was read.
+var MergeFromWithOptimisticLock MergeFromOption = optimisticLock{}
+
+type mergeFrom struct {
+	from Object
+	lock bool
+}
+
+// MergeFrom is the JSON merge patch (RFC 7386) that turns original into the object being
+// patched: what changed, with null for what was removed. Lists are replaced whole, as merge
+// patches replace them. Take original as a DeepCopy before changing the object.
+func MergeFrom(original Object, opts ...MergeFromOption) Patch {
+	m := mergeFrom{from: original}
+	for _, o := range opts {
+		o.applyToMergeFrom(&m)
+	}
+	return m
+}
+
+func (m mergeFrom) Type() string { return abi.PatchMerge }
+
+func (m mergeFrom) Data(obj Object) ([]byte, error) {
+	before, err := codec.Marshal(m.from)
+	if err != nil {
+		return nil, err
+	}
+	after, err := codec.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	a, err := jsonv.DecodeObject(before)
+	if err != nil {
+		return nil, err
+	}
+	b, err := jsonv.DecodeObject(after)
+	if err != nil {
+		return nil, err
+	}
+	p := diff(a, b)
+	if m.lock {
+		rv := m.from.GetResourceVersion()
+		if rv == "" {
+			return nil, errors.New("MergeFromWithOptimisticLock: the original has no resourceVersion (read it from the cluster first)")
+		}
+		meta, _ := p["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			p["metadata"] = meta
+		}
+		meta["resourceVersion"] = rv
+	}
+	out, err := jsonv.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the merge patch: %w", err)
+	}
+	return out, nil
+}
+
+// diff is the merge patch from a to b.
+func diff(a, b map[string]any) map[string]any {
+	p := map[string]any{}
+	for k, av := range a {
+		bv, ok := b[k]
+		if !ok {
+			p[k] = nil
+			continue
+		}
+		am, aIsMap := av.(map[string]any)
+		bm, bIsMap := bv.(map[string]any)
+		if aIsMap && bIsMap {
+			if d := diff(am, bm); len(d) > 0 {
+				p[k] = d
+			}
+			continue
+		}
+		if !equal(av, bv) {
+			p[k] = bv
+		}
+	}
+	for k, bv := range b {
+		if _, ok := a[k]; !ok {
+			p[k] = bv
+		}
+	}
+	return p
+}
+
+// equal compares decoded JSON values.
+func equal(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		bm, ok := b.(map[string]any)
+		if !ok || len(a) != len(bm) {
+			return false
+		}
+		for k, v := range a {
+			w, ok := bm[k]
+			if !ok || !equal(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		bs, ok := b.([]any)
+		if !ok || len(a) != len(bs) {
+			return false
+		}
+		for i := range a {
+			if !equal(a[i], bs[i]) {
+				return false
+			}
+		}
+		return true
+	default:
+		return a == b
+	}
+}
