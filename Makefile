@@ -87,7 +87,7 @@ $(BIN)/kube-controller-manager: e2e/controlplane/kube-apiserver/go.mod e2e/contr
 
 GO_PLUGINS := app failing mirror rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
+TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -97,7 +97,7 @@ plugins: $(GO_PLUGINS:%=$(BIN)/plugins/%.wasm) $(C_PLUGINS:%=$(BIN)/plugins/%.wa
 .PHONY: testguests
 testguests: $(TESTGUESTS:%=$(BIN)/testguests/%.wasm) ## Build the misbehaving test modules into bin/testguests/.
 
-SDK_GO := $(wildcard sdk/go/*.go sdk/go/*/*.go sdk/go/*/*/*.go sdk/go/go.mod abi/*.go abi/go.mod)
+SDK_GO := $(shell find sdk/go abi -name "*.go" -o -name go.mod)
 SDK_C  := sdk/c/wasmrec.h sdk/c/wasmrec.c
 
 .SECONDEXPANSION:
@@ -209,7 +209,7 @@ ABI_MODULE := github.com/wasmrec/wasmrec/abi
 SDK_MODULE := github.com/wasmrec/wasmrec/sdk/go
 
 # Modules with Go code, and the two that only pin the control plane's versions.
-CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo host/wasm/testdata/panicgo
+CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo host/wasm/testdata/hashtypedgo host/wasm/testdata/panicgo
 MODULES      := $(CODE_MODULES) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check

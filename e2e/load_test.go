@@ -32,15 +32,16 @@ import (
 	"github.com/wasmrec/wasmrec/host/object"
 )
 
-// BenchmarkConfigMapHash runs one reconcile three ways on the same API server, one after the
+// BenchmarkConfigMapHash runs one reconcile four ways on the same API server, one after the
 // other, and compares them: for every ConfigMap of a namespace, merge-patch the annotation
 // bench/hash to the FNV-64a of its sorted data. "cr" is a controller-runtime controller
 // (e2e/testdata/crhash: its default options, 2 workers); "c" and "go" are wasmrec plugins
-// (hashc, hash-go: wasmrec's default settings, 2 workers). Each run starts the controller on n
+// (hashc, hash-go: wasmrec's default settings, 2 workers), and "go-typed" is crhash's reconcile
+// ported to the generated types and package client (hashtyped-go). Each run starts the controller on n
 // fresh ConfigMaps and measures, from its start: the first ConfigMap with its hash ("first"),
 // every ConfigMap with its hash ("converge"), its peak RSS (VmHWM, read before it is stopped) and
 // of it the peak private memory (samplePrivate), and, once it has exited on SIGTERM, its CPU
-// time. The three alternate, round after round; the "-x" figures are ratios of medians
+// time. The four alternate, round after round; the "-x" figures are ratios of medians
 // to controller-runtime's.
 func BenchmarkConfigMapHash(b *testing.B) {
 	crhash := filepath.Join(b.TempDir(), "crhash")
@@ -52,6 +53,7 @@ func BenchmarkConfigMapHash(b *testing.B) {
 		{name: "cr", start: func(b *testing.B, ns string) *exec.Cmd { return startCRHash(b, crhash, ns) }},
 		{name: "c", start: func(b *testing.B, ns string) *exec.Cmd { return startHashPlugin(b, "hashc", ns) }},
 		{name: "go", start: func(b *testing.B, ns string) *exec.Cmd { return startHashPlugin(b, "hash-go", ns) }},
+		{name: "go-typed", start: func(b *testing.B, ns string) *exec.Cmd { return startHashPlugin(b, "hashtyped-go", ns) }},
 	}
 	// A first, small run of each: modules compiled into the default cache, binaries in the page
 	// cache. Users run on a warm cache after their first start.

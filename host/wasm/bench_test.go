@@ -121,6 +121,8 @@ var native = map[string]func() error{
 	"deployment":             nativeDeployment,
 	"deployment-json":        nativeDeployment,
 	"deployment-hostconvert": nativeDeployment,
+	"deployment-generated":   nativeDeployment,
+	"deployment-raw":         func() error { return nil },
 	"deployment-object":      nativeObject,
 	"deployment-object-std":  nativeObject,
 	"deployment-fields": func() error {
@@ -158,7 +160,10 @@ type deploymentFields struct {
 // host's encoding made already; "deployment-hostconvert" is the same with the host making the
 // protobuf from the JSON on each call (its first get of an object), in the figure;
 // "deployment-json" decodes it into appsv1.Deployment from JSON (a type without the protobuf
-// methods, as GetInto decoded every type before protobuf); "deployment-object" is Client.Get,
+// methods, as GetInto decoded every type before protobuf); "deployment-generated" decodes it
+// from JSON into the generated appsv1.Deployment of sdk/go/k8s, through package client, and
+// "deployment-raw" gets it and decodes nothing (its baseline is nothing at all);
+// "deployment-object" is Client.Get,
 // the Deployment as an untyped Object (a map[string]any), and "deployment-object-std" the same
 // decoded by encoding/json; "deployment-fields" gets it and reads spec.replicas and the first
 // container's image (C with the SDK's JSON lookups, Go and native into a struct of those
@@ -166,7 +171,7 @@ type deploymentFields struct {
 func BenchmarkReconcile(b *testing.B) {
 	e := engine(b)
 	guests := map[string][]byte{"c": module(b, "testguests", "benchc"), "go": module(b, "testguests", "bench-go")}
-	for _, work := range []string{"noop", "deployment", "deployment-hostconvert", "deployment-json", "deployment-object", "deployment-object-std", "deployment-fields"} {
+	for _, work := range []string{"noop", "deployment", "deployment-hostconvert", "deployment-json", "deployment-generated", "deployment-raw", "deployment-object", "deployment-object-std", "deployment-fields"} {
 		for _, mode := range []string{"plain", "interruptible"} {
 			interruptible := mode == "interruptible"
 			b.Run(fmt.Sprintf("%s/native/%s", work, mode), func(b *testing.B) {

@@ -7,6 +7,7 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/sdk/go/codec"
 	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
 // Patch is a patch of an object: its type (abi.PatchMerge...) and its JSON, made from the
@@ -24,8 +25,23 @@ type rawPatch struct {
 func (p rawPatch) Type() string                { return p.typ }
 func (p rawPatch) Data(Object) ([]byte, error) { return p.data, nil }
 
-// RawPatch is a patch written out: patchType is abi.PatchMerge, PatchJSON or PatchStrategic.
-func RawPatch(patchType string, data []byte) Patch { return rawPatch{patchType, data} }
+// RawPatch is a patch written out: patchType is types.MergePatchType, JSONPatchType or
+// StrategicMergePatchType (the content types controller-runtime's RawPatch takes), or the ABI's
+// name of one (abi.PatchMerge...).
+func RawPatch(patchType types.PatchType, data []byte) Patch {
+	t := string(patchType)
+	switch patchType {
+	case types.MergePatchType:
+		t = abi.PatchMerge
+	case types.JSONPatchType:
+		t = abi.PatchJSON
+	case types.StrategicMergePatchType:
+		t = abi.PatchStrategic
+	case types.ApplyPatchType:
+		t = abi.PatchApply
+	}
+	return rawPatch{t, data}
+}
 
 type applyPatch struct{}
 

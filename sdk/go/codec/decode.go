@@ -1,9 +1,12 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
@@ -17,7 +20,7 @@ type Unmarshaler interface {
 func Unmarshal(data []byte, v Unmarshaler) error {
 	d := NewDecoder(data)
 	v.DecodeJSON(d)
-	if d.err == nil && d.t.Peek() != 0 {
+	if d.err == nil && d.peek() != 0 {
 		d.fail("data after the value")
 	}
 	return d.err
@@ -26,13 +29,79 @@ func Unmarshal(data []byte, v Unmarshaler) error {
 // Decoder reads one JSON document for generated decoders. Its first error ends the reading:
 // every read after it reads nothing and returns the zero value, so that generated code need not
 // check each one, and Err returns it.
+//
+// The common tokens (white space, keys and strings of printable ASCII without escapes,
+// integers) are read here, in few calls, which matters most in a wasm guest, where a call costs
+// several times what it costs natively; the rest (escapes, other UTF-8, fractions, skipped
+// values) is read by jsonv.Text at the same offset.
 type Decoder struct {
-	t   *jsonv.Text
-	err error
+	data []byte
+	pos  int
+	// text is a copy of data, made at the first string read, that the strings read share.
+	text []byte
+	slow *jsonv.Text
+	err  error
 }
 
 // NewDecoder returns a Decoder at the start of data.
-func NewDecoder(data []byte) *Decoder { return &Decoder{t: jsonv.NewText(data)} }
+func NewDecoder(data []byte) *Decoder { return &Decoder{data: data} }
+
+// peek skips white space and returns the next byte, or 0 at the end.
+func (d *Decoder) peek() byte {
+	for d.pos < len(d.data) {
+		switch c := d.data[d.pos]; c {
+		case ' ', '\n', '\r', '\t':
+			d.pos++
+		default:
+			return c
+		}
+	}
+	return 0
+}
+
+// text is jsonv's reader at d's offset, for what the fast paths leave; Done hands the offset
+// back.
+func (d *Decoder) textAt() *jsonv.Text {
+	if d.slow == nil {
+		d.slow = jsonv.NewText(d.data)
+	}
+	d.slow.SetPos(d.pos)
+	return d.slow
+}
+
+// readString reads the string whose quote is at d.pos.
+func (d *Decoder) readString() (string, bool) {
+	start := d.pos + 1
+	for i := start; i < len(d.data); i++ {
+		c := d.data[i]
+		if c == '"' {
+			d.pos = i + 1
+			if i == start {
+				return "", true
+			}
+			if d.text == nil {
+				d.text = bytes.Clone(d.data)
+			}
+			return unsafe.String(&d.text[start], i-start), true
+		}
+		if c == '\\' || c < ' ' || c >= utf8.RuneSelf {
+			break
+		}
+	}
+	t := d.textAt()
+	s, ok := t.String()
+	d.pos = t.Pos()
+	return s, ok
+}
+
+// literal reads lit at d.pos.
+func (d *Decoder) literal(lit string) bool {
+	if len(d.data)-d.pos < len(lit) || string(d.data[d.pos:d.pos+len(lit)]) != lit {
+		return false
+	}
+	d.pos += len(lit)
+	return true
+}
 
 // Err is the first error, or nil.
 func (d *Decoder) Err() error { return d.err }
@@ -50,12 +119,12 @@ func (d *Decoder) Fail(err error) {
 	if d.err == nil {
 		d.err = err
 	}
-	d.t.SetPos(len(d.t.Data()))
+	d.pos = len(d.data)
 }
 
 func (d *Decoder) fail(msg string) {
 	if d.err == nil {
-		d.Fail(&SyntaxError{Offset: d.t.Pos(), Msg: msg})
+		d.Fail(&SyntaxError{Offset: d.pos, Msg: msg})
 	}
 }
 
@@ -81,7 +150,7 @@ func what(b byte) string {
 }
 
 func (d *Decoder) wrongType(want string) {
-	d.fail(fmt.Sprintf("cannot read %s into %s", what(d.t.Peek()), want))
+	d.fail(fmt.Sprintf("cannot read %s into %s", what(d.peek()), want))
 }
 
 // Next is the first byte of the next value ('{', '"', 'n' for null...) without reading it:
@@ -90,15 +159,15 @@ func (d *Decoder) Next() byte {
 	if d.err != nil {
 		return 0
 	}
-	return d.t.Peek()
+	return d.peek()
 }
 
 // Null reads a null if one is next, and reports whether it did.
 func (d *Decoder) Null() bool {
-	if d.err != nil || d.t.Peek() != 'n' {
+	if d.err != nil || d.peek() != 'n' {
 		return false
 	}
-	if !d.t.Literal("null") {
+	if !d.literal("null") {
 		d.fail("invalid literal")
 	}
 	return true
@@ -110,11 +179,11 @@ func (d *Decoder) Object() bool {
 	if d.Null() || d.err != nil {
 		return false
 	}
-	if d.t.Peek() != '{' {
+	if d.peek() != '{' {
 		d.wrongType("an object")
 		return false
 	}
-	d.t.SetPos(d.t.Pos() + 1)
+	d.pos++
 	return true
 }
 
@@ -124,9 +193,9 @@ func (d *Decoder) Member(i int) (key string, ok bool) {
 	if d.err != nil {
 		return "", false
 	}
-	c := d.t.Peek()
+	c := d.peek()
 	if c == '}' {
-		d.t.SetPos(d.t.Pos() + 1)
+		d.pos++
 		return "", false
 	}
 	if i > 0 {
@@ -134,23 +203,23 @@ func (d *Decoder) Member(i int) (key string, ok bool) {
 			d.fail("expected , or } after an object member")
 			return "", false
 		}
-		d.t.SetPos(d.t.Pos() + 1)
-		c = d.t.Peek()
+		d.pos++
+		c = d.peek()
 	}
 	if c != '"' {
 		d.fail("expected an object key")
 		return "", false
 	}
-	key, ok = d.t.String()
+	key, ok = d.readString()
 	if !ok {
 		d.fail("invalid string")
 		return "", false
 	}
-	if d.t.Peek() != ':' {
+	if d.peek() != ':' {
 		d.fail("expected : after an object key")
 		return "", false
 	}
-	d.t.SetPos(d.t.Pos() + 1)
+	d.pos++
 	return key, true
 }
 
@@ -160,11 +229,11 @@ func (d *Decoder) Array() bool {
 	if d.Null() || d.err != nil {
 		return false
 	}
-	if d.t.Peek() != '[' {
+	if d.peek() != '[' {
 		d.wrongType("an array")
 		return false
 	}
-	d.t.SetPos(d.t.Pos() + 1)
+	d.pos++
 	return true
 }
 
@@ -173,9 +242,9 @@ func (d *Decoder) Elem(i int) bool {
 	if d.err != nil {
 		return false
 	}
-	c := d.t.Peek()
+	c := d.peek()
 	if c == ']' {
-		d.t.SetPos(d.t.Pos() + 1)
+		d.pos++
 		return false
 	}
 	if i > 0 {
@@ -183,14 +252,20 @@ func (d *Decoder) Elem(i int) bool {
 			d.fail("expected , or ] after an array element")
 			return false
 		}
-		d.t.SetPos(d.t.Pos() + 1)
+		d.pos++
 	}
 	return true
 }
 
 // Skip reads a value of any kind and keeps nothing of it: an unknown field's.
 func (d *Decoder) Skip() {
-	if d.err == nil && !d.t.Skip() {
+	if d.err != nil {
+		return
+	}
+	t := d.textAt()
+	ok := t.Skip()
+	d.pos = t.Pos()
+	if !ok {
 		d.fail("invalid JSON")
 	}
 }
@@ -200,30 +275,33 @@ func (d *Decoder) Raw() []byte {
 	if d.err != nil {
 		return nil
 	}
-	d.t.Peek()
-	start := d.t.Pos()
+	d.peek()
+	start := d.pos
 	d.Skip()
 	if d.err != nil {
 		return nil
 	}
-	return append([]byte(nil), d.t.Data()[start:d.t.Pos()]...)
+	return append([]byte(nil), d.data[start:d.pos]...)
 }
 
-// str reads a string, or leaves *ok false for a null.
+// str reads a string, or leaves ok false for a null.
 func (d *Decoder) str(want string) (string, bool) {
-	if d.Null() || d.err != nil {
+	if d.err != nil {
 		return "", false
 	}
-	if d.t.Peek() != '"' {
-		d.wrongType(want)
+	switch d.peek() {
+	case '"':
+		s, ok := d.readString()
+		if !ok {
+			d.fail("invalid string")
+		}
+		return s, ok
+	case 'n':
+		d.Null()
 		return "", false
 	}
-	s, ok := d.t.String()
-	if !ok {
-		d.fail("invalid string")
-		return "", false
-	}
-	return s, true
+	d.wrongType(want)
+	return "", false
 }
 
 // StringValue reads a string; a null leaves ok false.
@@ -241,14 +319,14 @@ func ReadBool[T ~bool](p *T, d *Decoder) {
 	if d.Null() || d.err != nil {
 		return
 	}
-	switch d.t.Peek() {
+	switch d.peek() {
 	case 't':
-		if d.t.Literal("true") {
+		if d.literal("true") {
 			*p = true
 			return
 		}
 	case 'f':
-		if d.t.Literal("false") {
+		if d.literal("false") {
 			*p = false
 			return
 		}
@@ -261,14 +339,32 @@ func ReadBool[T ~bool](p *T, d *Decoder) {
 
 // number reads a number's text; a null leaves ok false.
 func (d *Decoder) number(want string) (text []byte, integer bool, n uint64, ok bool) {
-	if d.Null() || d.err != nil {
+	if d.err != nil {
 		return nil, false, 0, false
 	}
-	if c := d.t.Peek(); c != '-' && (c < '0' || c > '9') {
+	c := d.peek()
+	if c == 'n' {
+		d.Null()
+		return nil, false, 0, false
+	}
+	if c != '-' && (c < '0' || c > '9') {
 		d.wrongType(want)
 		return nil, false, 0, false
 	}
-	text, integer, n, ok = d.t.Number()
+	// A non-negative integer of up to 18 digits, not starting with 0 unless it is 0, ended by
+	// something other than a fraction or exponent: read here.
+	start, i := d.pos, d.pos
+	for ; i < len(d.data) && i-start < 19 && d.data[i] >= '0' && d.data[i] <= '9'; i++ {
+		n = n*10 + uint64(d.data[i]-'0')
+	}
+	if digits := i - start; digits > 0 && digits < 19 && (d.data[start] != '0' || digits == 1) &&
+		(i == len(d.data) || d.data[i] != '.' && d.data[i] != 'e' && d.data[i] != 'E' && (d.data[i] < '0' || d.data[i] > '9')) {
+		d.pos = i
+		return d.data[start:i], true, n, true
+	}
+	t := d.textAt()
+	text, integer, n, ok = t.Number()
+	d.pos = t.Pos()
 	if !ok {
 		d.fail("invalid number")
 	}

@@ -3,6 +3,9 @@
 // appsv1.Deployment, in protobuf where the host answers it; "deployment-json" the same from
 // JSON; "deployment-object" gets it as an untyped Object (Client.Get), "deployment-object-std"
 // as a map[string]any decoded by encoding/json;
+// "deployment-generated" gets it with package client into the generated appsv1.Deployment of
+// sdk/go/k8s (JSON, decoded without reflection); "deployment-raw" gets its JSON and decodes
+// nothing, the floor of the others;
 // "deployment-fields" decodes only spec.replicas and the first container's image, into a struct
 // of those fields. It imports k8s.io/api, so it is also the large (~17 MB) module of the
 // cold-start benchmark.
@@ -16,10 +19,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
+	"github.com/wasmrec/wasmrec/sdk/go/client"
+	genappsv1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/apps/v1"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
 func init() {
-	client := wasmrec.NewClient()
+	client, typed := wasmrec.NewClient(), client.New()
 	wasmrec.Register(wasmrec.Manifest{
 		Name:        "bench-go",
 		For:         wasmrec.Watch{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -37,6 +43,19 @@ func init() {
 			}
 			if len(d.Spec.Template.Spec.Containers) == 0 || d.Kind != "Deployment" {
 				return wasmrec.Result{}, fmt.Errorf("decoded %+v", d)
+			}
+		case "deployment-generated":
+			var d genappsv1.Deployment
+			if err := typed.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: "deployment"}, &d); err != nil {
+				return wasmrec.Result{}, err
+			}
+			if len(d.Spec.Template.Spec.Containers) == 0 || d.Kind != "Deployment" {
+				return wasmrec.Result{}, fmt.Errorf("decoded %+v", d)
+			}
+		case "deployment-raw":
+			b, err := client.Raw(ctx, "get", []byte(`{"apiVersion":"apps/v1","kind":"Deployment","namespace":"bench","name":"deployment"}`))
+			if err != nil || len(b) == 0 {
+				return wasmrec.Result{}, fmt.Errorf("got %d bytes: %v", len(b), err)
 			}
 		case "deployment-object":
 			o, err := client.Get(ctx, "apps/v1", "Deployment", req.Namespace, "deployment")

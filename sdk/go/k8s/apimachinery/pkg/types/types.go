@@ -17,3 +17,14 @@ func (n NamespacedName) String() string {
 	}
 	return n.Namespace + "/" + n.Name
 }
+
+// PatchType is a patch's content type, as the API server takes it.
+type PatchType string
+
+const (
+	JSONPatchType           PatchType = "application/json-patch+json"
+	MergePatchType          PatchType = "application/merge-patch+json"
+	StrategicMergePatchType PatchType = "application/strategic-merge-patch+json"
+	ApplyPatchType          PatchType = "application/apply-patch+yaml"
+	ApplyCBORPatchType      PatchType = "application/apply-patch+cbor"
+)
