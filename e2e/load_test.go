@@ -93,7 +93,7 @@ func BenchmarkConfigMapHash(b *testing.B) {
 	}
 }
 
-// hashSizes are the namespace sizes of BenchmarkConfigMapHash, and how many rounds of the three
+// hashSizes are the namespace sizes of BenchmarkConfigMapHash, and how many rounds of the four
 // each gets: the figures are the medians.
 var hashSizes = []struct{ n, rounds int }{{2000, 3}, {10000, 1}}
 
@@ -269,7 +269,7 @@ func createConfigMaps(b testing.TB, cs *kubernetes.Clientset, n int, opts metav1
 	}
 }
 
-// hashData is what the three reconcilers compute: FNV-64a over key=value\n in key order, in hex.
+// hashData is what the reconcilers compute: FNV-64a over key=value\n in key order, in hex.
 func hashData(data map[string]string) string {
 	h := fnv.New64a()
 	for _, k := range slices.Sorted(maps.Keys(data)) {
