@@ -233,7 +233,7 @@ check: ## Format, vet and tidy; fail if anything changed.
 	@git diff --exit-code -- $(addsuffix /go.mod,$(MODULES)) $(addsuffix /go.sum,$(MODULES)) || { echo "go mod tidy changed the files above: commit them"; exit 1; }
 	cd internal/typegen && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) mod tidy
 	@$(MAKE) -s generate-types
-	@git diff --exit-code -- internal/typegen sdk/go/k8s || { echo "internal/typegen's module or the generated sdk/go/k8s changed: commit them (make generate-types)"; exit 1; }
+	@git diff --exit-code -- internal/typegen sdk/go/k8s internal/scaffold/zz_generated_typed.go || { echo "internal/typegen's module or the generated sdk/go/k8s changed: commit them (make generate-types)"; exit 1; }
 	@test -z "$$(git status --porcelain -- sdk/go/k8s)" || { echo "make generate-types made files not committed:"; git status --porcelain -- sdk/go/k8s; exit 1; }
 
 .PHONY: generate-types
@@ -243,7 +243,7 @@ check: ## Format, vet and tidy; fail if anything changed.
 generate-types: ## Generate sdk/go/k8s (the Kubernetes types for Go plugins) from internal/typegen/served.json.
 	@if [ -n "$(SERVED)" ]; then cd internal/typegen && GOWORK=off $(GO) run . digest > served.json.new && mv served.json.new served.json; fi
 	rm -rf sdk/go/k8s/api $(addprefix sdk/go/k8s/apimachinery/pkg/apis/meta/v1/,zz_generated.types.go zz_generated.codec.go zz_generated.deepcopy.go)
-	cd internal/typegen && GOWORK=off $(GO) run . generate -served served.json -out ../../sdk/go/k8s -kinds-test zz_generated_kinds_test.go
+	cd internal/typegen && GOWORK=off $(GO) run . generate -served served.json -out ../../sdk/go/k8s -kinds-test zz_generated_kinds_test.go -scaffold-kinds ../scaffold/zz_generated_typed.go
 
 .PHONY: clean
 clean: ## Remove what the build made (bin/ included: the control plane is rebuilt next time).

@@ -427,7 +427,7 @@ func TestBuildMistakes(t *testing.T) {
 			t.Errorf("new says:\n%s", got)
 		}
 		a.run("", "wasmrec new typo")
-		a.edit("typo/main.go", `kind       = "ConfigMap"`, `kind       = "ConfigMaps"`)
+		a.edit("typo/main.go", `Kind: "ConfigMap"}`, `Kind: "ConfigMaps"}`)
 		got = a.fails("typo", "wasmrec build")
 		if !strings.Contains(got, "watches ConfigMaps.v1, which no API server serves: v1 has no kind ConfigMaps: did you mean ConfigMap?") {
 			t.Errorf("build says:\n%s", got)

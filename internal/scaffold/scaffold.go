@@ -42,6 +42,9 @@ type data struct {
 	Resource, Annotation     string
 	Version, Singular        string // a custom resource's, for its CRD
 	Namespaced               bool
+	// TypesImport and TypesAlias are the package of the kind's generated Go type (sdk/go/k8s),
+	// for a Go plugin of a kind that has one.
+	TypesImport, TypesAlias string
 }
 
 // Write makes the folder and returns the files written, relative to it. It refuses a folder
@@ -92,6 +95,11 @@ func Write(o Options) ([]string, error) {
 		files["go.mod"] = "templates/go/go.mod.tmpl"
 		files["main.go"] = "templates/go/main.go.tmpl"
 		files["main_test.go"] = "templates/go/main_test.go.tmpl"
+		if t, ok := typedKinds[d.APIVersion+"/"+d.Kind]; ok { // typed objects: sdk/go/k8s and package client
+			d.TypesImport, d.TypesAlias = t.Import, t.Alias
+			files["main.go"] = "templates/go/typed/main.go.tmpl"
+			files["main_test.go"] = "templates/go/typed/main_test.go.tmpl"
+		}
 	} else {
 		files[o.Name+".c"] = "templates/c/plugin.c.tmpl"
 	}

@@ -45,6 +45,37 @@ func TestWriteGo(t *testing.T) {
 	if !strings.Contains(string(main), `{Group: "apps", Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}}`) {
 		t.Errorf("main.go's manifest does not ask for what host.yaml grants:\n%s", main)
 	}
+	// A built-in kind is read typed, with the generated type of this tree's sdk/go/k8s.
+	if !strings.Contains(string(main), `appsv1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/apps/v1"`) || !strings.Contains(string(main), "var obj appsv1.Deployment") {
+		t.Errorf("main.go does not read a typed appsv1.Deployment:\n%s", main)
+	}
+}
+
+// Every kind wasmrec new writes a typed plugin for has its type in this tree's sdk/go/k8s.
+func TestTypedKindsExist(t *testing.T) {
+	for key, tk := range typedKinds {
+		kind := key[strings.LastIndex(key, "/")+1:]
+		dir := filepath.Join("..", "..", "sdk", "go", strings.TrimPrefix(tk.Import, "github.com/wasmrec/wasmrec/sdk/go/"))
+		src, err := os.ReadFile(filepath.Join(dir, "zz_generated.types.go"))
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if !strings.Contains(string(src), "\ntype "+kind+" struct {") {
+			t.Errorf("%s: %s has no type %s", key, dir, kind)
+		}
+	}
+}
+
+// A custom resource's plugin is untyped: there is no Go type of it yet.
+func TestWriteGoCustomResourceIsUntyped(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "widget")
+	if _, err := Write(Options{Name: "widget", Lang: "go", For: "example.com/v1/Widget", Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	main, _ := os.ReadFile(filepath.Join(dir, "main.go"))
+	if !strings.Contains(string(main), "r.Client.Get(ctx, apiVersion, kind, req.Namespace, req.Name)") {
+		t.Errorf("main.go of a custom resource:\n%s", main)
+	}
 }
 
 func TestWriteC(t *testing.T) {

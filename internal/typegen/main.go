@@ -39,11 +39,12 @@ func main() {
 		served := fs.String("served", "served.json", "the digest of the API server's OpenAPI")
 		out := fs.String("out", "", "the directory that stands for "+outRoot)
 		kindsTest := fs.String("kinds-test", "", "where to write the list of kinds typegen's tests use")
+		scaffoldKinds := fs.String("scaffold-kinds", "", "where to write the list of kinds wasmrec new makes typed plugins of")
 		_ = fs.Parse(os.Args[2:])
 		if *out == "" {
 			usage()
 		}
-		err = generate(*served, *out, *kindsTest)
+		err = generate(*served, *out, *kindsTest, *scaffoldKinds)
 	default:
 		usage()
 	}

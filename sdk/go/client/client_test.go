@@ -18,6 +18,7 @@ var manifest = wasmrec.Manifest{
 	Permissions: []wasmrec.Permission{
 		{Group: "apps", Resources: []string{"deployments", "deployments/status"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{Group: "", Resources: []string{"events"}, Verbs: []string{"create"}},
 	},
 }
 
@@ -162,6 +163,12 @@ func TestApplyAndDeleteAllOf(t *testing.T) {
 	}
 	if cm.UID == "" || cm.Data["x"] != "1" {
 		t.Fatalf("applied %+v", cm)
+	}
+	if err := c.Event(ctx, cm, "Normal", "Applied", "applied by the test"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := cluster.Events(); len(ev) != 1 || ev[0].Reason != "Applied" {
+		t.Fatalf("events %+v, want one Applied", ev)
 	}
 	if err := c.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace("demo"), client.MatchingLabels{"app": "web"}); err != nil {
 		t.Fatal(err)

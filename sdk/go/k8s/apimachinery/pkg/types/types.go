@@ -1,4 +1,3 @@
-// Package types holds the names of objects, as k8s.io/apimachinery/pkg/types does.
 package types
 
 // UID is an object's unique id, given by the API server.
