@@ -82,7 +82,7 @@ func TestFailuresInTheAuthorsWords(t *testing.T) {
 	// A panic: the error line says the guest's message, with its stack, and no wasm trap; and
 	// since every reconcile panics, the plugin is Degraded with it.
 	mark := len(d.output())
-	a.edit("oops/main.go", "	obj, err := r.Client.Get(", "	panic(\"the sample has no owner\")\n	obj, err := r.Client.Get(")
+	a.edit("oops/main.go", "	var obj ", "	panic(\"the sample has no owner\")\n	var obj ")
 	line := waitLine(mark, "level=ERROR", `panicked: the sample has no owner`)
 	if !strings.Contains(line, `stack="goroutine `) || !strings.Contains(line, "main.(*Reconciler).Reconcile") {
 		t.Errorf("the panic's line lacks the guest's stack:\n%s", line)
