@@ -27,6 +27,9 @@ type pkgDocs struct {
 	types  map[string]string
 	fields map[string]string   // Type.Field
 	consts map[string][]string // by type: declarations, with their docs
+	// plain are the constants that are untyped or of a predeclared type (EventTypeNormal,
+	// NamespaceDefault): declarations, with their docs.
+	plain []string
 }
 
 func (g *gen) docsOf(pkg string) (*pkgDocs, error) {
@@ -81,29 +84,45 @@ func (g *gen) docsOf(pkg string) (*pkgDocs, error) {
 			case token.CONST:
 				for _, s := range gd.Specs {
 					vs := s.(*ast.ValueSpec)
-					typ, ok := vs.Type.(*ast.Ident)
-					if !ok || len(vs.Names) != 1 || len(vs.Values) != 1 {
+					if len(vs.Names) != 1 || len(vs.Values) != 1 || !ast.IsExported(vs.Names[0].Name) {
 						continue
 					}
 					lit, ok := vs.Values[0].(*ast.BasicLit)
-					if !ok || !ast.IsExported(vs.Names[0].Name) {
+					if !ok {
+						continue
+					}
+					typ, typed := vs.Type.(*ast.Ident)
+					if vs.Type != nil && !typed {
 						continue
 					}
 					doc := vs.Doc
 					if doc == nil && len(gd.Specs) == 1 {
 						doc = gd.Doc
 					}
-					decl := comment(clean(doc)) + "const " + vs.Names[0].Name + " " + typ.Name + " = " + lit.Value + "\n\n"
-					if clean(doc) == "" {
-						decl = "const " + vs.Names[0].Name + " " + typ.Name + " = " + lit.Value + "\n\n"
+					typeName := ""
+					if typed {
+						typeName = typ.Name + " "
 					}
-					d.consts[typ.Name] = append(d.consts[typ.Name], decl)
+					decl := comment(clean(doc)) + "const " + vs.Names[0].Name + " " + typeName + "= " + lit.Value + "\n\n"
+					if clean(doc) == "" {
+						decl = "const " + vs.Names[0].Name + " " + typeName + "= " + lit.Value + "\n\n"
+					}
+					switch {
+					case !typed:
+						d.plain = append(d.plain, decl)
+					case predeclared[typ.Name]:
+						d.plain = append(d.plain, decl)
+					default:
+						d.consts[typ.Name] = append(d.consts[typ.Name], decl)
+					}
 				}
 			}
 		}
 	}
 	return d, nil
 }
+
+var predeclared = map[string]bool{"string": true, "int": true, "int32": true, "int64": true, "bool": true}
 
 func embeddedName(e ast.Expr) string {
 	switch t := e.(type) {

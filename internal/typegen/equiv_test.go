@@ -95,6 +95,9 @@ func TestGeneratedKindsEncodeAsEncodingJSON(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Fatalf("round %d:\n got %s\nwant %s", i, got, want)
 				}
+				if std, err := json.Marshal(ours); err != nil || !bytes.Equal(std, want) {
+					t.Fatalf("encoding/json encodes the generated type as %s (%v), not as %s", std, err, want)
+				}
 				copied, err := codec.Marshal(ours.DeepCopyObject().(object))
 				if err != nil || !bytes.Equal(copied, want) {
 					t.Fatalf("the deep copy encodes as %s (%v), not as %s", copied, err, want)

@@ -681,6 +681,17 @@ func (g *gen) write(p *outPkg, outDir string) error {
 		}
 		tf.printf("}\n\n")
 	}
+	if len(p.kinds) > 0 && p.src != metaPkg {
+		gv, _ := schemaGV(p.kinds[0].apiVersion)
+		tf.imports["k8s.io/apimachinery/pkg/runtime/schema"] = true
+		tf.printf("// GroupName is the API group of this package's kinds.\nconst GroupName = %q\n\n", gv[0])
+		tf.printf("// SchemeGroupVersion is the group and version of this package's kinds.\nvar SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: %q}\n\n", gv[1])
+	}
+	for _, c := range docs.plain {
+		if !strings.Contains(c, "const GroupName ") {
+			tf.printf("%s", c)
+		}
+	}
 	for _, k := range p.kinds {
 		tf.imports["k8s.io/apimachinery/pkg/runtime"] = true
 		tf.printf("// APIVersionKind is the apiVersion and kind of a %s.\n", k.t.Name())
@@ -768,6 +779,15 @@ func (g *gen) write(p *outPkg, outDir string) error {
 		df.printf("func (x *%s) DeepCopy() *%s {\nif x == nil {\nreturn nil\n}\nout := new(%s)\nx.DeepCopyInto(out)\nreturn out\n}\n\n", name, name, name)
 	}
 	return df.save(filepath.Join(dir, "zz_generated.deepcopy.go"), header, p)
+}
+
+// schemaGV splits an apiVersion into its group and version.
+func schemaGV(apiVersion string) ([2]string, bool) {
+	group, version, ok := strings.Cut(apiVersion, "/")
+	if !ok {
+		return [2]string{"", apiVersion}, true
+	}
+	return [2]string{group, version}, true
 }
 
 // underlying is the unnamed type of a named map or slice type.

@@ -3,9 +3,12 @@
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o plugin.wasm .
 //
-// The SDK depends only on the standard library and wasmrec's abi module. Objects are
-// Object (a JSON map, no k8s.io imports); authors who want typed objects import k8s.io/api
-// themselves and convert with Object.Into and FromTyped.
+// The SDK depends only on the standard library and wasmrec's abi module. Typed objects are the
+// generated Kubernetes types of github.com/wasmrec/wasmrec/sdk/go/k8s/... (k8s.io/api's names
+// under that path), read and written with package client
+// (github.com/wasmrec/wasmrec/sdk/go/client), shaped as controller-runtime's. This package's
+// Client reads and writes Object, a JSON map, for kinds without Go types (a CRD's); FromTyped and
+// Object.Into convert between the two.
 //
 // Package controllerutil (github.com/wasmrec/wasmrec/sdk/go/controllerutil) has the helpers a
 // controller-runtime user reaches for, under its names: CreateOrUpdate and CreateOrPatch,

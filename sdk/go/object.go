@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/wasmrec/wasmrec/sdk/go/codec"
+
 	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
 
@@ -24,10 +26,26 @@ func NewObject(apiVersion, kind, namespace, name string) *Object {
 	return &Object{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": md}}
 }
 
-// FromTyped converts a typed object (a k8s.io/api struct, say) to an Object: its JSON, decoded
-// as encoding/json decodes a map[string]any, without reflection.
+// FromTyped converts a typed object to an Object: its JSON, decoded as encoding/json decodes a
+// map[string]any. A generated type of sdk/go/k8s is encoded by its own code, and its apiVersion
+// and kind are set from its type where it has none (on v too): fake.NewCluster(m,
+// must(wasmrec.FromTyped(&deployment))) seeds a fake cluster with it. Any other struct
+// (a k8s.io/api one, say) is encoded by encoding/json.
 func FromTyped(v any) (*Object, error) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	if m, ok := v.(codec.Marshaler); ok { // a generated type (sdk/go/k8s): its own encoder
+		if k, ok := v.(interface {
+			APIVersionKind() (string, string)
+			GetKind() string
+			SetAPIVersionKind(string, string)
+		}); ok && k.GetKind() == "" {
+			k.SetAPIVersionKind(k.APIVersionKind())
+		}
+		b, err = codec.Marshal(m)
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -45,6 +63,9 @@ func (o *Object) Into(v any) error {
 	b, err := jsonv.Marshal(o.Object)
 	if err != nil {
 		return err
+	}
+	if u, ok := v.(codec.Unmarshaler); ok { // a generated type (sdk/go/k8s)
+		return codec.Unmarshal(b, u)
 	}
 	return json.Unmarshal(b, v)
 }

@@ -185,3 +185,30 @@ func TestApplyAndDeleteAllOf(t *testing.T) {
 		t.Fatalf("left %v, want [applied c]", names)
 	}
 }
+
+func TestFromTypedSeedsTheFakeCluster(t *testing.T) {
+	replicas := int32(1)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", CreationTimestamp: metav1.Unix(1700000000, 0)}, Spec: appsv1.DeploymentSpec{Replicas: &replicas}}
+	o, err := wasmrec.FromTyped(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.APIVersion() != "apps/v1" || o.Kind() != "Deployment" {
+		t.Fatalf("FromTyped gave %s %s", o.APIVersion(), o.Kind())
+	}
+	if ts, _ := o.NestedString("metadata", "creationTimestamp"); ts != "2023-11-14T22:13:20Z" {
+		t.Fatalf("creationTimestamp %q", ts)
+	}
+	cluster := fake.NewCluster(manifest, o)
+	var back appsv1.Deployment
+	if err := client.From(cluster.Client()).Get(context.Background(), client.ObjectKeyFromObject(d), &back); err != nil {
+		t.Fatal(err)
+	}
+	if *back.Spec.Replicas != 1 {
+		t.Fatalf("read back %+v", back.Spec)
+	}
+	var into appsv1.Deployment
+	if err := o.Into(&into); err != nil || into.CreationTimestamp.Unix() != 1700000000 {
+		t.Fatalf("Into: %v, %v", err, into.CreationTimestamp)
+	}
+}

@@ -19,10 +19,15 @@ import (
 	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 )
 
+// variant makes modules of distinct bytes from this source (go build -ldflags "-X
+// main.variant=N"), for e2e BenchmarkDistinctPlugins: each is compiled and kept on its own, as
+// distinct plugins are.
+var variant string
+
 func init() {
 	c := client.New()
 	wasmrec.Register(wasmrec.Manifest{
-		Name: "hash-typed-go",
+		Name: "hash-typed-go" + variant,
 		For:  wasmrec.Watch{APIVersion: "v1", Kind: "ConfigMap"},
 		Permissions: []wasmrec.Permission{
 			{Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "patch"}},

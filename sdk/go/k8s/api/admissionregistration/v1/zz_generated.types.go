@@ -5,6 +5,7 @@ package v1
 import (
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // ApplyConfiguration defines the desired configuration values of an object.
@@ -1316,6 +1317,12 @@ type WebhookClientConfig struct {
 	// If unspecified, system trust roots on the apiserver are used.
 	CABundle []uint8 `json:"caBundle,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "admissionregistration.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
 
 // APIVersionKind is the apiVersion and kind of a MutatingAdmissionPolicy.
 func (*MutatingAdmissionPolicy) APIVersionKind() (apiVersion, kind string) {

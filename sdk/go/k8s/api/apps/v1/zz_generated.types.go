@@ -6,6 +6,7 @@ import (
 	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 	intstr "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/util/intstr"
 )
 
@@ -711,6 +712,27 @@ const RollingUpdateStatefulSetStrategyType StatefulSetUpdateStrategyType = "Roll
 // operation is performed with this strategy,specification version indicated
 // by the StatefulSet's currentRevision.
 const OnDeleteStatefulSetStrategyType StatefulSetUpdateStrategyType = "OnDelete"
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "apps"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+const ControllerRevisionHashLabelKey = "controller-revision-hash"
+
+const DeprecatedRollbackTo = "deprecated.deployment.rollback.to"
+
+const DeprecatedTemplateGeneration = "deprecated.daemonset.template.generation"
+
+const StatefulSetPodNameLabel = "statefulset.kubernetes.io/pod-name"
+
+const PodIndexLabel = "apps.kubernetes.io/pod-index"
+
+// DefaultDeploymentUniqueLabelKey is the default key of the selector that is added
+// to existing ReplicaSets (and label key that is added to its pods) to prevent the existing ReplicaSets
+// to select new pods (and old pods being select by new ReplicaSet).
+const DefaultDeploymentUniqueLabelKey string = "pod-template-hash"
 
 // APIVersionKind is the apiVersion and kind of a ControllerRevision.
 func (*ControllerRevision) APIVersionKind() (apiVersion, kind string) {

@@ -5,6 +5,7 @@ package v1
 import (
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 	types "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
@@ -142,6 +143,28 @@ type UserInfo struct {
 	// extra is any additional information provided by the authenticator.
 	Extra map[string]ExtraValue `json:"extra,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "authentication.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+// ImpersonateUserHeader is used to impersonate a particular user during an API server request
+const ImpersonateUserHeader = "Impersonate-User"
+
+// ImpersonateGroupHeader is used to impersonate a particular group during an API server request.
+// It can be repeated multiplied times for multiple groups.
+const ImpersonateGroupHeader = "Impersonate-Group"
+
+// ImpersonateUIDHeader is used to impersonate a particular UID during an API server request
+const ImpersonateUIDHeader = "Impersonate-Uid"
+
+// ImpersonateUserExtraHeaderPrefix is a prefix for any header used to impersonate an entry in the
+// extra map[string][]string for user.Info.  The key will be every after the prefix.
+// It can be repeated multiplied times for multiple map keys and the same key can be repeated multiple
+// times to have multiple elements in the slice under a single key
+const ImpersonateUserExtraHeaderPrefix = "Impersonate-Extra-"
 
 // APIVersionKind is the apiVersion and kind of a SelfSubjectReview.
 func (*SelfSubjectReview) APIVersionKind() (apiVersion, kind string) {

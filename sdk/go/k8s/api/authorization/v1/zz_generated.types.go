@@ -5,6 +5,7 @@ package v1
 import (
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // ExtraValue masks the value so protobuf can generate
@@ -242,6 +243,12 @@ type SubjectRulesReviewStatus struct {
 	// ResourceRules and/or NonResourceRules may be incomplete.
 	EvaluationError string `json:"evaluationError,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "authorization.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
 
 // APIVersionKind is the apiVersion and kind of a LocalSubjectAccessReview.
 func (*LocalSubjectAccessReview) APIVersionKind() (apiVersion, kind string) {

@@ -5,6 +5,7 @@ package v1
 import (
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // CrossVersionObjectReference contains enough information to let you identify the referred resource.
@@ -98,6 +99,12 @@ type ScaleStatus struct {
 	// More info about label selectors: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/
 	Selector string `json:"selector,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "autoscaling"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
 
 // APIVersionKind is the apiVersion and kind of a HorizontalPodAutoscaler.
 func (*HorizontalPodAutoscaler) APIVersionKind() (apiVersion, kind string) {

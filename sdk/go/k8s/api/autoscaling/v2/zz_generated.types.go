@@ -7,6 +7,7 @@ import (
 	resource "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/api/resource"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // ContainerResourceMetricSource indicates how to scale on a resource metric known to
@@ -487,6 +488,12 @@ const MinChangePolicySelect ScalingPolicySelect = "Min"
 
 // DisabledPolicySelect disables the scaling in this direction.
 const DisabledPolicySelect ScalingPolicySelect = "Disabled"
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "autoscaling"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v2"}
 
 // APIVersionKind is the apiVersion and kind of a HorizontalPodAutoscaler.
 func (*HorizontalPodAutoscaler) APIVersionKind() (apiVersion, kind string) {

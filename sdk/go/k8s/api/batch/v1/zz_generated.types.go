@@ -6,6 +6,7 @@ import (
 	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 	types "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
@@ -567,6 +568,44 @@ type UncountedTerminatedPods struct {
 	// failed holds UIDs of failed Pods.
 	Failed []types.UID `json:"failed,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "batch"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+// JobControllerName reserved value for the managedBy field for the built-in
+// Job controller.
+const JobControllerName = "kubernetes.io/job-controller"
+
+// JobReasonPodFailurePolicy reason indicates a job failure condition is added due to
+// a failed pod matching a pod failure policy rule
+// https://kep.k8s.io/3329
+const JobReasonPodFailurePolicy string = "PodFailurePolicy"
+
+// JobReasonBackOffLimitExceeded reason indicates that pods within a job have failed a number of
+// times higher than backOffLimit times.
+const JobReasonBackoffLimitExceeded string = "BackoffLimitExceeded"
+
+// JobReasponDeadlineExceeded means job duration is past ActiveDeadline
+const JobReasonDeadlineExceeded string = "DeadlineExceeded"
+
+// JobReasonMaxFailedIndexesExceeded indicates that an indexed of a job failed
+// This const is used in beta-level feature: https://kep.k8s.io/3850.
+const JobReasonMaxFailedIndexesExceeded string = "MaxFailedIndexesExceeded"
+
+// JobReasonFailedIndexes means Job has failed indexes.
+// This const is used in beta-level feature: https://kep.k8s.io/3850.
+const JobReasonFailedIndexes string = "FailedIndexes"
+
+// JobReasonSuccessPolicy reason indicates a SuccessCriteriaMet condition is added due to
+// a Job met successPolicy.
+const JobReasonSuccessPolicy string = "SuccessPolicy"
+
+// JobReasonCompletionsReached reason indicates a SuccessCriteriaMet condition is added due to
+// a number of succeeded Job pods met completions.
+const JobReasonCompletionsReached string = "CompletionsReached"
 
 // APIVersionKind is the apiVersion and kind of a CronJob.
 func (*CronJob) APIVersionKind() (apiVersion, kind string) { return "batch/v1", "CronJob" }

@@ -6,6 +6,7 @@ import (
 	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // CertificateSigningRequest objects provide a mechanism to obtain x509 certificates
@@ -246,6 +247,28 @@ const CertificateDenied RequestConditionType = "Denied"
 
 // Failed indicates the signer failed to issue the certificate.
 const CertificateFailed RequestConditionType = "Failed"
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "certificates.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+// "kubernetes.io/kube-apiserver-client" signer issues client certificates that can be used to authenticate to kube-apiserver.
+// Never auto-approved by kube-controller-manager.
+// Can be issued by the "csrsigning" controller in kube-controller-manager.
+const KubeAPIServerClientSignerName = "kubernetes.io/kube-apiserver-client"
+
+// "kubernetes.io/kube-apiserver-client-kubelet" issues client certificates that kubelets use to authenticate to kube-apiserver.
+// Can be auto-approved by the "csrapproving" controller in kube-controller-manager.
+// Can be issued by the "csrsigning" controller in kube-controller-manager.
+const KubeAPIServerClientKubeletSignerName = "kubernetes.io/kube-apiserver-client-kubelet"
+
+// "kubernetes.io/kubelet-serving" issues serving certificates that kubelets use to serve TLS endpoints,
+// which kube-apiserver can connect to securely.
+// Never auto-approved by kube-controller-manager.
+// Can be issued by the "csrsigning" controller in kube-controller-manager.
+const KubeletServingSignerName = "kubernetes.io/kubelet-serving"
 
 // APIVersionKind is the apiVersion and kind of a CertificateSigningRequest.
 func (*CertificateSigningRequest) APIVersionKind() (apiVersion, kind string) {

@@ -5,6 +5,7 @@ package v1
 import (
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 type CoordinatedLeaseStrategy string
@@ -63,6 +64,12 @@ type LeaseSpec struct {
 	// This field can only be set if Strategy is also set.
 	PreferredHolder *string `json:"preferredHolder,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "coordination.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
 
 // APIVersionKind is the apiVersion and kind of a Lease.
 func (*Lease) APIVersionKind() (apiVersion, kind string) { return "coordination.k8s.io/v1", "Lease" }

@@ -6,6 +6,7 @@ import (
 	resource "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/api/resource"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 	types "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 	intstr "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/util/intstr"
 )
@@ -6426,6 +6427,466 @@ type WindowsSecurityContextOptions struct {
 	// In addition, if HostProcess is true then HostNetwork must also be set to true.
 	HostProcess *bool `json:"hostProcess,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = ""
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+// ImagePolicyFailedOpenKey is added to pods created by failing open when the image policy
+// webhook backend fails.
+const ImagePolicyFailedOpenKey string = "alpha.image-policy.k8s.io/failed-open"
+
+// MirrorPodAnnotationKey represents the annotation key set by kubelets when creating mirror pods
+const MirrorPodAnnotationKey string = "kubernetes.io/config.mirror"
+
+// TolerationsAnnotationKey represents the key of tolerations data (json serialized)
+// in the Annotations of a Pod.
+const TolerationsAnnotationKey string = "scheduler.alpha.kubernetes.io/tolerations"
+
+// TaintsAnnotationKey represents the key of taints data (json serialized)
+// in the Annotations of a Node.
+const TaintsAnnotationKey string = "scheduler.alpha.kubernetes.io/taints"
+
+// SeccompPodAnnotationKey represents the key of a seccomp profile applied
+// to all containers of a pod.
+// Deprecated: set a pod security context `seccompProfile` field.
+const SeccompPodAnnotationKey string = "seccomp.security.alpha.kubernetes.io/pod"
+
+// SeccompContainerAnnotationKeyPrefix represents the key of a seccomp profile applied
+// to one container of a pod.
+// Deprecated: set a container security context `seccompProfile` field.
+const SeccompContainerAnnotationKeyPrefix string = "container.seccomp.security.alpha.kubernetes.io/"
+
+// SeccompProfileRuntimeDefault represents the default seccomp profile used by container runtime.
+// Deprecated: set a pod or container security context `seccompProfile` of type "RuntimeDefault" instead.
+const SeccompProfileRuntimeDefault string = "runtime/default"
+
+// SeccompProfileNameUnconfined is the unconfined seccomp profile.
+const SeccompProfileNameUnconfined string = "unconfined"
+
+// SeccompLocalhostProfileNamePrefix is the prefix for specifying profiles loaded from the node's disk.
+const SeccompLocalhostProfileNamePrefix = "localhost/"
+
+// DeprecatedAppArmorBetaContainerAnnotationKeyPrefix is the prefix to an annotation key specifying a container's apparmor profile.
+// Deprecated: use a pod or container security context `appArmorProfile` field instead.
+const DeprecatedAppArmorBetaContainerAnnotationKeyPrefix = "container.apparmor.security.beta.kubernetes.io/"
+
+// DeprecatedAppArmorBetaProfileRuntimeDefault is the profile specifying the runtime default.
+const DeprecatedAppArmorBetaProfileRuntimeDefault = "runtime/default"
+
+// DeprecatedAppArmorBetaProfileNamePrefix is the prefix for specifying profiles loaded on the node.
+const DeprecatedAppArmorBetaProfileNamePrefix = "localhost/"
+
+// DeprecatedAppArmorBetaProfileNameUnconfined is the Unconfined AppArmor profile
+const DeprecatedAppArmorBetaProfileNameUnconfined = "unconfined"
+
+// DeprecatedSeccompProfileDockerDefault represents the default seccomp profile used by docker.
+// Deprecated: set a pod or container security context `seccompProfile` of type "RuntimeDefault" instead.
+const DeprecatedSeccompProfileDockerDefault string = "docker/default"
+
+// PreferAvoidPodsAnnotationKey represents the key of preferAvoidPods data (json serialized)
+// in the Annotations of a Node.
+const PreferAvoidPodsAnnotationKey string = "scheduler.alpha.kubernetes.io/preferAvoidPods"
+
+// ObjectTTLAnnotationKey represents a suggestion for kubelet for how long it can cache
+// an object (e.g. secret, config map) before fetching it again from apiserver.
+// This annotation can be attached to node.
+const ObjectTTLAnnotationKey string = "node.alpha.kubernetes.io/ttl"
+
+// NonConvertibleAnnotationPrefix is the annotation key prefix used to identify non-convertible json paths.
+const NonConvertibleAnnotationPrefix = "non-convertible.kubernetes.io"
+
+// AnnotationLoadBalancerSourceRangesKey is the key of the annotation on a service to set allowed ingress ranges on their LoadBalancers
+//
+// It should be a comma-separated list of CIDRs, e.g. `0.0.0.0/0` to
+// allow full access (the default) or `18.0.0.0/8,56.0.0.0/8` to allow
+// access only from the CIDRs currently allocated to MIT & the USPS.
+//
+// Not all cloud providers support this annotation, though AWS & GCE do.
+const AnnotationLoadBalancerSourceRangesKey = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
+// EndpointsLastChangeTriggerTime is the annotation key, set for endpoints objects, that
+// represents the timestamp (stored as RFC 3339 date-time string, e.g. '2018-10-22T19:32:52.1Z')
+// of the last change, of some Pod or Service object, that triggered the endpoints object change.
+// In other words, if a Pod / Service changed at time T0, that change was observed by endpoints
+// controller at T1, and the Endpoints object was changed at T2, the
+// EndpointsLastChangeTriggerTime would be set to T0.
+//
+// The "endpoints change trigger" here means any Pod or Service change that resulted in the
+// Endpoints object change.
+//
+// Given the definition of the "endpoints change trigger", please note that this annotation will
+// be set ONLY for endpoints object changes triggered by either Pod or Service change. If the
+// Endpoints object changes due to other reasons, this annotation won't be set (or updated if it's
+// already set).
+//
+// This annotation will be used to compute the in-cluster network programming latency SLI, see
+// https://github.com/kubernetes/community/blob/master/sig-scalability/slos/network_programming_latency.md
+const EndpointsLastChangeTriggerTime = "endpoints.kubernetes.io/last-change-trigger-time"
+
+// EndpointsOverCapacity will be set on an Endpoints resource when it
+// exceeds the maximum capacity of 1000 addresses. Initially the Endpoints
+// controller will set this annotation with a value of "warning". In a
+// future release, the controller may set this annotation with a value of
+// "truncated" to indicate that any addresses exceeding the limit of 1000
+// have been truncated from the Endpoints resource.
+const EndpointsOverCapacity = "endpoints.kubernetes.io/over-capacity"
+
+// MigratedPluginsAnnotationKey is the annotation key, set for CSINode objects, that is a comma-separated
+// list of in-tree plugins that will be serviced by the CSI backend on the Node represented by CSINode.
+// This annotation is used by the Attach Detach Controller to determine whether to use the in-tree or
+// CSI Backend for a volume plugin on a specific node.
+const MigratedPluginsAnnotationKey = "storage.alpha.kubernetes.io/migrated-plugins"
+
+// PodDeletionCost can be used to set to an int32 that represent the cost of deleting
+// a pod compared to other pods belonging to the same ReplicaSet. Pods with lower
+// deletion cost are preferred to be deleted before pods with higher deletion cost.
+// Note that this is honored on a best-effort basis, and so it does not offer guarantees on
+// pod deletion order.
+// The implicit deletion cost for pods that don't set the annotation is 0, negative values are permitted.
+//
+// This annotation is beta-level and is only honored when PodDeletionCost feature is enabled.
+const PodDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
+
+// DeprecatedAnnotationTopologyAwareHints can be used to enable or disable
+// Topology Aware Hints for a Service. This may be set to "Auto" or
+// "Disabled". Any other value is treated as "Disabled". This annotation has
+// been deprecated in favor of the "service.kubernetes.io/topology-mode"
+// annotation.
+const DeprecatedAnnotationTopologyAwareHints = "service.kubernetes.io/topology-aware-hints"
+
+// AnnotationTopologyMode can be used to enable or disable Topology Aware
+// Routing for a Service. Well known values are "Auto" and "Disabled".
+// Implementations may choose to develop new topology approaches, exposing
+// them with domain-prefixed values. For example, "example.com/lowest-rtt"
+// could be a valid implementation-specific value for this annotation. These
+// heuristics will often populate topology hints on EndpointSlices, but that
+// is not a requirement.
+const AnnotationTopologyMode = "service.kubernetes.io/topology-mode"
+
+// NamespaceDefault means the object is in the default namespace which is applied when not specified by clients
+const NamespaceDefault string = "default"
+
+// NamespaceAll is the default argument to specify on a context when you want to list or filter resources across all namespaces
+const NamespaceAll string = ""
+
+// NamespaceNodeLease is the namespace where we place node lease objects (used for node heartbeats)
+const NamespaceNodeLease string = "kube-node-lease"
+
+// BetaStorageClassAnnotation represents the beta/previous StorageClass annotation.
+// It's currently still used and will be held for backwards compatibility
+const BetaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
+
+// MountOptionAnnotation defines mount option annotation used in PVs
+const MountOptionAnnotation = "volume.beta.kubernetes.io/mount-options"
+
+const SecretVolumeSourceDefaultMode int32 = 0644
+
+const ConfigMapVolumeSourceDefaultMode int32 = 0644
+
+const ProjectedVolumeSourceDefaultMode int32 = 0644
+
+// TerminationMessagePathDefault means the default path to capture the application termination message running in a container
+const TerminationMessagePathDefault string = "/dev/termination-log"
+
+// ResourceHealthMessageMaxLength is the maximum length for ResourceHealth.Message field.
+// Messages longer than this will be truncated with "..." appended.
+const ResourceHealthMessageMaxLength = 1024
+
+// PodReasonUnschedulable reason in PodScheduled PodCondition means that the scheduler
+// can't schedule the pod right now, for example due to insufficient resources in the cluster.
+const PodReasonUnschedulable = "Unschedulable"
+
+// PodReasonSchedulingGated reason in PodScheduled PodCondition means that the scheduler
+// skips scheduling the pod because one or more scheduling gates are still present.
+const PodReasonSchedulingGated = "SchedulingGated"
+
+// PodReasonSchedulerError reason in PodScheduled PodCondition means that some internal error happens
+// during scheduling, for example due to nodeAffinity parsing errors.
+const PodReasonSchedulerError = "SchedulerError"
+
+// PodReasonTerminationByKubelet reason in DisruptionTarget pod condition indicates that the termination
+// is initiated by kubelet
+const PodReasonTerminationByKubelet = "TerminationByKubelet"
+
+// PodReasonPreemptionByScheduler reason in DisruptionTarget pod condition indicates that the
+// disruption was initiated by scheduler's preemption.
+const PodReasonPreemptionByScheduler = "PreemptionByScheduler"
+
+// PodReasonDeferred reason in PodResizePending pod condition indicates the proposed resize is feasible in
+// theory (it fits on this node) but is not possible right now.
+const PodReasonDeferred = "Deferred"
+
+// PodReasonInfeasible reason in PodResizePending pod condition indicates the proposed resize is not
+// feasible and is rejected; it may not be re-evaluated
+const PodReasonInfeasible = "Infeasible"
+
+// PodReasonError reason in PodResizeInProgress pod condition indicates that an error occurred while
+// actuating the resize.
+const PodReasonError = "Error"
+
+// DefaultTerminationGracePeriodSeconds indicates the default duration in
+// seconds a pod needs to terminate gracefully.
+const DefaultTerminationGracePeriodSeconds = 30
+
+const DefaultClientIPServiceAffinitySeconds int32 = 10800
+
+// ServiceTrafficDistributionPreferSameZone indicates a preference for routing
+// traffic to endpoints that are in the same zone as the client. Users should only
+// set this value if they have ensured that clients and endpoints are distributed
+// in such a way that the "same zone" preference will not result in endpoints
+// getting overloaded.
+const ServiceTrafficDistributionPreferSameZone = "PreferSameZone"
+
+// ServiceTrafficDistributionPreferSameNode indicates a preference for routing
+// traffic to endpoints that are on the same node as the client. Users should only
+// set this value if they have ensured that clients and endpoints are distributed
+// in such a way that the "same node" preference will not result in endpoints
+// getting overloaded.
+const ServiceTrafficDistributionPreferSameNode = "PreferSameNode"
+
+// ServiceTrafficDistributionPreferClose is the original name of "PreferSameZone".
+// Despite the generic-sounding name, it has exactly the same meaning as
+// "PreferSameZone".
+// Deprecated: use "PreferSameZone" instead.
+const ServiceTrafficDistributionPreferClose = "PreferClose"
+
+// LoadBalancerPortsError represents the condition of the requested ports
+// on the cloud load balancer instance.
+const LoadBalancerPortsError = "LoadBalancerPortsError"
+
+// LoadBalancerPortsErrorReason reason in ServiceStatus condition LoadBalancerPortsError
+// means the LoadBalancer was not able to be configured correctly.
+const LoadBalancerPortsErrorReason = "LoadBalancerMixedProtocolNotSupported"
+
+// ClusterIPNone - do not assign a cluster IP
+// no proxying required and no environment variables should be created for pods
+const ClusterIPNone = "None"
+
+// Default namespace prefix.
+const ResourceDefaultNamespacePrefix = "kubernetes.io/"
+
+// Name prefix for huge page resources (alpha).
+const ResourceHugePagesPrefix = "hugepages-"
+
+// Name prefix for storage resource limits
+const ResourceAttachableVolumesPrefix = "attachable-volumes-"
+
+// LogStreamStdout is the stream type for stdout.
+const LogStreamStdout = "Stdout"
+
+// LogStreamStderr is the stream type for stderr.
+const LogStreamStderr = "Stderr"
+
+// LogStreamAll represents the combined stdout and stderr.
+const LogStreamAll = "All"
+
+// Information only and will not cause any problems
+const EventTypeNormal string = "Normal"
+
+// These events are to warn that something might go wrong
+const EventTypeWarning string = "Warning"
+
+// resource.k8s.io devices requested with a certain DeviceClass, number
+const ResourceClaimsPerClass string = ".deviceclass.resource.k8s.io/devices"
+
+// resource.k8s.io devices requested with a certain DeviceClass by implicit extended resource name, number
+const ResourceImplicitExtendedClaimsPerClass string = "requests.deviceclass.resource.kubernetes.io/"
+
+// HugePages request, in bytes. (500Gi = 500GiB = 500 * 1024 * 1024 * 1024)
+// As burst is not supported for HugePages, we would only quota its request, and ignore the limit.
+const ResourceRequestsHugePagesPrefix = "requests.hugepages-"
+
+// Default resource requests prefix
+const DefaultResourceRequestsPrefix = "requests."
+
+// ServiceAccountNameKey is the key of the required annotation for SecretTypeServiceAccountToken secrets
+const ServiceAccountNameKey = "kubernetes.io/service-account.name"
+
+// ServiceAccountUIDKey is the key of the required annotation for SecretTypeServiceAccountToken secrets
+const ServiceAccountUIDKey = "kubernetes.io/service-account.uid"
+
+// ServiceAccountTokenKey is the key of the required data for SecretTypeServiceAccountToken secrets
+const ServiceAccountTokenKey = "token"
+
+// ServiceAccountKubeconfigKey is the key of the optional kubeconfig data for SecretTypeServiceAccountToken secrets
+const ServiceAccountKubeconfigKey = "kubernetes.kubeconfig"
+
+// ServiceAccountRootCAKey is the key of the optional root certificate authority for SecretTypeServiceAccountToken secrets
+const ServiceAccountRootCAKey = "ca.crt"
+
+// ServiceAccountNamespaceKey is the key of the optional namespace to use as the default for namespaced API calls
+const ServiceAccountNamespaceKey = "namespace"
+
+// DockerConfigKey is the key of the required data for SecretTypeDockercfg secrets
+const DockerConfigKey = ".dockercfg"
+
+// DockerConfigJsonKey is the key of the required data for SecretTypeDockerConfigJson secrets
+const DockerConfigJsonKey = ".dockerconfigjson"
+
+// BasicAuthUsernameKey is the key of the username for SecretTypeBasicAuth secrets
+const BasicAuthUsernameKey = "username"
+
+// BasicAuthPasswordKey is the key of the password or token for SecretTypeBasicAuth secrets
+const BasicAuthPasswordKey = "password"
+
+// SSHAuthPrivateKey is the key of the required SSH private key for SecretTypeSSHAuth secrets
+const SSHAuthPrivateKey = "ssh-privatekey"
+
+// TLSCertKey is the key for tls certificates in a TLS secret.
+const TLSCertKey = "tls.crt"
+
+// TLSPrivateKeyKey is the key for the private key field in a TLS secret.
+const TLSPrivateKeyKey = "tls.key"
+
+const DownwardAPIVolumeSourceDefaultMode int32 = 0644
+
+// DefaultSchedulerName defines the name of default scheduler.
+const DefaultSchedulerName = "default-scheduler"
+
+// RequiredDuringScheduling affinity is not symmetric, but there is an implicit PreferredDuringScheduling affinity rule
+// corresponding to every RequiredDuringScheduling affinity rule.
+// When the --hard-pod-affinity-weight scheduler flag is not specified,
+// DefaultHardPodAffinityWeight defines the weight of the implicit PreferredDuringScheduling affinity rule.
+const DefaultHardPodAffinitySymmetricWeight int32 = 1
+
+// Enable stdin for remote command execution
+const ExecStdinParam = "input"
+
+// Enable stdout for remote command execution
+const ExecStdoutParam = "output"
+
+// Enable stderr for remote command execution
+const ExecStderrParam = "error"
+
+// Enable TTY for remote command execution
+const ExecTTYParam = "tty"
+
+// Command to run for remote command execution
+const ExecCommandParam = "command"
+
+// Name of header that specifies stream type
+const StreamType = "streamType"
+
+// Value for streamType header for stdin stream
+const StreamTypeStdin = "stdin"
+
+// Value for streamType header for stdout stream
+const StreamTypeStdout = "stdout"
+
+// Value for streamType header for stderr stream
+const StreamTypeStderr = "stderr"
+
+// Value for streamType header for data stream
+const StreamTypeData = "data"
+
+// Value for streamType header for error stream
+const StreamTypeError = "error"
+
+// Value for streamType header for terminal resize stream
+const StreamTypeResize = "resize"
+
+// Name of header that specifies the port being forwarded
+const PortHeader = "port"
+
+// Name of header that specifies a request ID used to associate the error
+// and data streams for a single forwarded connection
+const PortForwardRequestIDHeader = "requestID"
+
+// MixedProtocolNotSupported error in PortStatus means that the cloud provider
+// can't publish the port on the load balancer because mixed values of protocols
+// on the same LoadBalancer type of Service are not supported by the cloud provider.
+const MixedProtocolNotSupported = "MixedProtocolNotSupported"
+
+const LabelHostname = "kubernetes.io/hostname"
+
+// Label value is the network location of kube-apiserver stored as <ip:port>
+// Stored in APIServer Identity lease objects to view what address is used for peer proxy
+const AnnotationPeerAdvertiseAddress = "kubernetes.io/peer-advertise-address"
+
+const LabelTopologyZone = "topology.kubernetes.io/zone"
+
+const LabelTopologyRegion = "topology.kubernetes.io/region"
+
+// These label have been deprecated since 1.17, but will be supported for
+// the foreseeable future, to accommodate things like long-lived PVs that
+// use them.  New users should prefer the "topology.kubernetes.io/*"
+// equivalents.
+const LabelFailureDomainBetaZone = "failure-domain.beta.kubernetes.io/zone"
+
+const LabelFailureDomainBetaRegion = "failure-domain.beta.kubernetes.io/region"
+
+const LabelInstanceType = "beta.kubernetes.io/instance-type"
+
+const LabelInstanceTypeStable = "node.kubernetes.io/instance-type"
+
+const LabelOSStable = "kubernetes.io/os"
+
+const LabelArchStable = "kubernetes.io/arch"
+
+// LabelWindowsBuild is used on Windows nodes to specify the Windows build number starting with v1.17.0.
+// It's in the format MajorVersion.MinorVersion.BuildNumber (for ex: 10.0.17763)
+const LabelWindowsBuild = "node.kubernetes.io/windows-build"
+
+// LabelNamespaceSuffixKubelet is an allowed label namespace suffix kubelets can self-set ([*.]kubelet.kubernetes.io/*)
+const LabelNamespaceSuffixKubelet = "kubelet.kubernetes.io"
+
+// LabelNamespaceSuffixNode is an allowed label namespace suffix kubelets can self-set ([*.]node.kubernetes.io/*)
+const LabelNamespaceSuffixNode = "node.kubernetes.io"
+
+// LabelNamespaceNodeRestriction is a forbidden label namespace that kubelets may not self-set when the NodeRestriction admission plugin is enabled
+const LabelNamespaceNodeRestriction = "node-restriction.kubernetes.io"
+
+// IsHeadlessService is added by Controller to an Endpoint denoting if its parent
+// Service is Headless. The existence of this label can be used further by other
+// controllers and kube-proxy to check if the Endpoint objects should be replicated when
+// using Headless Services
+const IsHeadlessService = "service.kubernetes.io/headless"
+
+// LabelNodeExcludeBalancers specifies that the node should not be considered as a target
+// for external load-balancers which use nodes as a second hop (e.g. many cloud LBs which only
+// understand nodes). For services that use externalTrafficPolicy=Local, this may mean that
+// any backends on excluded nodes are not reachable by those external load-balancers.
+// Implementations of this exclusion may vary based on provider.
+const LabelNodeExcludeBalancers = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+// LabelMetadataName is the label name which, in-tree, is used to automatically label namespaces, so they can be selected easily by tools which require definitive labels
+const LabelMetadataName = "kubernetes.io/metadata.name"
+
+// TaintNodeNotReady will be added when node is not ready
+// and removed when node becomes ready.
+const TaintNodeNotReady = "node.kubernetes.io/not-ready"
+
+// TaintNodeUnreachable will be added when node becomes unreachable
+// (corresponding to NodeReady status ConditionUnknown)
+// and removed when node becomes reachable (NodeReady status ConditionTrue).
+const TaintNodeUnreachable = "node.kubernetes.io/unreachable"
+
+// TaintNodeUnschedulable will be added when node becomes unschedulable
+// and removed when node becomes schedulable.
+const TaintNodeUnschedulable = "node.kubernetes.io/unschedulable"
+
+// TaintNodeMemoryPressure will be added when node has memory pressure
+// and removed when node has enough memory.
+const TaintNodeMemoryPressure = "node.kubernetes.io/memory-pressure"
+
+// TaintNodeDiskPressure will be added when node has disk pressure
+// and removed when node has enough disk.
+const TaintNodeDiskPressure = "node.kubernetes.io/disk-pressure"
+
+// TaintNodeNetworkUnavailable will be added when node's network is unavailable
+// and removed when network becomes ready.
+const TaintNodeNetworkUnavailable = "node.kubernetes.io/network-unavailable"
+
+// TaintNodePIDPressure will be added when node has pid pressure
+// and removed when node has enough pid.
+const TaintNodePIDPressure = "node.kubernetes.io/pid-pressure"
+
+// TaintNodeOutOfService can be added when node is out of service in case of
+// a non-graceful shutdown
+const TaintNodeOutOfService = "node.kubernetes.io/out-of-service"
 
 // APIVersionKind is the apiVersion and kind of a Binding.
 func (*Binding) APIVersionKind() (apiVersion, kind string) { return "v1", "Binding" }

@@ -6,6 +6,7 @@ import (
 	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // AddressType represents the type of address referred to by an endpoint.
@@ -168,6 +169,27 @@ type ForZone struct {
 	// name represents the name of the zone.
 	Name string `json:"name"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "discovery.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+// LabelServiceName is used to indicate the name of a Kubernetes service.
+const LabelServiceName = "kubernetes.io/service-name"
+
+// LabelManagedBy is used to indicate the controller or entity that manages
+// an EndpointSlice. This label aims to enable different EndpointSlice
+// objects to be managed by different controllers or entities within the
+// same cluster. It is highly recommended to configure this label for all
+// EndpointSlices.
+const LabelManagedBy = "endpointslice.kubernetes.io/managed-by"
+
+// LabelSkipMirror can be set to true on an Endpoints resource to indicate
+// that the EndpointSliceMirroring controller should not mirror this
+// resource with EndpointSlices.
+const LabelSkipMirror = "endpointslice.kubernetes.io/skip-mirror"
 
 // APIVersionKind is the apiVersion and kind of a EndpointSlice.
 func (*EndpointSlice) APIVersionKind() (apiVersion, kind string) {

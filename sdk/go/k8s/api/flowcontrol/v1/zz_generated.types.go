@@ -5,6 +5,7 @@ package v1
 import (
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // ConditionStatus is the status of the condition.
@@ -462,6 +463,88 @@ type UserSubject struct {
 	// Required.
 	Name string `json:"name"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "flowcontrol.apiserver.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+const APIGroupAll = "*"
+
+const ResourceAll = "*"
+
+const VerbAll = "*"
+
+const NonResourceAll = "*"
+
+const NameAll = "*"
+
+const NamespaceEvery = "*"
+
+const PriorityLevelConfigurationNameExempt = "exempt"
+
+const PriorityLevelConfigurationNameCatchAll = "catch-all"
+
+const FlowSchemaNameExempt = "exempt"
+
+const FlowSchemaNameCatchAll = "catch-all"
+
+const FlowSchemaConditionDangling = "Dangling"
+
+const PriorityLevelConfigurationConditionConcurrencyShared = "ConcurrencyShared"
+
+// Constants used by api validation.
+const FlowSchemaMaxMatchingPrecedence int32 = 10000
+
+const ResponseHeaderMatchedPriorityLevelConfigurationUID = "X-Kubernetes-PF-PriorityLevel-UID"
+
+const ResponseHeaderMatchedFlowSchemaUID = "X-Kubernetes-PF-FlowSchema-UID"
+
+// AutoUpdateAnnotationKey is the name of an annotation that enables
+// automatic update of the spec of the bootstrap configuration
+// object(s), if set to 'true'.
+//
+// On a fresh install, all bootstrap configuration objects will have auto
+// update enabled with the following annotation key:
+//
+//	apf.kubernetes.io/autoupdate-spec: 'true'
+//
+// The kube-apiserver periodically checks the bootstrap configuration
+// objects on the cluster and applies updates if necessary.
+//
+// kube-apiserver enforces an 'always auto-update' policy for the
+// mandatory configuration object(s). This implies:
+//   - the auto-update annotation key is added with a value of 'true'
+//     if it is missing.
+//   - the auto-update annotation key is set to 'true' if its current value
+//     is a boolean false or has an invalid boolean representation
+//     (if the cluster operator sets it to 'false' it will be stomped)
+//   - any changes to the spec made by the cluster operator will be
+//     stomped, except for changes to the `nominalConcurrencyShares`
+//     and `lendablePercent` fields of the PriorityLevelConfiguration
+//     named "exempt".
+//
+// The kube-apiserver will apply updates on the suggested configuration if:
+//   - the cluster operator has enabled auto-update by setting the annotation
+//     (apf.kubernetes.io/autoupdate-spec: 'true') or
+//   - the annotation key is missing but the generation is 1
+//
+// If the suggested configuration object is missing the annotation key,
+// kube-apiserver will update the annotation appropriately:
+//   - it is set to 'true' if generation of the object is '1' which usually
+//     indicates that the spec of the object has not been changed.
+//   - it is set to 'false' if generation of the object is greater than 1.
+//
+// The goal is to enable the kube-apiserver to apply update on suggested
+// configuration objects installed by previous releases but not overwrite
+// changes made by the cluster operators.
+// Note that this distinction is imperfectly detected: in the case where an
+// operator deletes a suggested configuration object and later creates it
+// but with a variant spec and then does no updates of the object
+// (generation is 1), the technique outlined above will incorrectly
+// determine that the object should be auto-updated.
+const AutoUpdateAnnotationKey = "apf.kubernetes.io/autoupdate-spec"
 
 // APIVersionKind is the apiVersion and kind of a FlowSchema.
 func (*FlowSchema) APIVersionKind() (apiVersion, kind string) {

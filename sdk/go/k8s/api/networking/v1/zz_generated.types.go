@@ -6,6 +6,7 @@ import (
 	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 	intstr "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/util/intstr"
 )
 
@@ -537,6 +538,48 @@ type ServiceCIDRStatus struct {
 	// Current service state
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "networking.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+// IngressClassParametersReferenceScopeNamespace indicates that the
+// referenced Parameters resource is namespace-scoped.
+const IngressClassParametersReferenceScopeNamespace = "Namespace"
+
+// IngressClassParametersReferenceScopeCluster indicates that the
+// referenced Parameters resource is cluster-scoped.
+const IngressClassParametersReferenceScopeCluster = "Cluster"
+
+// ServiceCIDRConditionReady represents status of a ServiceCIDR that is ready to be used by the
+// apiserver to allocate ClusterIPs for Services.
+const ServiceCIDRConditionReady = "Ready"
+
+// ServiceCIDRReasonTerminating represents a reason where a ServiceCIDR is not ready because it is
+// being deleted.
+const ServiceCIDRReasonTerminating = "Terminating"
+
+// AnnotationIsDefaultIngressClass can be used to indicate that an
+// IngressClass should be considered default. When a single IngressClass
+// resource has this annotation set to true, new Ingress resources without a
+// class specified will be assigned this default class.
+const AnnotationIsDefaultIngressClass = "ingressclass.kubernetes.io/is-default-class"
+
+// TODO: Use IPFamily as field with a field selector,And the value is set based on
+// the name at create time and immutable.
+// LabelIPAddressFamily is used to indicate the IP family of a Kubernetes IPAddress.
+// This label simplify dual-stack client operations allowing to obtain the list of
+// IP addresses filtered by family.
+const LabelIPAddressFamily = "ipaddress.kubernetes.io/ip-family"
+
+// LabelManagedBy is used to indicate the controller or entity that manages
+// an IPAddress. This label aims to enable different IPAddress
+// objects to be managed by different controllers or entities within the
+// same cluster. It is highly recommended to configure this label for all
+// IPAddress objects.
+const LabelManagedBy = "ipaddress.kubernetes.io/managed-by"
 
 // APIVersionKind is the apiVersion and kind of a IPAddress.
 func (*IPAddress) APIVersionKind() (apiVersion, kind string) {

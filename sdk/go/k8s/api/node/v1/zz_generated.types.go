@@ -6,6 +6,7 @@ import (
 	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // Overhead structure represents the resource overhead associated with running a pod.
@@ -72,6 +73,12 @@ type Scheduling struct {
 	// tolerated by the pod and the RuntimeClass.
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "node.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
 
 // APIVersionKind is the apiVersion and kind of a RuntimeClass.
 func (*RuntimeClass) APIVersionKind() (apiVersion, kind string) {

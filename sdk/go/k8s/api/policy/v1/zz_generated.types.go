@@ -5,6 +5,7 @@ package v1
 import (
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 	intstr "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/util/intstr"
 )
 
@@ -140,6 +141,28 @@ const IfHealthyBudget UnhealthyPodEvictionPolicyType = "IfHealthyBudget"
 // pods of a disrupted application might not get a chance to become healthy.
 // Healthy pods will be subject to the PDB for eviction.
 const AlwaysAllow UnhealthyPodEvictionPolicyType = "AlwaysAllow"
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "policy"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+// DisruptionAllowedCondition is a condition set by the disruption controller
+// that signal whether any of the pods covered by the PDB can be disrupted.
+const DisruptionAllowedCondition = "DisruptionAllowed"
+
+// SyncFailedReason is set on the DisruptionAllowed condition if reconcile
+// of the PDB failed and therefore disruption of pods are not allowed.
+const SyncFailedReason = "SyncFailed"
+
+// SufficientPodsReason is set on the DisruptionAllowed condition if there are
+// more pods covered by the PDB than required and at least one can be disrupted.
+const SufficientPodsReason = "SufficientPods"
+
+// InsufficientPodsReason is set on the DisruptionAllowed condition if the number
+// of pods are equal to or fewer than required by the PDB.
+const InsufficientPodsReason = "InsufficientPods"
 
 // APIVersionKind is the apiVersion and kind of a Eviction.
 func (*Eviction) APIVersionKind() (apiVersion, kind string) { return "policy/v1", "Eviction" }

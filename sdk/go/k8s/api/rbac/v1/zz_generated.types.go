@@ -5,6 +5,7 @@ package v1
 import (
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // AggregationRule describes how to locate ClusterRoles to aggregate into the ClusterRole
@@ -145,6 +146,29 @@ type Subject struct {
 	// the Authorizer should report an error.
 	Namespace string `json:"namespace,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "rbac.authorization.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+const APIGroupAll = "*"
+
+const ResourceAll = "*"
+
+const VerbAll = "*"
+
+const NonResourceAll = "*"
+
+const GroupKind = "Group"
+
+const ServiceAccountKind = "ServiceAccount"
+
+const UserKind = "User"
+
+// AutoUpdateAnnotationKey is the name of an annotation which prevents reconciliation if set to "false"
+const AutoUpdateAnnotationKey = "rbac.authorization.kubernetes.io/autoupdate"
 
 // APIVersionKind is the apiVersion and kind of a ClusterRole.
 func (*ClusterRole) APIVersionKind() (apiVersion, kind string) {

@@ -7,6 +7,7 @@ import (
 	resource "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/api/resource"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 	types "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
@@ -1281,6 +1282,184 @@ type ResourceSliceSpec struct {
 	// The maximum number of counter sets is 8.
 	SharedCounters []CounterSet `json:"sharedCounters,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "resource.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
+
+// Finalizer is the finalizer that gets set for claims
+// which were allocated through a builtin controller.
+// Reserved for use by Kubernetes, DRA driver controllers must
+// use their own finalizer.
+const Finalizer = "resource.kubernetes.io/delete-protection"
+
+// ExtendedResourceClaimAnnotation is the annotation applied on the generated
+// special ResourceClaim. Its single valid value is "true".
+// This is used only inside the scheduler.
+const ExtendedResourceClaimAnnotation = "resource.kubernetes.io/extended-resource-claim"
+
+// PodResourceClaimAnnotation is the annotation set on template-generated
+// ResourceClaims by the ResourceClaim controller. Its value is the
+// spec.resourceClaims[].name of the Pod or PodGroup for which the claim was
+// generated. The Pod and its PodGroup are guaranteed to use the same name.
+const PodResourceClaimAnnotation = "resource.kubernetes.io/pod-claim-name"
+
+// Resource device class prefix is for generating implicit extended resource
+// name for a device class when its ExtendedResourceName field is not
+// specified. The generated name is this prefix + the device class name.
+// The generated name may not be a valid extended resource name for use
+// in pod.Spec.Resources.Requests, in that case, a valid name has to be specified
+// explicitly in device class.
+const ResourceDeviceClassPrefix string = "deviceclass.resource.kubernetes.io/"
+
+// SubresourceBinding is the synthetic subresource used for authorization
+// of updates to status.allocation and status.reservedFor.
+const SubresourceBinding = "binding"
+
+// SubresourceDriver is the synthetic subresource used for per-driver
+// authorization of updates to status.devices.
+const SubresourceDriver = "driver"
+
+// VerbPrefixAssociatedNode is the verb prefix for requests from a service account
+// on the same node as the claim's allocation. The full verb is
+// "associated-node:<request-verb>", e.g. "associated-node:update".
+const VerbPrefixAssociatedNode = "associated-node:"
+
+// VerbPrefixArbitraryNode is the verb prefix for requests not associated
+// with a specific node (controllers, etc.). The full verb is
+// "arbitrary-node:<request-verb>", e.g. "arbitrary-node:update".
+const VerbPrefixArbitraryNode = "arbitrary-node:"
+
+// ResourceSliceSelectorNodeName can be used in a [metav1.ListOptions]
+// field selector to filter based on [ResourceSliceSpec.NodeName].
+const ResourceSliceSelectorNodeName = "spec.nodeName"
+
+// ResourceSliceSelectorDriver can be used in a [metav1.ListOptions]
+// field selector to filter based on [ResourceSliceSpec.Driver].
+const ResourceSliceSelectorDriver = "spec.driver"
+
+// DriverNameMaxLength is the maximum valid length of a driver name in the
+// ResourceSliceSpec and other places. It's the same as for CSI driver names.
+const DriverNameMaxLength = 63
+
+const ResourceSliceMaxSharedCapacity = 128
+
+const ResourceSliceMaxDevices = 128
+
+// ResourceSliceMaxDevicesWithAdvancedFeatures defines the maximum number of devices in a ResourceSlice
+// if any of those devices uses advanced features:
+// - device taints (DRADeviceTaints feature gate)
+// - consuming counters (DRAPartitionableDevices feature gate)
+// - list attributes (DRAListTypeAttributes feature gate)
+const ResourceSliceMaxDevicesWithAdvancedFeatures = 64
+
+const BindingConditionsMaxSize = 4
+
+const BindingFailureConditionsMaxSize = 4
+
+// Defines the maximum number of counter sets (through the
+// SharedCounters field) that can be defined in a ResourceSlice.
+const ResourceSliceMaxCounterSets = 8
+
+// Defines the maximum number of counters that can be defined
+// in a counter set.
+const ResourceSliceMaxCountersPerCounterSet = 32
+
+// Defines the maximum number of device counter consumptions
+// (through the ConsumesCounters field) that can be defined per
+// device.
+const ResourceSliceMaxDeviceCounterConsumptionsPerDevice = 2
+
+// Defines the maximum number of counters that can be defined
+// per device counter consumption.
+const ResourceSliceMaxCountersPerDeviceCounterConsumption = 32
+
+// Limit for the sum of the number of entries in both attributes and capacity.
+const ResourceSliceMaxAttributesAndCapacitiesPerDevice = 32
+
+// Limit per device for the total number of string, version, bool or int values
+// in list and non-list attributes.
+const ResourceSliceMaxAttributeValuesPerDevice = 48
+
+// DeviceMaxDomainLength is the maximum length of the domain prefix in a fully-qualified name.
+const DeviceMaxDomainLength = 63
+
+// DeviceMaxIDLength is the maximum length of the identifier in a device attribute or capacity name (`<domain>/<ID>`).
+const DeviceMaxIDLength = 32
+
+// DeviceAttributeMaxValueLength is the maximum length of a string or version attribute value.
+const DeviceAttributeMaxValueLength = 64
+
+// DeviceTaintsMaxLength is the maximum number of taints per Device.
+const DeviceTaintsMaxLength = 16
+
+const DeviceConstraintsMaxSize = 32
+
+const DeviceConfigMaxSize = 32
+
+// DRAAdminNamespaceLabelKey is a label key used to grant administrative access
+// to certain resource.k8s.io API types within a namespace. When this label is
+// set on a namespace with the value "true" (case-sensitive), it allows the use
+// of adminAccess: true in any namespaced resource.k8s.io API types. Currently,
+// this permission applies to ResourceClaim and ResourceClaimTemplate objects.
+const DRAAdminNamespaceLabelKey = "resource.kubernetes.io/admin-access"
+
+const DeviceSelectorsMaxSize = 32
+
+const FirstAvailableDeviceRequestMaxSize = 8
+
+const DeviceTolerationsMaxLength = 16
+
+// CELSelectorExpressionMaxCost specifies the cost limit for a single CEL selector
+// evaluation.
+//
+// There is no overall budget for selecting a device, so the actual time
+// required for that is proportional to the number of CEL selectors and how
+// often they need to be evaluated, which can vary depending on several factors
+// (number of devices, cluster utilization, additional constraints).
+//
+// Validation against this limit and [CELSelectorExpressionMaxLength] happens
+// only when setting an expression for the first time or when changing it. If
+// the limits are changed in a future Kubernetes release, existing users are
+// guaranteed that existing expressions will continue to be valid.
+//
+// However, the kube-scheduler also applies this cost limit at runtime, so it
+// could happen that a valid expression fails at runtime after an up- or
+// downgrade. This can also happen without version skew when the cost estimate
+// underestimated the actual cost. That this might happen is the reason why
+// kube-scheduler enforces the runtime limit instead of relying on validation.
+//
+// According to
+// https://github.com/kubernetes/kubernetes/blob/4aeaf1e99e82da8334c0d6dddd848a194cd44b4f/staging/src/k8s.io/apiserver/pkg/apis/cel/config.go#L20-L22,
+// this gives roughly 0.1 second for each expression evaluation.
+// However, this depends on how fast the machine is.
+const CELSelectorExpressionMaxCost = 1000000
+
+// ResourceClaimReservedForMaxSize is the maximum number of entries in
+// claim.status.reservedFor.
+const ResourceClaimReservedForMaxSize = 256
+
+// AllocationResultsMaxSize represents the maximum number of
+// entries in allocation.devices.results.
+const AllocationResultsMaxSize = 32
+
+// AllocatedDeviceStatusMaxConditions represents the maximum number of
+// conditions in a device status.
+const AllocatedDeviceStatusMaxConditions int = 8
+
+// NetworkDeviceDataMaxIPs represents the maximum number of IPs in the networkData
+// field in a device status.
+const NetworkDeviceDataMaxIPs int = 16
+
+// NetworkDeviceDataInterfaceNameMaxLength represents the maximum number of characters
+// for the networkData.interfaceName field in a device status.
+const NetworkDeviceDataInterfaceNameMaxLength int = 256
+
+// NetworkDeviceDataHardwareAddressMaxLength represents the maximum number of characters
+// for the networkData.hardwareAddress field in a device status.
+const NetworkDeviceDataHardwareAddressMaxLength int = 128
 
 // APIVersionKind is the apiVersion and kind of a DeviceClass.
 func (*DeviceClass) APIVersionKind() (apiVersion, kind string) {

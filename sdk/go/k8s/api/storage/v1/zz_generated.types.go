@@ -7,6 +7,7 @@ import (
 	resource "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/api/resource"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	runtime "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
+	schema "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
 
 // CSIDriver captures information about a Container Storage Interface (CSI)
@@ -619,6 +620,12 @@ type VolumeNodeResources struct {
 	// If this field is not specified, then the supported number of volumes on this node is unbounded.
 	Count *int32 `json:"count,omitempty"`
 }
+
+// GroupName is the API group of this package's kinds.
+const GroupName = "storage.k8s.io"
+
+// SchemeGroupVersion is the group and version of this package's kinds.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1"}
 
 // APIVersionKind is the apiVersion and kind of a CSIDriver.
 func (*CSIDriver) APIVersionKind() (apiVersion, kind string) { return "storage.k8s.io/v1", "CSIDriver" }

@@ -46,3 +46,7 @@ func (x *RawExtension) DeepCopy() *RawExtension {
 	x.DeepCopyInto(out)
 	return out
 }
+
+// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code.
+func (x RawExtension) MarshalJSON() ([]byte, error)  { return codec.Marshal(&x) }
+func (x *RawExtension) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, x) }

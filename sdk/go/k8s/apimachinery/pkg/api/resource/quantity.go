@@ -118,3 +118,7 @@ func (q *Quantity) DeepCopyInto(out *Quantity) { *out = *q }
 
 // DeepCopy is a copy of q.
 func (q Quantity) DeepCopy() Quantity { return q }
+
+// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code.
+func (q Quantity) MarshalJSON() ([]byte, error)  { return codec.Marshal(&q) }
+func (q *Quantity) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, q) }

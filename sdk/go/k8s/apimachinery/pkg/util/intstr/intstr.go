@@ -91,3 +91,7 @@ func (x *IntOrString) DeepCopy() *IntOrString {
 	out := *x
 	return &out
 }
+
+// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code.
+func (x IntOrString) MarshalJSON() ([]byte, error)  { return codec.Marshal(&x) }
+func (x *IntOrString) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, x) }

@@ -1,6 +1,9 @@
 package v1
 
-import "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
+import (
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
+)
 
 // Object is what every kind's metadata gives, through its embedded ObjectMeta: the accessors
 // of k8s.io/apimachinery's metav1.Object.
@@ -87,14 +90,14 @@ func (t *TypeMeta) SetAPIVersionKind(apiVersion, kind string) {
 	t.APIVersion, t.Kind = apiVersion, kind
 }
 
-// NewControllerRef is an ownerReference to owner, of the given apiVersion and kind, that
-// marks it the controller of the object holding it, and blocks that object's deletion in the
-// foreground until owner is gone.
-func NewControllerRef(owner Object, apiVersion, kind string) *OwnerReference {
+// NewControllerRef is an ownerReference to owner, of the kind gvk (appsv1.SchemeGroupVersion.
+// WithKind("Deployment")), that marks it the controller of the object holding it, and blocks that
+// object's deletion in the foreground until owner is gone.
+func NewControllerRef(owner Object, gvk schema.GroupVersionKind) *OwnerReference {
 	yes := true
 	return &OwnerReference{
-		APIVersion:         apiVersion,
-		Kind:               kind,
+		APIVersion:         gvk.GroupVersion().String(),
+		Kind:               gvk.Kind,
 		Name:               owner.GetName(),
 		UID:                owner.GetUID(),
 		Controller:         &yes,

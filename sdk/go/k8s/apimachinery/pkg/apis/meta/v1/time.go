@@ -71,9 +71,6 @@ func (t *Time) DeepCopy() *Time {
 	return &out
 }
 
-// RFC3339Micro is the layout of a MicroTime.
-const RFC3339Micro = "2006-01-02T15:04:05.000000Z07:00"
-
 // MicroTime is a Time that JSON writes to the microsecond.
 type MicroTime struct {
 	time.Time `json:"-"`
@@ -177,3 +174,15 @@ func (x *FieldsV1) DeepCopyInto(out *FieldsV1) {
 		out.Raw = append([]byte(nil), x.Raw...)
 	}
 }
+
+// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code.
+func (t Time) MarshalJSON() ([]byte, error)       { return marshal(&t) }
+func (t *Time) UnmarshalJSON(b []byte) error      { return codec.Unmarshal(b, t) }
+func (t MicroTime) MarshalJSON() ([]byte, error)  { return marshal(&t) }
+func (t *MicroTime) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, t) }
+func (x Duration) MarshalJSON() ([]byte, error)   { return marshal(&x) }
+func (x *Duration) UnmarshalJSON(b []byte) error  { return codec.Unmarshal(b, x) }
+func (x FieldsV1) MarshalJSON() ([]byte, error)   { return marshal(&x) }
+func (x *FieldsV1) UnmarshalJSON(b []byte) error  { return codec.Unmarshal(b, x) }
+
+func marshal(v codec.Marshaler) ([]byte, error) { return codec.Marshal(v) }

@@ -634,3 +634,55 @@ type TypeMeta struct {
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources
 	APIVersion string `json:"apiVersion,omitempty"`
 }
+
+const RFC3339Micro = "2006-01-02T15:04:05.000000Z07:00"
+
+// WatchEventKind is name reserved for serializing watch events.
+const WatchEventKind = "WatchEvent"
+
+// Field path constants that are specific to the internal API
+// representation.
+const ObjectNameField = "metadata.name"
+
+const FinalizerOrphanDependents = "orphan"
+
+const FinalizerDeleteDependents = "foregroundDeletion"
+
+// NamespaceDefault means the object is in the default namespace which is applied when not specified by clients
+const NamespaceDefault = "default"
+
+// NamespaceAll is the default argument to specify on a context when you want to list or filter resources across all namespaces
+const NamespaceAll = ""
+
+// NamespaceNone is the argument for a context when there is no namespace.
+const NamespaceNone = ""
+
+// NamespaceSystem is the system namespace where we place system components.
+const NamespaceSystem = "kube-system"
+
+// NamespacePublic is the namespace where we place public info (ConfigMaps)
+const NamespacePublic = "kube-public"
+
+// InitialEventsAnnotationKey the name of the key
+// under which an annotation marking the end of
+// a watchlist stream is stored.
+//
+// The annotation is added to a "Bookmark" event.
+const InitialEventsAnnotationKey = "k8s.io/initial-events-end"
+
+// DryRunAll means to complete all processing stages, but don't
+// persist changes to storage.
+const DryRunAll = "All"
+
+// FieldValidationIgnore ignores unknown/duplicate fields
+const FieldValidationIgnore = "Ignore"
+
+// FieldValidationWarn responds with a warning, but successfully serve the request
+const FieldValidationWarn = "Warn"
+
+// FieldValidationStrict fails the request on unknown/duplicate fields
+const FieldValidationStrict = "Strict"
+
+const StatusSuccess = "Success"
+
+const StatusFailure = "Failure"
