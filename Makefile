@@ -204,6 +204,8 @@ test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## R
 .PHONY: bench
 bench: controlplane build plugins testguests ## Run the benchmarks and print their figures.
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 3h ./...
+	@echo ">> the generated Kubernetes types' decoder against encoding/json, natively"
+	cd internal/typegen && GOWORK=off $(GO) test -run '^$$' -bench . -benchmem -count=1 .
 
 ABI_MODULE := github.com/wasmrec/wasmrec/abi
 SDK_MODULE := github.com/wasmrec/wasmrec/sdk/go
