@@ -698,6 +698,10 @@ func (g *gen) write(p *outPkg, outDir string) error {
 		tf.printf("func (*%s) APIVersionKind() (apiVersion, kind string) { return %q, %q }\n\n", k.t.Name(), k.apiVersion, k.kind)
 		tf.printf("// Reset makes x the zero %s, as a decode into it starts.\n", k.t.Name())
 		tf.printf("func (x *%s) Reset() { *x = %s{} }\n\n", k.t.Name(), k.t.Name())
+		if items, ok := k.t.FieldByName("Items"); ok && strings.HasSuffix(k.kind, "List") && items.Type.Kind() == reflect.Slice && items.Type.Elem().Kind() == reflect.Struct {
+			tf.printf("// FilterItems keeps the items for which keep is true, in order.\n")
+			tf.printf("func (x *%s) FilterItems(keep func(runtime.Object) bool) {\nn := 0\nfor i := range x.Items {\nif keep(&x.Items[i]) {\nx.Items[n] = x.Items[i]\nn++\n}\n}\nclear(x.Items[n:])\nx.Items = x.Items[:n]\n}\n\n", k.t.Name())
+		}
 		tf.printf("// DeepCopyObject is a deep copy of x.\n")
 		tf.printf("func (x *%s) DeepCopyObject() runtime.Object {\nif c := x.DeepCopy(); c != nil {\nreturn c\n}\nreturn nil\n}\n\n", k.t.Name())
 	}

@@ -32,6 +32,8 @@ type ObjectList interface {
 	runtime.Object
 	codec.Unmarshaler
 	Reset()
+	// FilterItems keeps the items for which keep is true, in order.
+	FilterItems(keep func(runtime.Object) bool)
 }
 
 // ObjectKey names an object: its namespace ("" for a cluster-scoped kind) and name.
@@ -44,7 +46,8 @@ func ObjectKeyFromObject(obj metav1.Object) ObjectKey {
 
 // Client reads typed objects from the host's cache and writes them through the API server.
 type Client struct {
-	c *wasmrec.Client
+	c   *wasmrec.Client
+	idx indexes
 }
 
 // New returns a Client that calls the wasmrec host: what a plugin uses.
@@ -136,7 +139,9 @@ func (c *Client) Get(ctx context.Context, key ObjectKey, obj Object) error {
 }
 
 // List reads the objects of list's kind that opts select (InNamespace, MatchingLabels,
-// HasLabels), from the host's cache. list is reset first.
+// HasLabels, MatchingFields), from the host's cache. list is reset first. MatchingFields are
+// tested in the plugin, on the objects the other options select, with the indexes registered
+// by IndexField.
 func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) error {
 	apiVersion, listKind := list.APIVersionKind()
 	kind, ok := strings.CutSuffix(listKind, "List")
@@ -145,6 +150,10 @@ func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) 
 	}
 	var o ListOptions
 	o.ApplyOptions(opts)
+	match, err := c.matcher(apiVersion, kind, o.Fields)
+	if err != nil {
+		return err
+	}
 	var e codec.Encoder
 	e.BeginObject()
 	e.Key(`"apiVersion":`)
@@ -168,6 +177,9 @@ func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) 
 	list.Reset()
 	if err := codec.Unmarshal(resp, list); err != nil {
 		return fmt.Errorf("list %s: decoding the answer: %w", kind, err)
+	}
+	if match != nil {
+		list.FilterItems(match)
 	}
 	if tm, ok := list.(interface{ SetAPIVersionKind(string, string) }); ok {
 		tm.SetAPIVersionKind(apiVersion, listKind)
@@ -297,6 +309,9 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj Object, opts ...DeleteAllO
 	var do DeleteOptions
 	for _, opt := range opts {
 		opt.ApplyToDeleteAllOf(&lo, &do)
+	}
+	if len(lo.Fields) > 0 {
+		return fmt.Errorf("deleteAllOf with MatchingFields: not supported; List with them, then Delete each")
 	}
 	apiVersion, kind := apiVersionKind(obj)
 	var e codec.Encoder

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
@@ -210,5 +211,40 @@ func TestFromTypedSeedsTheFakeCluster(t *testing.T) {
 	var into appsv1.Deployment
 	if err := o.Into(&into); err != nil || into.CreationTimestamp.Unix() != 1700000000 {
 		t.Fatalf("Into: %v, %v", err, into.CreationTimestamp)
+	}
+}
+
+func TestListMatchingFieldsUsesTheIndexesRegistered(t *testing.T) {
+	owned := func(name, owner string) *wasmrec.Object {
+		o := configMap(name, nil, nil)
+		yes := true
+		_ = o.SetNested([]any{map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": "u-" + owner, "controller": yes}}, "metadata", "ownerReferences")
+		return o
+	}
+	cluster := fake.NewCluster(manifest, owned("a", "web"), owned("b", "db"), owned("c", "web"), configMap("d", nil, nil))
+	c := client.From(cluster.Client())
+	ctx := context.Background()
+
+	var list corev1.ConfigMapList
+	err := c.List(ctx, &list, client.MatchingFields{".metadata.controller": "web"})
+	if err == nil || !strings.Contains(err.Error(), `no index of it; register one with Client.IndexField`) {
+		t.Fatalf("a field without an index: %v", err)
+	}
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, ".metadata.controller", func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.List(ctx, &list, client.InNamespace("demo"), client.MatchingFields{".metadata.controller": "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 || list.Items[0].Name != "a" || list.Items[1].Name != "c" {
+		t.Fatalf("listed %d items, want a and c", len(list.Items))
+	}
+	if err := c.List(ctx, &list, client.MatchingFields{"metadata.name": "d"}); err != nil || len(list.Items) != 1 || list.Items[0].Name != "d" {
+		t.Fatalf("by name: %v, %d items", err, len(list.Items))
 	}
 }

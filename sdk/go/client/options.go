@@ -14,6 +14,8 @@ type ListOptions struct {
 	Namespace string
 	// LabelSelector in kubectl's form: "app=web,tier in (a,b)".
 	LabelSelector string
+	// Fields are indexed fields and the value each must have (MatchingFields).
+	Fields map[string]string
 }
 
 // ApplyOptions applies opts to o.
@@ -77,6 +79,21 @@ func (s MatchingLabelSelector) ApplyToList(o *ListOptions) {
 func (s MatchingLabelSelector) ApplyToDeleteAllOf(o *ListOptions, _ *DeleteOptions) {
 	s.ApplyToList(o)
 }
+
+// MatchingFields selects objects whose indexed fields have these values: an index registered
+// with Client.IndexField, or metadata.name or metadata.namespace.
+type MatchingFields map[string]string
+
+func (m MatchingFields) ApplyToList(o *ListOptions) {
+	if o.Fields == nil {
+		o.Fields = map[string]string{}
+	}
+	for k, v := range m {
+		o.Fields[k] = v
+	}
+}
+
+func (m MatchingFields) ApplyToDeleteAllOf(o *ListOptions, _ *DeleteOptions) { m.ApplyToList(o) }
 
 func and(a, b string) string {
 	if a == "" || b == "" {

@@ -1364,6 +1364,19 @@ func (*MutatingAdmissionPolicyBindingList) APIVersionKind() (apiVersion, kind st
 // Reset makes x the zero MutatingAdmissionPolicyBindingList, as a decode into it starts.
 func (x *MutatingAdmissionPolicyBindingList) Reset() { *x = MutatingAdmissionPolicyBindingList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *MutatingAdmissionPolicyBindingList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *MutatingAdmissionPolicyBindingList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -1379,6 +1392,19 @@ func (*MutatingAdmissionPolicyList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero MutatingAdmissionPolicyList, as a decode into it starts.
 func (x *MutatingAdmissionPolicyList) Reset() { *x = MutatingAdmissionPolicyList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *MutatingAdmissionPolicyList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *MutatingAdmissionPolicyList) DeepCopyObject() runtime.Object {
@@ -1411,6 +1437,19 @@ func (*MutatingWebhookConfigurationList) APIVersionKind() (apiVersion, kind stri
 
 // Reset makes x the zero MutatingWebhookConfigurationList, as a decode into it starts.
 func (x *MutatingWebhookConfigurationList) Reset() { *x = MutatingWebhookConfigurationList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *MutatingWebhookConfigurationList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *MutatingWebhookConfigurationList) DeepCopyObject() runtime.Object {
@@ -1460,6 +1499,19 @@ func (*ValidatingAdmissionPolicyBindingList) APIVersionKind() (apiVersion, kind 
 // Reset makes x the zero ValidatingAdmissionPolicyBindingList, as a decode into it starts.
 func (x *ValidatingAdmissionPolicyBindingList) Reset() { *x = ValidatingAdmissionPolicyBindingList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ValidatingAdmissionPolicyBindingList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *ValidatingAdmissionPolicyBindingList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -1475,6 +1527,19 @@ func (*ValidatingAdmissionPolicyList) APIVersionKind() (apiVersion, kind string)
 
 // Reset makes x the zero ValidatingAdmissionPolicyList, as a decode into it starts.
 func (x *ValidatingAdmissionPolicyList) Reset() { *x = ValidatingAdmissionPolicyList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ValidatingAdmissionPolicyList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ValidatingAdmissionPolicyList) DeepCopyObject() runtime.Object {
@@ -1507,6 +1572,19 @@ func (*ValidatingWebhookConfigurationList) APIVersionKind() (apiVersion, kind st
 
 // Reset makes x the zero ValidatingWebhookConfigurationList, as a decode into it starts.
 func (x *ValidatingWebhookConfigurationList) Reset() { *x = ValidatingWebhookConfigurationList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ValidatingWebhookConfigurationList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ValidatingWebhookConfigurationList) DeepCopyObject() runtime.Object {

@@ -758,6 +758,19 @@ func (*ControllerRevisionList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero ControllerRevisionList, as a decode into it starts.
 func (x *ControllerRevisionList) Reset() { *x = ControllerRevisionList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ControllerRevisionList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *ControllerRevisionList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -785,6 +798,19 @@ func (*DaemonSetList) APIVersionKind() (apiVersion, kind string) { return "apps/
 
 // Reset makes x the zero DaemonSetList, as a decode into it starts.
 func (x *DaemonSetList) Reset() { *x = DaemonSetList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *DaemonSetList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *DaemonSetList) DeepCopyObject() runtime.Object {
@@ -814,6 +840,19 @@ func (*DeploymentList) APIVersionKind() (apiVersion, kind string) { return "apps
 // Reset makes x the zero DeploymentList, as a decode into it starts.
 func (x *DeploymentList) Reset() { *x = DeploymentList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *DeploymentList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *DeploymentList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -841,6 +880,19 @@ func (*ReplicaSetList) APIVersionKind() (apiVersion, kind string) { return "apps
 
 // Reset makes x the zero ReplicaSetList, as a decode into it starts.
 func (x *ReplicaSetList) Reset() { *x = ReplicaSetList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ReplicaSetList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ReplicaSetList) DeepCopyObject() runtime.Object {
@@ -871,6 +923,19 @@ func (*StatefulSetList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero StatefulSetList, as a decode into it starts.
 func (x *StatefulSetList) Reset() { *x = StatefulSetList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *StatefulSetList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *StatefulSetList) DeepCopyObject() runtime.Object {

@@ -519,6 +519,19 @@ func (*HorizontalPodAutoscalerList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero HorizontalPodAutoscalerList, as a decode into it starts.
 func (x *HorizontalPodAutoscalerList) Reset() { *x = HorizontalPodAutoscalerList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *HorizontalPodAutoscalerList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *HorizontalPodAutoscalerList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {

@@ -627,6 +627,19 @@ func (*CronJobList) APIVersionKind() (apiVersion, kind string) { return "batch/v
 // Reset makes x the zero CronJobList, as a decode into it starts.
 func (x *CronJobList) Reset() { *x = CronJobList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *CronJobList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *CronJobList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -654,6 +667,19 @@ func (*JobList) APIVersionKind() (apiVersion, kind string) { return "batch/v1", 
 
 // Reset makes x the zero JobList, as a decode into it starts.
 func (x *JobList) Reset() { *x = JobList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *JobList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *JobList) DeepCopyObject() runtime.Object {

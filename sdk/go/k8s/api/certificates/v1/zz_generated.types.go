@@ -294,6 +294,19 @@ func (*CertificateSigningRequestList) APIVersionKind() (apiVersion, kind string)
 // Reset makes x the zero CertificateSigningRequestList, as a decode into it starts.
 func (x *CertificateSigningRequestList) Reset() { *x = CertificateSigningRequestList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *CertificateSigningRequestList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *CertificateSigningRequestList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {

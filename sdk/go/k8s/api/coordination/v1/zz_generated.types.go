@@ -93,6 +93,19 @@ func (*LeaseList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero LeaseList, as a decode into it starts.
 func (x *LeaseList) Reset() { *x = LeaseList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *LeaseList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *LeaseList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {

@@ -6924,6 +6924,19 @@ func (*ComponentStatusList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero ComponentStatusList, as a decode into it starts.
 func (x *ComponentStatusList) Reset() { *x = ComponentStatusList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ComponentStatusList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *ComponentStatusList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -6951,6 +6964,19 @@ func (*ConfigMapList) APIVersionKind() (apiVersion, kind string) { return "v1", 
 
 // Reset makes x the zero ConfigMapList, as a decode into it starts.
 func (x *ConfigMapList) Reset() { *x = ConfigMapList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ConfigMapList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ConfigMapList) DeepCopyObject() runtime.Object {
@@ -6980,6 +7006,19 @@ func (*EndpointsList) APIVersionKind() (apiVersion, kind string) { return "v1", 
 // Reset makes x the zero EndpointsList, as a decode into it starts.
 func (x *EndpointsList) Reset() { *x = EndpointsList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *EndpointsList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *EndpointsList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -7007,6 +7046,19 @@ func (*EventList) APIVersionKind() (apiVersion, kind string) { return "v1", "Eve
 
 // Reset makes x the zero EventList, as a decode into it starts.
 func (x *EventList) Reset() { *x = EventList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *EventList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *EventList) DeepCopyObject() runtime.Object {
@@ -7036,6 +7088,19 @@ func (*LimitRangeList) APIVersionKind() (apiVersion, kind string) { return "v1",
 // Reset makes x the zero LimitRangeList, as a decode into it starts.
 func (x *LimitRangeList) Reset() { *x = LimitRangeList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *LimitRangeList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *LimitRangeList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -7064,6 +7129,19 @@ func (*NamespaceList) APIVersionKind() (apiVersion, kind string) { return "v1", 
 // Reset makes x the zero NamespaceList, as a decode into it starts.
 func (x *NamespaceList) Reset() { *x = NamespaceList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *NamespaceList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *NamespaceList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -7091,6 +7169,19 @@ func (*NodeList) APIVersionKind() (apiVersion, kind string) { return "v1", "Node
 
 // Reset makes x the zero NodeList, as a decode into it starts.
 func (x *NodeList) Reset() { *x = NodeList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *NodeList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *NodeList) DeepCopyObject() runtime.Object {
@@ -7138,6 +7229,19 @@ func (*PersistentVolumeClaimList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero PersistentVolumeClaimList, as a decode into it starts.
 func (x *PersistentVolumeClaimList) Reset() { *x = PersistentVolumeClaimList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *PersistentVolumeClaimList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *PersistentVolumeClaimList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -7153,6 +7257,19 @@ func (*PersistentVolumeList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero PersistentVolumeList, as a decode into it starts.
 func (x *PersistentVolumeList) Reset() { *x = PersistentVolumeList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *PersistentVolumeList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *PersistentVolumeList) DeepCopyObject() runtime.Object {
@@ -7182,6 +7299,19 @@ func (*PodList) APIVersionKind() (apiVersion, kind string) { return "v1", "PodLi
 // Reset makes x the zero PodList, as a decode into it starts.
 func (x *PodList) Reset() { *x = PodList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *PodList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *PodList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -7209,6 +7339,19 @@ func (*PodTemplateList) APIVersionKind() (apiVersion, kind string) { return "v1"
 
 // Reset makes x the zero PodTemplateList, as a decode into it starts.
 func (x *PodTemplateList) Reset() { *x = PodTemplateList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *PodTemplateList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *PodTemplateList) DeepCopyObject() runtime.Object {
@@ -7242,6 +7385,19 @@ func (*ReplicationControllerList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero ReplicationControllerList, as a decode into it starts.
 func (x *ReplicationControllerList) Reset() { *x = ReplicationControllerList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ReplicationControllerList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *ReplicationControllerList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -7272,6 +7428,19 @@ func (*ResourceQuotaList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero ResourceQuotaList, as a decode into it starts.
 func (x *ResourceQuotaList) Reset() { *x = ResourceQuotaList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ResourceQuotaList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *ResourceQuotaList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -7299,6 +7468,19 @@ func (*SecretList) APIVersionKind() (apiVersion, kind string) { return "v1", "Se
 
 // Reset makes x the zero SecretList, as a decode into it starts.
 func (x *SecretList) Reset() { *x = SecretList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *SecretList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *SecretList) DeepCopyObject() runtime.Object {
@@ -7344,6 +7526,19 @@ func (*ServiceAccountList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero ServiceAccountList, as a decode into it starts.
 func (x *ServiceAccountList) Reset() { *x = ServiceAccountList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ServiceAccountList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *ServiceAccountList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -7357,6 +7552,19 @@ func (*ServiceList) APIVersionKind() (apiVersion, kind string) { return "v1", "S
 
 // Reset makes x the zero ServiceList, as a decode into it starts.
 func (x *ServiceList) Reset() { *x = ServiceList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ServiceList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ServiceList) DeepCopyObject() runtime.Object {

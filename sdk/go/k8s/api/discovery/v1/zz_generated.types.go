@@ -215,6 +215,19 @@ func (*EndpointSliceList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero EndpointSliceList, as a decode into it starts.
 func (x *EndpointSliceList) Reset() { *x = EndpointSliceList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *EndpointSliceList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *EndpointSliceList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {

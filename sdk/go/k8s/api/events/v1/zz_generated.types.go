@@ -108,6 +108,19 @@ func (*EventList) APIVersionKind() (apiVersion, kind string) { return "events.k8
 // Reset makes x the zero EventList, as a decode into it starts.
 func (x *EventList) Reset() { *x = EventList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *EventList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *EventList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {

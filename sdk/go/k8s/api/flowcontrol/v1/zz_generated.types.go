@@ -570,6 +570,19 @@ func (*FlowSchemaList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero FlowSchemaList, as a decode into it starts.
 func (x *FlowSchemaList) Reset() { *x = FlowSchemaList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *FlowSchemaList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *FlowSchemaList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -601,6 +614,19 @@ func (*PriorityLevelConfigurationList) APIVersionKind() (apiVersion, kind string
 
 // Reset makes x the zero PriorityLevelConfigurationList, as a decode into it starts.
 func (x *PriorityLevelConfigurationList) Reset() { *x = PriorityLevelConfigurationList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *PriorityLevelConfigurationList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *PriorityLevelConfigurationList) DeepCopyObject() runtime.Object {

@@ -605,6 +605,19 @@ func (*IPAddressList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero IPAddressList, as a decode into it starts.
 func (x *IPAddressList) Reset() { *x = IPAddressList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *IPAddressList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *IPAddressList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -651,6 +664,19 @@ func (*IngressClassList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero IngressClassList, as a decode into it starts.
 func (x *IngressClassList) Reset() { *x = IngressClassList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *IngressClassList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *IngressClassList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -666,6 +692,19 @@ func (*IngressList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero IngressList, as a decode into it starts.
 func (x *IngressList) Reset() { *x = IngressList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *IngressList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *IngressList) DeepCopyObject() runtime.Object {
@@ -699,6 +738,19 @@ func (*NetworkPolicyList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero NetworkPolicyList, as a decode into it starts.
 func (x *NetworkPolicyList) Reset() { *x = NetworkPolicyList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *NetworkPolicyList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *NetworkPolicyList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -730,6 +782,19 @@ func (*ServiceCIDRList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero ServiceCIDRList, as a decode into it starts.
 func (x *ServiceCIDRList) Reset() { *x = ServiceCIDRList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ServiceCIDRList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ServiceCIDRList) DeepCopyObject() runtime.Object {

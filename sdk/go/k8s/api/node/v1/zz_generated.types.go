@@ -104,6 +104,19 @@ func (*RuntimeClassList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero RuntimeClassList, as a decode into it starts.
 func (x *RuntimeClassList) Reset() { *x = RuntimeClassList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *RuntimeClassList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *RuntimeClassList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {

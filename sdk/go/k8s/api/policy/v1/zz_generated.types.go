@@ -202,6 +202,19 @@ func (*PodDisruptionBudgetList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero PodDisruptionBudgetList, as a decode into it starts.
 func (x *PodDisruptionBudgetList) Reset() { *x = PodDisruptionBudgetList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *PodDisruptionBudgetList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *PodDisruptionBudgetList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {

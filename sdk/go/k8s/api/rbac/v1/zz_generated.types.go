@@ -210,6 +210,19 @@ func (*ClusterRoleBindingList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero ClusterRoleBindingList, as a decode into it starts.
 func (x *ClusterRoleBindingList) Reset() { *x = ClusterRoleBindingList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ClusterRoleBindingList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *ClusterRoleBindingList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -225,6 +238,19 @@ func (*ClusterRoleList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero ClusterRoleList, as a decode into it starts.
 func (x *ClusterRoleList) Reset() { *x = ClusterRoleList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ClusterRoleList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ClusterRoleList) DeepCopyObject() runtime.Object {
@@ -274,6 +300,19 @@ func (*RoleBindingList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero RoleBindingList, as a decode into it starts.
 func (x *RoleBindingList) Reset() { *x = RoleBindingList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *RoleBindingList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *RoleBindingList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -289,6 +328,19 @@ func (*RoleList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero RoleList, as a decode into it starts.
 func (x *RoleList) Reset() { *x = RoleList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *RoleList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *RoleList) DeepCopyObject() runtime.Object {

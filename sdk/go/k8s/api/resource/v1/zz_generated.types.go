@@ -1485,6 +1485,19 @@ func (*DeviceClassList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero DeviceClassList, as a decode into it starts.
 func (x *DeviceClassList) Reset() { *x = DeviceClassList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *DeviceClassList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *DeviceClassList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -1516,6 +1529,19 @@ func (*ResourceClaimList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero ResourceClaimList, as a decode into it starts.
 func (x *ResourceClaimList) Reset() { *x = ResourceClaimList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ResourceClaimList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ResourceClaimList) DeepCopyObject() runtime.Object {
@@ -1549,6 +1575,19 @@ func (*ResourceClaimTemplateList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero ResourceClaimTemplateList, as a decode into it starts.
 func (x *ResourceClaimTemplateList) Reset() { *x = ResourceClaimTemplateList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ResourceClaimTemplateList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *ResourceClaimTemplateList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -1580,6 +1619,19 @@ func (*ResourceSliceList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero ResourceSliceList, as a decode into it starts.
 func (x *ResourceSliceList) Reset() { *x = ResourceSliceList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *ResourceSliceList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *ResourceSliceList) DeepCopyObject() runtime.Object {

@@ -74,6 +74,19 @@ func (*PriorityClassList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero PriorityClassList, as a decode into it starts.
 func (x *PriorityClassList) Reset() { *x = PriorityClassList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *PriorityClassList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *PriorityClassList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {

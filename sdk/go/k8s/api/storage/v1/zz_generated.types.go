@@ -649,6 +649,19 @@ func (*CSIDriverList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero CSIDriverList, as a decode into it starts.
 func (x *CSIDriverList) Reset() { *x = CSIDriverList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *CSIDriverList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *CSIDriverList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -678,6 +691,19 @@ func (*CSINodeList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero CSINodeList, as a decode into it starts.
 func (x *CSINodeList) Reset() { *x = CSINodeList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *CSINodeList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *CSINodeList) DeepCopyObject() runtime.Object {
@@ -711,6 +737,19 @@ func (*CSIStorageCapacityList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero CSIStorageCapacityList, as a decode into it starts.
 func (x *CSIStorageCapacityList) Reset() { *x = CSIStorageCapacityList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *CSIStorageCapacityList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *CSIStorageCapacityList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -742,6 +781,19 @@ func (*StorageClassList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero StorageClassList, as a decode into it starts.
 func (x *StorageClassList) Reset() { *x = StorageClassList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *StorageClassList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *StorageClassList) DeepCopyObject() runtime.Object {
@@ -775,6 +827,19 @@ func (*VolumeAttachmentList) APIVersionKind() (apiVersion, kind string) {
 // Reset makes x the zero VolumeAttachmentList, as a decode into it starts.
 func (x *VolumeAttachmentList) Reset() { *x = VolumeAttachmentList{} }
 
+// FilterItems keeps the items for which keep is true, in order.
+func (x *VolumeAttachmentList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
+
 // DeepCopyObject is a deep copy of x.
 func (x *VolumeAttachmentList) DeepCopyObject() runtime.Object {
 	if c := x.DeepCopy(); c != nil {
@@ -806,6 +871,19 @@ func (*VolumeAttributesClassList) APIVersionKind() (apiVersion, kind string) {
 
 // Reset makes x the zero VolumeAttributesClassList, as a decode into it starts.
 func (x *VolumeAttributesClassList) Reset() { *x = VolumeAttributesClassList{} }
+
+// FilterItems keeps the items for which keep is true, in order.
+func (x *VolumeAttributesClassList) FilterItems(keep func(runtime.Object) bool) {
+	n := 0
+	for i := range x.Items {
+		if keep(&x.Items[i]) {
+			x.Items[n] = x.Items[i]
+			n++
+		}
+	}
+	clear(x.Items[n:])
+	x.Items = x.Items[:n]
+}
 
 // DeepCopyObject is a deep copy of x.
 func (x *VolumeAttributesClassList) DeepCopyObject() runtime.Object {
