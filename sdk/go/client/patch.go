@@ -100,7 +100,7 @@ func (m mergeFrom) Data(obj Object) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := diff(a, b)
+	p := jsonv.MergePatch(a, b)
 	if m.lock {
 		rv := m.from.GetResourceVersion()
 		if rv == "" {
@@ -118,64 +118,4 @@ func (m mergeFrom) Data(obj Object) ([]byte, error) {
 		return nil, fmt.Errorf("encoding the merge patch: %w", err)
 	}
 	return out, nil
-}
-
-// diff is the merge patch from a to b.
-func diff(a, b map[string]any) map[string]any {
-	p := map[string]any{}
-	for k, av := range a {
-		bv, ok := b[k]
-		if !ok {
-			p[k] = nil
-			continue
-		}
-		am, aIsMap := av.(map[string]any)
-		bm, bIsMap := bv.(map[string]any)
-		if aIsMap && bIsMap {
-			if d := diff(am, bm); len(d) > 0 {
-				p[k] = d
-			}
-			continue
-		}
-		if !equal(av, bv) {
-			p[k] = bv
-		}
-	}
-	for k, bv := range b {
-		if _, ok := a[k]; !ok {
-			p[k] = bv
-		}
-	}
-	return p
-}
-
-// equal compares decoded JSON values.
-func equal(a, b any) bool {
-	switch a := a.(type) {
-	case map[string]any:
-		bm, ok := b.(map[string]any)
-		if !ok || len(a) != len(bm) {
-			return false
-		}
-		for k, v := range a {
-			w, ok := bm[k]
-			if !ok || !equal(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		bs, ok := b.([]any)
-		if !ok || len(a) != len(bs) {
-			return false
-		}
-		for i := range a {
-			if !equal(a[i], bs[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		return a == b
-	}
 }
