@@ -4,7 +4,8 @@
 // reads into its environment in the pod template's annotation wasmrec.dev/config-hash, so a
 // change to that data changes the template and the Deployment rolls.
 //
-// It uses typed objects from k8s.io/api (an opt-in: the SDK itself does not import them).
+// It reads the Deployment typed, with the SDK's generated Kubernetes types (sdk/go/k8s) and
+// package client, and the ConfigMaps and Secrets untyped, as JSON maps whose data it hashes.
 package main
 
 import (
@@ -15,10 +16,10 @@ import (
 	"fmt"
 	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
+	"github.com/wasmrec/wasmrec/sdk/go/client"
+	appsv1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/apps/v1"
+	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 )
 
 const (
@@ -39,21 +40,20 @@ func init() {
 			{Group: "", Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "watch"}},
 			{Group: "", Resources: []string{"events"}, Verbs: []string{"create"}},
 		},
-	}, &reconciler{client: wasmrec.NewClient()})
+	}, &reconciler{client: wasmrec.NewClient(), typed: client.New()})
 }
 
 func main() {}
 
-type reconciler struct{ client *wasmrec.Client }
+type reconciler struct {
+	client *wasmrec.Client // the ConfigMaps and Secrets, as JSON maps
+	typed  *client.Client  // the Deployment
+}
 
 func (r *reconciler) Reconcile(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error) {
 	var d appsv1.Deployment
-	err := r.client.GetInto(ctx, "apps/v1", "Deployment", req.Namespace, req.Name, &d)
-	if wasmrec.IsNotFound(err) {
-		return wasmrec.Result{}, nil
-	}
-	if err != nil {
-		return wasmrec.Result{}, err
+	if err := r.typed.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, &d); err != nil {
+		return wasmrec.Result{}, client.IgnoreNotFound(err)
 	}
 	if d.Annotations[optIn] != "true" {
 		return wasmrec.Result{}, nil

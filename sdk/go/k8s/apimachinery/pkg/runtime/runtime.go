@@ -47,6 +47,12 @@ func (x *RawExtension) DeepCopy() *RawExtension {
 	return out
 }
 
-// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code.
-func (x RawExtension) MarshalJSON() ([]byte, error)  { return codec.Marshal(&x) }
+// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code
+// (MarshalJSON calls EncodeJSON directly: see metav1.Time's).
+func (x RawExtension) MarshalJSON() ([]byte, error) {
+	var e codec.Encoder
+	x.EncodeJSON(&e)
+	return e.Bytes()
+}
+
 func (x *RawExtension) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, x) }

@@ -119,6 +119,12 @@ func (q *Quantity) DeepCopyInto(out *Quantity) { *out = *q }
 // DeepCopy is a copy of q.
 func (q Quantity) DeepCopy() Quantity { return q }
 
-// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code.
-func (q Quantity) MarshalJSON() ([]byte, error)  { return codec.Marshal(&q) }
+// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code
+// (MarshalJSON calls EncodeJSON directly: see metav1.Time's).
+func (q Quantity) MarshalJSON() ([]byte, error) {
+	var e codec.Encoder
+	q.EncodeJSON(&e)
+	return e.Bytes()
+}
+
 func (q *Quantity) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, q) }

@@ -92,6 +92,12 @@ func (x *IntOrString) DeepCopy() *IntOrString {
 	return &out
 }
 
-// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code.
-func (x IntOrString) MarshalJSON() ([]byte, error)  { return codec.Marshal(&x) }
+// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code
+// (MarshalJSON calls EncodeJSON directly: see metav1.Time's).
+func (x IntOrString) MarshalJSON() ([]byte, error) {
+	var e codec.Encoder
+	x.EncodeJSON(&e)
+	return e.Bytes()
+}
+
 func (x *IntOrString) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, x) }

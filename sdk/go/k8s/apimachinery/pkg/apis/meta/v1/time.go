@@ -175,14 +175,31 @@ func (x *FieldsV1) DeepCopyInto(out *FieldsV1) {
 	}
 }
 
-// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code.
-func (t Time) MarshalJSON() ([]byte, error)       { return marshal(&t) }
-func (t *Time) UnmarshalJSON(b []byte) error      { return codec.Unmarshal(b, t) }
-func (t MicroTime) MarshalJSON() ([]byte, error)  { return marshal(&t) }
+// MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code. They
+// call EncodeJSON directly, not through codec.Marshal's interface: a module that only reads
+// objects then keeps no generated encoder (the linker keeps a method an interface call may
+// reach on every type converted to an interface).
+func (t Time) MarshalJSON() ([]byte, error) {
+	var e codec.Encoder
+	t.EncodeJSON(&e)
+	return e.Bytes()
+}
+func (t *Time) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, t) }
+func (t MicroTime) MarshalJSON() ([]byte, error) {
+	var e codec.Encoder
+	t.EncodeJSON(&e)
+	return e.Bytes()
+}
 func (t *MicroTime) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, t) }
-func (x Duration) MarshalJSON() ([]byte, error)   { return marshal(&x) }
-func (x *Duration) UnmarshalJSON(b []byte) error  { return codec.Unmarshal(b, x) }
-func (x FieldsV1) MarshalJSON() ([]byte, error)   { return marshal(&x) }
-func (x *FieldsV1) UnmarshalJSON(b []byte) error  { return codec.Unmarshal(b, x) }
-
-func marshal(v codec.Marshaler) ([]byte, error) { return codec.Marshal(v) }
+func (x Duration) MarshalJSON() ([]byte, error) {
+	var e codec.Encoder
+	x.EncodeJSON(&e)
+	return e.Bytes()
+}
+func (x *Duration) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, x) }
+func (x FieldsV1) MarshalJSON() ([]byte, error) {
+	var e codec.Encoder
+	x.EncodeJSON(&e)
+	return e.Bytes()
+}
+func (x *FieldsV1) UnmarshalJSON(b []byte) error { return codec.Unmarshal(b, x) }
