@@ -682,7 +682,7 @@ func (g *gen) write(p *outPkg, outDir string) error {
 		tf.printf("}\n\n")
 	}
 	if len(p.kinds) > 0 && p.src != metaPkg {
-		gv, _ := schemaGV(p.kinds[0].apiVersion)
+		gv := schemaGV(p.kinds[0].apiVersion)
 		tf.imports["k8s.io/apimachinery/pkg/runtime/schema"] = true
 		tf.printf("// GroupName is the API group of this package's kinds.\nconst GroupName = %q\n\n", gv[0])
 		tf.printf("// SchemeGroupVersion is the group and version of this package's kinds.\nvar SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: %q}\n\n", gv[1])
@@ -786,12 +786,12 @@ func (g *gen) write(p *outPkg, outDir string) error {
 }
 
 // schemaGV splits an apiVersion into its group and version.
-func schemaGV(apiVersion string) ([2]string, bool) {
+func schemaGV(apiVersion string) [2]string {
 	group, version, ok := strings.Cut(apiVersion, "/")
 	if !ok {
-		return [2]string{"", apiVersion}, true
+		return [2]string{"", apiVersion}
 	}
-	return [2]string{group, version}, true
+	return [2]string{group, version}
 }
 
 // underlying is the unnamed type of a named map or slice type.

@@ -59,8 +59,8 @@ func (d *Decoder) peek() byte {
 	return 0
 }
 
-// text is jsonv's reader at d's offset, for what the fast paths leave; Done hands the offset
-// back.
+// textAt is jsonv's reader at d's offset, for what the fast paths leave; the caller moves d.pos
+// to the reader's Pos after it reads.
 func (d *Decoder) textAt() *jsonv.Text {
 	if d.slow == nil {
 		d.slow = jsonv.NewText(d.data)
