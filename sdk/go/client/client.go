@@ -113,22 +113,49 @@ func describe(r abi.ObjectRef) string {
 	return r.Kind + " " + r.Namespace + "/" + r.Name
 }
 
-// Get reads the object key names into obj, from the host's cache. obj is reset first: it holds
-// the object read and nothing of what it held before.
-func (c *Client) Get(ctx context.Context, key ObjectKey, obj Object) error {
-	apiVersion, kind := obj.APIVersionKind()
+// beginRef starts a request naming r: {"apiVersion":..., "kind":..., "namespace":..., "name":...,
+// the object left open for the call's own members.
+func beginRef(e *codec.Encoder, r abi.ObjectRef) {
+	e.BeginObject()
+	e.Key(`"apiVersion":`)
+	e.String(r.APIVersion)
+	e.Key(`"kind":`)
+	e.String(r.Kind)
+	if r.Namespace != "" {
+		e.Key(`"namespace":`)
+		e.String(r.Namespace)
+	}
+	e.Key(`"name":`)
+	e.String(r.Name)
+}
+
+// listRequest is the request of a list of kind that o selects (its namespace and labels).
+func listRequest(apiVersion, kind string, o ListOptions) []byte {
 	var e codec.Encoder
 	e.BeginObject()
 	e.Key(`"apiVersion":`)
 	e.String(apiVersion)
 	e.Key(`"kind":`)
 	e.String(kind)
-	if key.Namespace != "" {
+	if o.Namespace != "" {
 		e.Key(`"namespace":`)
-		e.String(key.Namespace)
+		e.String(o.Namespace)
 	}
-	e.Key(`"name":`)
-	e.String(key.Name)
+	if o.LabelSelector != "" {
+		e.Key(`"labelSelector":`)
+		e.String(o.LabelSelector)
+	}
+	e.EndObject()
+	req, _ := e.Bytes()
+	return req
+}
+
+// Get reads the object key names into obj, from the host's cache. obj is reset first: it holds
+// the object read and nothing of what it held before.
+func (c *Client) Get(ctx context.Context, key ObjectKey, obj Object) error {
+	apiVersion, kind := obj.APIVersionKind()
+	var e codec.Encoder
+	beginRef(&e, abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: key.Namespace, Name: key.Name})
 	e.EndObject()
 	req, _ := e.Bytes()
 	resp, err := c.c.Raw(ctx, abi.ImportGet, req)
@@ -154,23 +181,7 @@ func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) 
 	if err != nil {
 		return err
 	}
-	var e codec.Encoder
-	e.BeginObject()
-	e.Key(`"apiVersion":`)
-	e.String(apiVersion)
-	e.Key(`"kind":`)
-	e.String(kind)
-	if o.Namespace != "" {
-		e.Key(`"namespace":`)
-		e.String(o.Namespace)
-	}
-	if o.LabelSelector != "" {
-		e.Key(`"labelSelector":`)
-		e.String(o.LabelSelector)
-	}
-	e.EndObject()
-	req, _ := e.Bytes()
-	resp, err := c.c.Raw(ctx, abi.ImportList, req)
+	resp, err := c.c.Raw(ctx, abi.ImportList, listRequest(apiVersion, kind, o))
 	if err != nil {
 		return err
 	}
@@ -229,17 +240,7 @@ func (c *Client) patch(ctx context.Context, obj Object, patch Patch, sub string,
 		return fmt.Errorf("patch %s: %w", describe(r), err)
 	}
 	var e codec.Encoder
-	e.BeginObject()
-	e.Key(`"apiVersion":`)
-	e.String(r.APIVersion)
-	e.Key(`"kind":`)
-	e.String(r.Kind)
-	if r.Namespace != "" {
-		e.Key(`"namespace":`)
-		e.String(r.Namespace)
-	}
-	e.Key(`"name":`)
-	e.String(r.Name)
+	beginRef(&e, r)
 	e.Key(`"type":`)
 	e.String(patch.Type())
 	e.Key(`"patch":`)
@@ -275,17 +276,7 @@ func (c *Client) Delete(ctx context.Context, obj Object, opts ...DeleteOption) e
 
 func (c *Client) delete(ctx context.Context, r abi.ObjectRef, o DeleteOptions) error {
 	var e codec.Encoder
-	e.BeginObject()
-	e.Key(`"apiVersion":`)
-	e.String(r.APIVersion)
-	e.Key(`"kind":`)
-	e.String(r.Kind)
-	if r.Namespace != "" {
-		e.Key(`"namespace":`)
-		e.String(r.Namespace)
-	}
-	e.Key(`"name":`)
-	e.String(r.Name)
+	beginRef(&e, r)
 	if o.PropagationPolicy != nil {
 		e.Key(`"propagationPolicy":`)
 		e.String(string(*o.PropagationPolicy))
@@ -314,23 +305,7 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj Object, opts ...DeleteAllO
 		return fmt.Errorf("deleteAllOf with MatchingFields: not supported; List with them, then Delete each")
 	}
 	apiVersion, kind := apiVersionKind(obj)
-	var e codec.Encoder
-	e.BeginObject()
-	e.Key(`"apiVersion":`)
-	e.String(apiVersion)
-	e.Key(`"kind":`)
-	e.String(kind)
-	if lo.Namespace != "" {
-		e.Key(`"namespace":`)
-		e.String(lo.Namespace)
-	}
-	if lo.LabelSelector != "" {
-		e.Key(`"labelSelector":`)
-		e.String(lo.LabelSelector)
-	}
-	e.EndObject()
-	req, _ := e.Bytes()
-	resp, err := c.c.Raw(ctx, abi.ImportList, req)
+	resp, err := c.c.Raw(ctx, abi.ImportList, listRequest(apiVersion, kind, lo))
 	if err != nil {
 		return err
 	}

@@ -304,9 +304,6 @@ func (d *Decoder) str(want string) (string, bool) {
 	return "", false
 }
 
-// StringValue reads a string; a null leaves ok false.
-func (d *Decoder) StringValue() (s string, ok bool) { return d.str("a string") }
-
 // ReadString reads a string into *p; a null leaves *p as it is, as encoding/json does.
 func ReadString[T ~string](p *T, d *Decoder) {
 	if s, ok := d.str("a string"); ok {

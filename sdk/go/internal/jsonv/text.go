@@ -11,9 +11,6 @@ type Text struct{ d decoder }
 // NewText returns a Text at the start of data.
 func NewText(data []byte) *Text { return &Text{d: decoder{data: data}} }
 
-// Data is the document.
-func (t *Text) Data() []byte { return t.d.data }
-
 // Pos is the offset of the next byte to read.
 func (t *Text) Pos() int { return t.d.pos }
 
@@ -28,9 +25,6 @@ func (t *Text) Peek() byte {
 	}
 	return t.d.data[t.d.pos]
 }
-
-// Literal reads lit (true, false, null) at the next byte.
-func (t *Text) Literal(lit string) bool { return t.d.literal(lit) }
 
 // String reads the string whose opening quote is the next byte.
 func (t *Text) String() (string, bool) { return t.d.str() }
