@@ -26,7 +26,7 @@ func TestFailuresInTheAuthorsWords(t *testing.T) {
 	a.run("", "wasmrec new oops --for v1/ConfigMap")
 	a.edit("oops/host.yaml", "    module: oops.wasm\n", "    module: oops.wasm\n    timeout: 2s\n")
 	a.run("", "wasmrec new widgets --for e2e.wasmrec.dev/v1/Widget") // with crds/, a CRD of Widget
-	a.edit("widgets/main.go", `kind       = "Widget"`, `kind       = "Widgt"`)
+	a.edit("widgets/main.go", `Kind: "Widget"`, `Kind: "Widgt"`)
 	// wasmrec build checks the kinds against the folder's CRDs.
 	if out := a.fails("widgets", "wasmrec build"); !strings.Contains(out, "watches Widgt.v1.e2e.wasmrec.dev, which crds/*.yaml do not define: did you mean Widget?") {
 		t.Errorf("wasmrec build of a misspelt kind says:\n%s", out)

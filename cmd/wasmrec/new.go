@@ -62,11 +62,18 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 					if err := build.Tidy(dir, build.Options{Warnings: stdout}); err != nil {
 						return fmt.Errorf("%w\nthe files are written: once the cause is fixed, run wasmrec build in %s (it tidies a module that has no go.sum yet)", err, dir)
 					}
+					if _, err := build.Generate(dir, build.Options{Log: stdout}); err != nil {
+						return fmt.Errorf("%w\nthe files are written: once the cause is fixed, run wasmrec build in %s", err, dir)
+					}
 				}
 			}
 			if k, err := kinds.ParseFor(o.For); err == nil && !k.BuiltIn {
-				fmt.Fprintf(stdout, "\n%s is not a built-in kind: %s is a CRD to start from (wasmrec dev --plugin installs it); describe its fields in its schema\n",
+				fmt.Fprintf(stdout, "\n%s is not a built-in kind: %s is a CRD to start from (wasmrec dev --plugin installs it); describe its fields in its schema",
 					kinds.String(k.APIVersion(), k.Kind), filepath.Join(dir, "crds", k.Resource+"."+k.Group+".yaml"))
+				if o.Lang == "go" {
+					fmt.Fprintf(stdout, " and in its Go types, %s (wasmrec build writes their codec and deep copies)", filepath.Join(dir, "api", k.Version, strings.ToLower(k.Kind)+"_types.go"))
+				}
+				fmt.Fprintln(stdout)
 			}
 			fmt.Fprintln(stdout, "\nnext:")
 			if filepath.Clean(dir) != "." {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/wasmrec/wasmrec/internal/crdgen"
 	"github.com/wasmrec/wasmrec/internal/sdkproxy"
 	"github.com/wasmrec/wasmrec/sdk"
 )
@@ -100,7 +101,8 @@ func buildGo(dir string, o Options) error {
 		return err
 	}
 	cmd.Env = append(cmd.Env, "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
-	inputs, known := inputsOf(dir, o.Out, goEnv(cmd), args, cmd.Env)
+	env := goEnv(cmd)
+	inputs, known := inputsOf(dir, o.Out, env, args, cmd.Env)
 	if known && upToDate(o.Out, inputs) {
 		if o.UpToDate != nil {
 			*o.UpToDate = true
@@ -109,6 +111,15 @@ func buildGo(dir string, o Options) error {
 			fmt.Fprintf(o.Log, "%s is up to date: nothing it is built from changed since it was built\n", o.Out)
 		}
 		return nil
+	}
+	// The plugin's own API types get their codec and deep copies first; what the generator
+	// wrote is an input of the build.
+	generated, err := Generate(dir, o)
+	if err != nil {
+		return err
+	}
+	if generated {
+		inputs, known = inputsOf(dir, o.Out, env, args, cmd.Env)
 	}
 	// The go command leaves an output whose build ID is current as it is, whatever else in it
 	// changed: a module not as its last build wrote it (cut short, written over) goes first.
@@ -124,6 +135,22 @@ func buildGo(dir string, o Options) error {
 		record(o.Out, inputs)
 	}
 	return nil
+}
+
+// Generate writes the codec and deep copies of the Go plugin's own API types in dir (package
+// crdgen), and reports whether a file changed.
+func Generate(dir string, o Options) (changed bool, err error) {
+	cmd, err := goCommand(dir)
+	if err != nil {
+		return false, err
+	}
+	files, err := crdgen.Generate(dir, cmd.Env)
+	if o.Log != nil {
+		for _, f := range files {
+			fmt.Fprintf(o.Log, "generated %s\n", f)
+		}
+	}
+	return len(files) > 0, err
 }
 
 // goEnv is what the go command build runs says of its environment (go env -json): its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -97,6 +98,13 @@ func Write(o Options) ([]string, error) {
 		files["main_test.go"] = "templates/go/main_test.go.tmpl"
 		if t, ok := typedKinds[d.APIVersion+"/"+d.Kind]; ok { // typed objects: sdk/go/k8s and package client
 			d.TypesImport, d.TypesAlias = t.Import, t.Alias
+		} else if !k.BuiltIn { // the custom resource's Go types, which wasmrec build generates code for
+			d.TypesImport = path.Join(o.Module, "api", k.Version)
+			d.TypesAlias = goName(strings.Split(k.Group, ".")[0] + k.Version)
+			files["api/"+k.Version+"/groupversion.go"] = "templates/go/api/groupversion.go.tmpl"
+			files["api/"+k.Version+"/"+d.Singular+"_types.go"] = "templates/go/api/types.go.tmpl"
+		}
+		if d.TypesImport != "" {
 			files["main.go"] = "templates/go/typed/main.go.tmpl"
 			files["main_test.go"] = "templates/go/typed/main_test.go.tmpl"
 		}
@@ -124,4 +132,18 @@ func Write(o Options) ([]string, error) {
 	}
 	slices.Sort(written)
 	return written, nil
+}
+
+// goName is s with what a Go identifier cannot hold left out: "my-groupv1" is mygroupv1.
+func goName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return -1
+	}, strings.ToLower(s))
+	if s == "" || s[0] <= '9' {
+		s = "api" + s
+	}
+	return s
 }

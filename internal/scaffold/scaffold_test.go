@@ -66,15 +66,36 @@ func TestTypedKindsExist(t *testing.T) {
 	}
 }
 
-// A custom resource's plugin is untyped: there is no Go type of it yet.
-func TestWriteGoCustomResourceIsUntyped(t *testing.T) {
+// A custom resource's plugin is typed too: wasmrec new writes the Go types of the CRD it
+// writes, with kubebuilder's markers, and main.go reads them.
+func TestWriteGoCustomResourceIsTyped(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "widget")
-	if _, err := Write(Options{Name: "widget", Lang: "go", For: "example.com/v1/Widget", Dir: dir}); err != nil {
+	files, err := Write(Options{Name: "widget", Lang: "go", For: "my-group.example.com/v1alpha1/Widget", Dir: dir})
+	if err != nil {
 		t.Fatal(err)
 	}
+	for _, f := range []string{"api/v1alpha1/groupversion.go", "api/v1alpha1/widget_types.go"} {
+		if !slices.Contains(files, f) {
+			t.Errorf("files %v lack %s", files, f)
+		}
+	}
 	main, _ := os.ReadFile(filepath.Join(dir, "main.go"))
-	if !strings.Contains(string(main), "r.Client.Get(ctx, apiVersion, kind, req.Namespace, req.Name)") {
-		t.Errorf("main.go of a custom resource:\n%s", main)
+	for _, want := range []string{`mygroupv1alpha1 "widget/api/v1alpha1"`, "var obj mygroupv1alpha1.Widget"} {
+		if !strings.Contains(string(main), want) {
+			t.Errorf("main.go of a custom resource lacks %q:\n%s", want, main)
+		}
+	}
+	gv, _ := os.ReadFile(filepath.Join(dir, "api/v1alpha1/groupversion.go"))
+	types, _ := os.ReadFile(filepath.Join(dir, "api/v1alpha1/widget_types.go"))
+	for _, want := range []string{"// +groupName=my-group.example.com\npackage v1alpha1\n", "// +kubebuilder:object:generate=true\n"} {
+		if !strings.Contains(string(gv), want) {
+			t.Errorf("groupversion.go lacks %q:\n%s", want, gv)
+		}
+	}
+	for _, want := range []string{"// +kubebuilder:object:root=true\n", "type Widget struct {", "type WidgetList struct {", "Items           []Widget `json:\"items\"`"} {
+		if !strings.Contains(string(types), want) {
+			t.Errorf("widget_types.go lacks %q:\n%s", want, types)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	codegen "github.com/wasmrec/wasmrec/sdk/go/codec/gen"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -56,6 +57,8 @@ type gen struct {
 	pkgs   map[string]*outPkg // by the k8s.io package path
 	types  map[reflect.Type]bool
 	docs   map[string]*pkgDocs // by the k8s.io package path
+	// described are the types as package codegen describes them.
+	described map[reflect.Type]*codegen.Type
 }
 
 type outPkg struct {
@@ -94,7 +97,7 @@ func generate(servedFile, outDir, kindsTest, scaffoldKinds string) error {
 	if err != nil {
 		return err
 	}
-	g := &gen{served: &Served{}, pkgs: map[string]*outPkg{}, types: map[reflect.Type]bool{}, docs: map[string]*pkgDocs{}}
+	g := &gen{served: &Served{}, pkgs: map[string]*outPkg{}, types: map[reflect.Type]bool{}, docs: map[string]*pkgDocs{}, described: map[reflect.Type]*codegen.Type{}}
 	if err := json.Unmarshal(data, g.served); err != nil {
 		return fmt.Errorf("%s: %w", servedFile, err)
 	}
@@ -281,87 +284,78 @@ func (g *gen) reach(t reflect.Type) error {
 	return nil
 }
 
-func jsonTag(f reflect.StructField) (name string, opts []string) {
-	tag := f.Tag.Get("json")
-	name, rest, _ := strings.Cut(tag, ",")
-	if rest != "" {
-		opts = strings.Split(rest, ",")
-	}
-	return name, opts
-}
-
+// jsonName is the JSON name a field has, "" for an embedded struct read inline.
 func jsonName(f reflect.StructField) string {
-	name, _ := jsonTag(f)
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 	if name == "" && !f.Anonymous {
 		return f.Name
 	}
 	return name
 }
 
-// member is one JSON member of a struct: a field of it, or of a struct it embeds inline.
-type member struct {
-	json      string
-	path      string // the Go selector from the struct: VolumeSource.ConfigMap
-	t         reflect.Type
-	omitempty bool
-	omitzero  bool
+var kinds = map[reflect.Kind]codegen.Kind{
+	reflect.Bool: codegen.Bool, reflect.Int: codegen.Int, reflect.Int32: codegen.Int32, reflect.Int64: codegen.Int64,
+	reflect.Uint8: codegen.Uint8, reflect.Uint64: codegen.Uint64, reflect.Float64: codegen.Float64, reflect.String: codegen.String,
+	reflect.Pointer: codegen.Pointer, reflect.Slice: codegen.Slice, reflect.Map: codegen.Map, reflect.Struct: codegen.Struct,
 }
 
-// members lists t's JSON members in encoding/json's order, embedded inline structs flattened.
-func members(t reflect.Type) ([]member, error) {
-	type found struct {
-		member
-		depth int
+// model is t as package codegen describes it, with k8s.io's packages at their paths under outRoot.
+func (g *gen) model(t reflect.Type) *codegen.Type {
+	if m, ok := g.described[t]; ok {
+		return m
 	}
-	var all []found
-	var walk func(t reflect.Type, prefix string, depth int) error
-	walk = func(t reflect.Type, prefix string, depth int) error {
+	m := &codegen.Type{Kind: kinds[t.Kind()]}
+	g.described[t] = m
+	if t.Name() != "" && t.PkgPath() != "" {
+		m.Name, m.Pkg = t.Name(), t.PkgPath()
+		if strings.HasPrefix(m.Pkg, "k8s.io/") {
+			m.Pkg = outPath(m.Pkg)
+		}
+		m.Given = isSpecial(t)
+		m.IsZero = special[t.PkgPath()+"."+t.Name()].hasIsZero
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice:
+		m.Elem = g.model(t.Elem())
+	case reflect.Map:
+		m.Key, m.Elem = g.model(t.Key()), g.model(t.Elem())
+	case reflect.Struct:
+		m.Comparable = t.Comparable()
 		for i := range t.NumField() {
 			f := t.Field(i)
-			name, opts := jsonTag(f)
-			if name == "-" && len(opts) == 0 {
-				continue
-			}
-			if f.Anonymous && name == "" {
-				if f.Type.Kind() != reflect.Struct {
-					return fmt.Errorf("%s embeds %s inline: only structs are generated for", t.Name(), f.Type)
-				}
-				if err := walk(f.Type, prefix+f.Name+".", depth+1); err != nil {
-					return err
-				}
-				continue
-			}
-			if !f.IsExported() {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			all = append(all, found{member{json: name, path: prefix + f.Name, t: f.Type,
-				omitempty: slices.Contains(opts, "omitempty"), omitzero: slices.Contains(opts, "omitzero")}, depth})
-		}
-		return nil
-	}
-	if err := walk(t, "", 0); err != nil {
-		return nil, err
-	}
-	var out []member
-	for i, f := range all {
-		shadowed := false
-		for j, o := range all {
-			if i != j && o.json == f.json {
-				if o.depth < f.depth {
-					shadowed = true
-				} else if o.depth == f.depth {
-					return nil, fmt.Errorf("%s: two fields named %q at the same depth", t.Name(), f.json)
-				}
-			}
-		}
-		if !shadowed {
-			out = append(out, f.member)
+			tag, ok := f.Tag.Lookup("json")
+			m.Fields = append(m.Fields, codegen.Field{Name: f.Name, Type: g.model(f.Type), Tag: tag, HasTag: ok,
+				Embedded: f.Anonymous, Exported: f.IsExported()})
 		}
 	}
-	return out, nil
+	return m
+}
+
+func (g *gen) models(ts []reflect.Type) []*codegen.Type {
+	out := make([]*codegen.Type, len(ts))
+	for i, t := range ts {
+		out[i] = g.model(t)
+	}
+	return out
+}
+
+// newFile starts a generated file of p.
+func (g *gen) newFile(p *outPkg) *codegen.File {
+	return codegen.NewFile(outPath(p.src), func(imp string) string {
+		if rest, ok := strings.CutPrefix(imp, outRoot); ok {
+			return alias("k8s.io/" + rest)
+		}
+		return alias(imp)
+	})
+}
+
+func save(f *codegen.File, name, header string, p *outPkg) error {
+	src, err := f.Source(header, path.Base(p.src))
+	if err != nil {
+		_ = os.WriteFile(name+".broken", src, 0o644)
+		return fmt.Errorf("%s: %w (the source is in %s.broken)", name, err, name)
+	}
+	return os.WriteFile(name, src, 0o644)
 }
 
 // check compares each struct's JSON members with the OpenAPI definition's properties.
@@ -374,13 +368,13 @@ func (g *gen) check(p *outPkg) error {
 		if !ok {
 			continue // an inline struct (VolumeSource), which the OpenAPI does not name
 		}
-		ms, err := members(t)
+		ms, err := codegen.Members(g.model(t))
 		if err != nil {
 			return err
 		}
 		var names []string
 		for _, m := range ms {
-			names = append(names, m.json)
+			names = append(names, m.JSON)
 		}
 		slices.Sort(names)
 		if !slices.Equal(names, props) {
@@ -388,252 +382,6 @@ func (g *gen) check(p *outPkg) error {
 		}
 	}
 	return nil
-}
-
-// file is one generated file being written.
-type file struct {
-	g       *gen
-	p       *outPkg
-	buf     bytes.Buffer
-	imports map[string]bool
-	n       int // for fresh variable names
-}
-
-func (f *file) printf(format string, args ...any) { fmt.Fprintf(&f.buf, format, args...) }
-
-func (f *file) fresh(prefix string) string {
-	f.n++
-	return fmt.Sprintf("%s%d", prefix, f.n)
-}
-
-// typeExpr is t as Go source in f's package.
-func (f *file) typeExpr(t reflect.Type) string {
-	if t.Name() != "" && t.PkgPath() != "" {
-		if t.PkgPath() == f.p.src {
-			return t.Name()
-		}
-		f.imports[t.PkgPath()] = true
-		return alias(t.PkgPath()) + "." + t.Name()
-	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return "*" + f.typeExpr(t.Elem())
-	case reflect.Slice:
-		return "[]" + f.typeExpr(t.Elem())
-	case reflect.Map:
-		return "map[" + f.typeExpr(t.Key()) + "]" + f.typeExpr(t.Elem())
-	}
-	return t.String() // a predeclared type
-}
-
-// underlyingExpr is t's underlying type as Go source: map[ResourceName]resource.Quantity for
-// ResourceList.
-func (f *file) underlyingExpr(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Pointer:
-		return "*" + f.typeExpr(t.Elem())
-	case reflect.Slice:
-		return "[]" + f.typeExpr(t.Elem())
-	case reflect.Map:
-		return "map[" + f.typeExpr(t.Key()) + "]" + f.typeExpr(t.Elem())
-	}
-	return t.Kind().String()
-}
-
-func (f *file) codec(name string) string {
-	f.imports[codecPkg] = true
-	return "codec." + name
-}
-
-// scalar is the codec function suffix of a scalar kind, or "".
-func scalar(t reflect.Type) string {
-	if isSpecial(t) && special[t.PkgPath()+"."+t.Name()].asString {
-		return "String"
-	}
-	if isSpecial(t) {
-		return ""
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "String"
-	case reflect.Bool:
-		return "Bool"
-	case reflect.Int32:
-		return "Int32"
-	case reflect.Int64:
-		return "Int64"
-	case reflect.Int:
-		return "Int"
-	case reflect.Uint64:
-		return "Uint64"
-	case reflect.Float64:
-		return "Float64"
-	}
-	return ""
-}
-
-func isBytes(t reflect.Type) bool {
-	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
-}
-
-// readFunc is a func(*T, *codec.Decoder) reading a T.
-func (f *file) readFunc(t reflect.Type) string {
-	te := f.typeExpr(t)
-	if s := scalar(t); s != "" {
-		return f.codec("Read"+s) + "[" + te + "]"
-	}
-	if t.Kind() == reflect.Struct {
-		return "(*" + te + ").DecodeJSON"
-	}
-	return "func(p *" + te + ", d *" + f.codec("Decoder") + ") {\n" + f.read(t, "p") + "}"
-}
-
-// read is a statement reading a T into the T that ptr (an expression of type *T) points to.
-func (f *file) read(t reflect.Type, ptr string) string {
-	if s := scalar(t); s != "" {
-		return f.codec("Read"+s) + "(" + ptr + ", d)\n"
-	}
-	if isBytes(t) {
-		if t.Name() != "" {
-			ptr = "(*[]byte)(" + ptr + ")"
-		}
-		return f.codec("ReadBytes") + "(" + ptr + ", d)\n"
-	}
-	conv := func() string {
-		if t.Name() != "" { // a named map or slice: the helpers take the type literal
-			return "(*" + f.underlyingExpr(t) + ")(" + ptr + ")"
-		}
-		return ptr
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		return "(" + ptr + ").DecodeJSON(d)\n"
-	case reflect.Pointer:
-		return f.codec("ReadPtr") + "(" + conv() + ", d, " + f.readFunc(t.Elem()) + ")\n"
-	case reflect.Slice:
-		return f.codec("ReadSlice") + "(" + conv() + ", d, " + f.readFunc(t.Elem()) + ")\n"
-	case reflect.Map:
-		return f.codec("ReadMap") + "(" + conv() + ", d, " + f.readFunc(t.Elem()) + ")\n"
-	}
-	panic("read: " + t.String())
-}
-
-// writeFunc is a func(*T, *codec.Encoder) writing a T.
-func (f *file) writeFunc(t reflect.Type) string {
-	te := f.typeExpr(t)
-	if s := scalar(t); s != "" {
-		return f.codec("Write"+s) + "[" + te + "]"
-	}
-	if t.Kind() == reflect.Struct {
-		return "(*" + te + ").EncodeJSON"
-	}
-	return "func(p *" + te + ", e *" + f.codec("Encoder") + ") {\n" + f.write(t, "p") + "}"
-}
-
-// write is a statement writing the T that ptr points to.
-func (f *file) write(t reflect.Type, ptr string) string {
-	if s := scalar(t); s != "" {
-		return f.codec("Write"+s) + "(" + ptr + ", e)\n"
-	}
-	if isBytes(t) {
-		return "e.Bytes64(*" + ptr + ")\n"
-	}
-	conv := func() string {
-		if t.Name() != "" {
-			return "(*" + f.underlyingExpr(t) + ")(" + ptr + ")"
-		}
-		return ptr
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		return "(" + ptr + ").EncodeJSON(e)\n"
-	case reflect.Pointer:
-		return f.codec("WritePtr") + "(" + conv() + ", e, " + f.writeFunc(t.Elem()) + ")\n"
-	case reflect.Slice:
-		return f.codec("WriteSlice") + "(" + conv() + ", e, " + f.writeFunc(t.Elem()) + ")\n"
-	case reflect.Map:
-		return f.codec("WriteMap") + "(" + conv() + ", e, " + f.writeFunc(t.Elem()) + ")\n"
-	}
-	panic("write: " + t.String())
-}
-
-// omitted is the condition under which a member is left out, or "" if it never is.
-func (f *file) omitted(m member, v string) (string, error) {
-	var conds []string
-	if m.omitempty {
-		switch m.t.Kind() {
-		case reflect.String:
-			conds = append(conds, v+` == ""`)
-		case reflect.Bool:
-			conds = append(conds, "!"+v)
-		case reflect.Int32, reflect.Int64, reflect.Int, reflect.Uint64, reflect.Float64:
-			conds = append(conds, v+" == 0")
-		case reflect.Pointer:
-			conds = append(conds, v+" == nil")
-		case reflect.Slice, reflect.Map:
-			conds = append(conds, "len("+v+") == 0")
-		}
-	}
-	if m.omitzero {
-		switch {
-		case isSpecial(m.t) && special[m.t.PkgPath()+"."+m.t.Name()].hasIsZero:
-			conds = append(conds, v+".IsZero()")
-		case m.t.Kind() == reflect.Pointer:
-			conds = append(conds, v+" == nil")
-		default:
-			return "", fmt.Errorf("omitzero on %s (%s): not generated for", m.path, m.t)
-		}
-	}
-	return strings.Join(conds, " || "), nil
-}
-
-// needsCopy reports whether a T holds memory that a deep copy must not share.
-func needsCopy(t reflect.Type) bool {
-	if isSpecial(t) {
-		return t.Kind() == reflect.Struct
-	}
-	switch t.Kind() {
-	case reflect.Pointer, reflect.Slice, reflect.Map:
-		return true
-	case reflect.Struct:
-		for i := range t.NumField() {
-			if t.Field(i).IsExported() && needsCopy(t.Field(i).Type) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// deepCopy is a statement copying src into dst (both addressable expressions of type T).
-func (f *file) deepCopy(t reflect.Type, dst, src string) string {
-	if !needsCopy(t) {
-		return dst + " = " + src + "\n"
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		return src + ".DeepCopyInto(&" + dst + ")\n"
-	case reflect.Pointer:
-		s := "if " + src + " == nil {\n" + dst + " = nil\n} else {\n" + dst + " = new(" + f.typeExpr(t.Elem()) + ")\n"
-		return s + f.deepCopy(t.Elem(), "(*"+dst+")", "(*"+src+")") + "}\n"
-	case reflect.Slice:
-		s := "if " + src + " == nil {\n" + dst + " = nil\n} else {\n" + dst + " = make(" + f.typeExpr(t) + ", len(" + src + "))\n"
-		if !needsCopy(t.Elem()) {
-			return s + "copy(" + dst + ", " + src + ")\n}\n"
-		}
-		i := f.fresh("i")
-		return s + "for " + i + " := range " + src + " {\n" + f.deepCopy(t.Elem(), dst+"["+i+"]", src+"["+i+"]") + "}\n}\n"
-	case reflect.Map:
-		k, v, c := f.fresh("k"), f.fresh("v"), f.fresh("c")
-		s := "if " + src + " == nil {\n" + dst + " = nil\n} else {\n" + dst + " = make(" + f.typeExpr(t) + ", len(" + src + "))\n"
-		s += "for " + k + ", " + v + " := range " + src + " {\n"
-		if !needsCopy(t.Elem()) {
-			return s + dst + "[" + k + "] = " + v + "\n}\n}\n"
-		}
-		s += "var " + c + " " + f.typeExpr(t.Elem()) + "\n" + f.deepCopy(t.Elem(), c, v)
-		return s + dst + "[" + k + "] = " + c + "\n}\n}\n"
-	}
-	panic("deepCopy: " + t.String())
 }
 
 func (g *gen) write(p *outPkg, outDir string) error {
@@ -648,63 +396,55 @@ func (g *gen) write(p *outPkg, outDir string) error {
 	header := "// Code generated by typegen from k8s.io/api v0.36.3, checked against the OpenAPI of " + g.served.Server + ". DO NOT EDIT.\n\n"
 
 	// The types, their constants and the kinds' methods.
-	tf := &file{g: g, p: p, imports: map[string]bool{}}
+	tf := g.newFile(p)
 	for _, t := range p.types {
 		if d := docs.types[t.Name()]; d != "" {
-			tf.printf("%s", comment(d))
+			tf.Printf("%s", comment(d))
 		}
 		if t.Kind() != reflect.Struct {
-			tf.printf("type %s %s\n\n", t.Name(), tf.underlyingExpr(t))
+			tf.Printf("type %s %s\n\n", t.Name(), tf.UnderlyingExpr(g.model(t)))
 			for _, c := range docs.consts[t.Name()] {
-				tf.printf("%s", c)
+				tf.Printf("%s", c)
 			}
 			continue
 		}
-		tf.printf("type %s struct {\n", t.Name())
+		tf.Printf("type %s struct {\n", t.Name())
 		for i := range t.NumField() {
 			fd := t.Field(i)
 			if !fd.IsExported() {
 				continue
 			}
 			if d := docs.fields[t.Name()+"."+fd.Name]; d != "" {
-				tf.printf("%s", comment(d))
+				tf.Printf("%s", comment(d))
 			}
 			tag := ""
 			if j, ok := fd.Tag.Lookup("json"); ok {
 				tag = " `json:\"" + j + "\"`"
 			}
 			if fd.Anonymous {
-				tf.printf("%s%s\n", tf.typeExpr(fd.Type), tag)
+				tf.Printf("%s%s\n", tf.TypeExpr(g.model(fd.Type)), tag)
 			} else {
-				tf.printf("%s %s%s\n", fd.Name, tf.typeExpr(fd.Type), tag)
+				tf.Printf("%s %s%s\n", fd.Name, tf.TypeExpr(g.model(fd.Type)), tag)
 			}
 		}
-		tf.printf("}\n\n")
+		tf.Printf("}\n\n")
 	}
 	if len(p.kinds) > 0 && p.src != metaPkg {
 		gv := schemaGV(p.kinds[0].apiVersion)
-		tf.imports["k8s.io/apimachinery/pkg/runtime/schema"] = true
-		tf.printf("// GroupName is the API group of this package's kinds.\nconst GroupName = %q\n\n", gv[0])
-		tf.printf("// SchemeGroupVersion is the group and version of this package's kinds.\nvar SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: %q}\n\n", gv[1])
+		tf.Import(outPath("k8s.io/apimachinery/pkg/runtime/schema"))
+		tf.Printf("// GroupName is the API group of this package's kinds.\nconst GroupName = %q\n\n", gv[0])
+		tf.Printf("// SchemeGroupVersion is the group and version of this package's kinds.\nvar SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: %q}\n\n", gv[1])
 	}
 	for _, c := range docs.plain {
 		if !strings.Contains(c, "const GroupName ") {
-			tf.printf("%s", c)
+			tf.Printf("%s", c)
 		}
 	}
+	var roots []codegen.Root
 	for _, k := range p.kinds {
-		tf.imports["k8s.io/apimachinery/pkg/runtime"] = true
-		tf.printf("// APIVersionKind is the apiVersion and kind of a %s.\n", k.t.Name())
-		tf.printf("func (*%s) APIVersionKind() (apiVersion, kind string) { return %q, %q }\n\n", k.t.Name(), k.apiVersion, k.kind)
-		tf.printf("// Reset makes x the zero %s, as a decode into it starts.\n", k.t.Name())
-		tf.printf("func (x *%s) Reset() { *x = %s{} }\n\n", k.t.Name(), k.t.Name())
-		if items, ok := k.t.FieldByName("Items"); ok && strings.HasSuffix(k.kind, "List") && items.Type.Kind() == reflect.Slice && items.Type.Elem().Kind() == reflect.Struct {
-			tf.printf("// FilterItems keeps the items for which keep is true, in order.\n")
-			tf.printf("func (x *%s) FilterItems(keep func(runtime.Object) bool) {\nn := 0\nfor i := range x.Items {\nif keep(&x.Items[i]) {\nx.Items[n] = x.Items[i]\nn++\n}\n}\nclear(x.Items[n:])\nx.Items = x.Items[:n]\n}\n\n", k.t.Name())
-		}
-		tf.printf("// DeepCopyObject is a deep copy of x.\n")
-		tf.printf("func (x *%s) DeepCopyObject() runtime.Object {\nif c := x.DeepCopy(); c != nil {\nreturn c\n}\nreturn nil\n}\n\n", k.t.Name())
+		roots = append(roots, codegen.Root{Type: g.model(k.t), APIVersion: k.apiVersion, Kind: k.kind})
 	}
+	tf.KindMethods(roots)
 	pkgDoc := "// Package " + path.Base(p.src) + " holds the Go types of " + p.src + " as " + g.served.Server + " serves them,\n" +
 		"// with k8s.io/api's names, fields and JSON tags, for wasm plugins: import it where " + p.src + "\n" +
 		"// was imported. Each type has a reflection-free JSON decoder and encoder (DecodeJSON, EncodeJSON,\n" +
@@ -715,74 +455,23 @@ func (g *gen) write(p *outPkg, outDir string) error {
 			return err
 		}
 	}
-	if err := tf.save(filepath.Join(dir, "zz_generated.types.go"), header, p); err != nil {
+	if err := save(tf, filepath.Join(dir, "zz_generated.types.go"), header, p); err != nil {
 		return err
 	}
 
 	// The codecs.
-	cf := &file{g: g, p: p, imports: map[string]bool{}}
-	for _, t := range p.types {
-		if t.Kind() != reflect.Struct {
-			continue
-		}
-		ms, err := members(t)
-		if err != nil {
-			return err
-		}
-		cf.printf("// DecodeJSON reads a %s from d.\n", t.Name())
-		cf.printf("func (x *%s) DecodeJSON(d *%s) {\nif !d.Object() {\nreturn\n}\n", t.Name(), cf.codec("Decoder"))
-		cf.printf("for i := 0; ; i++ {\nk, ok := d.Member(i)\nif !ok {\nreturn\n}\nswitch k {\n")
-		for _, m := range ms {
-			cf.printf("case %q:\n%s", m.json, cf.read(m.t, "&x."+m.path))
-		}
-		cf.printf("default:\nd.Skip()\n}\n}\n}\n\n")
-
-		cf.printf("// EncodeJSON writes x to e.\n")
-		cf.printf("func (x *%s) EncodeJSON(e *%s) {\ne.BeginObject()\n", t.Name(), cf.codec("Encoder"))
-		for _, m := range ms {
-			key, _ := json.Marshal(m.json)
-			w := "e.Key(`" + string(key) + ":`)\n" + cf.write(m.t, "&x."+m.path)
-			cond, err := cf.omitted(m, "x."+m.path)
-			if err != nil {
-				return fmt.Errorf("%s: %w", t.Name(), err)
-			}
-			if cond != "" {
-				cf.printf("if !(%s) {\n%s}\n", cond, w)
-			} else {
-				cf.printf("%s", w)
-			}
-		}
-		cf.printf("e.EndObject()\n}\n\n")
+	cf := g.newFile(p)
+	if err := cf.Codecs(g.models(p.types)); err != nil {
+		return err
 	}
-	if err := cf.save(filepath.Join(dir, "zz_generated.codec.go"), header, p); err != nil {
+	if err := save(cf, filepath.Join(dir, "zz_generated.codec.go"), header, p); err != nil {
 		return err
 	}
 
 	// The deep copies.
-	df := &file{g: g, p: p, imports: map[string]bool{}}
-	for _, t := range p.types {
-		name := t.Name()
-		df.printf("// DeepCopyInto copies x into out, sharing no memory with it.\n")
-		df.printf("func (x *%s) DeepCopyInto(out *%s) {\n", name, name)
-		switch {
-		case t.Kind() == reflect.Struct:
-			df.printf("*out = *x\n")
-			for i := range t.NumField() {
-				fd := t.Field(i)
-				if fd.IsExported() && needsCopy(fd.Type) {
-					df.printf("%s", df.deepCopy(fd.Type, "out."+fd.Name, "x."+fd.Name))
-				}
-			}
-		case needsCopy(t):
-			df.printf("%s", df.deepCopy(underlying(t), "(*(*"+df.underlyingExpr(t)+")(out))", "(*(*"+df.underlyingExpr(t)+")(x))"))
-		default:
-			df.printf("*out = *x\n")
-		}
-		df.printf("}\n\n")
-		df.printf("// DeepCopy is a copy of x that shares no memory with it.\n")
-		df.printf("func (x *%s) DeepCopy() *%s {\nif x == nil {\nreturn nil\n}\nout := new(%s)\nx.DeepCopyInto(out)\nreturn out\n}\n\n", name, name, name)
-	}
-	return df.save(filepath.Join(dir, "zz_generated.deepcopy.go"), header, p)
+	df := g.newFile(p)
+	df.DeepCopies(g.models(p.types))
+	return save(df, filepath.Join(dir, "zz_generated.deepcopy.go"), header, p)
 }
 
 // schemaGV splits an apiVersion into its group and version.
@@ -792,48 +481,6 @@ func schemaGV(apiVersion string) [2]string {
 		return [2]string{"", apiVersion}
 	}
 	return [2]string{group, version}
-}
-
-// underlying is the unnamed type of a named map or slice type.
-func underlying(t reflect.Type) reflect.Type {
-	switch t.Kind() {
-	case reflect.Map:
-		return reflect.MapOf(t.Key(), t.Elem())
-	case reflect.Slice:
-		return reflect.SliceOf(t.Elem())
-	case reflect.Pointer:
-		return reflect.PointerTo(t.Elem())
-	}
-	return t
-}
-
-func (f *file) save(name, header string, p *outPkg) error {
-	var out bytes.Buffer
-	out.WriteString(header)
-	fmt.Fprintf(&out, "package %s\n\n", path.Base(p.src))
-	var imps []string
-	for imp := range f.imports {
-		imps = append(imps, imp)
-	}
-	slices.Sort(imps)
-	if len(imps) > 0 {
-		out.WriteString("import (\n")
-		for _, imp := range imps {
-			target := imp
-			if strings.HasPrefix(imp, "k8s.io/") {
-				target = outPath(imp)
-			}
-			fmt.Fprintf(&out, "%s %q\n", alias(imp), target)
-		}
-		out.WriteString(")\n\n")
-	}
-	out.Write(f.buf.Bytes())
-	src, err := format.Source(out.Bytes())
-	if err != nil {
-		_ = os.WriteFile(name+".broken", out.Bytes(), 0o644)
-		return fmt.Errorf("%s: %w (the source is in %s.broken)", name, err, name)
-	}
-	return os.WriteFile(name, src, 0o644)
 }
 
 // comment is doc as // lines.
