@@ -19,7 +19,13 @@ import (
 // value is a json.Marshaler). A key without a value gets the value Missing, "(MISSING)". A NUL in the message becomes U+FFFD. A line longer than the host keeps (64 KiB)
 // is sent unstructured instead, as "msg key=value ..." cut to that size, so that its JSON is
 // never cut in the middle.
-type Logger struct{}
+//
+// V and WithValues take logr's arguments, so code written for controller-runtime's logger
+// (log.V(1).Info(...)) keeps its calls: V(n) for n > 0 logs Info at debug level.
+type Logger struct {
+	v      int
+	values []any // WithValues' key/values, before each call's
+}
 
 // Log is the plugin's logger.
 var Log Logger
@@ -46,7 +52,10 @@ func SetLogTransport(t Transport) (restore func()) {
 	return func() { logTo.Store(old) }
 }
 
-func (Logger) log(level int32, msg string, kv []any) {
+func (l Logger) log(level int32, msg string, kv []any) {
+	if len(l.values) > 0 {
+		kv = append(l.values[:len(l.values):len(l.values)], kv...)
+	}
 	line := appendLogLine(nil, msg, kv)
 	if t := logTo.Load(); t != nil {
 		(*t).Log(level, line)
@@ -141,8 +150,32 @@ func appendFlat(b []byte, kv []any) []byte {
 // Debug logs at debug level, with key-value pairs.
 func (l Logger) Debug(msg string, kv ...any) { l.log(abi.LogDebug, msg, kv) }
 
-// Info logs at info level, with key-value pairs.
-func (l Logger) Info(msg string, kv ...any) { l.log(abi.LogInfo, msg, kv) }
+// Info logs at info level, with key-value pairs; at debug level on a logger of V(1) or more.
+func (l Logger) Info(msg string, kv ...any) {
+	if l.v > 0 {
+		l.log(abi.LogDebug, msg, kv)
+		return
+	}
+	l.log(abi.LogInfo, msg, kv)
+}
+
+// V is a logger whose Info lines are of verbosity level more: debug lines for a level above
+// 0, as logr's V(1) lines are hidden by default. Error lines stay errors.
+func (l Logger) V(level int) Logger {
+	if level > 0 {
+		l.v += level
+	}
+	return l
+}
+
+// WithValues is a logger that adds kv to every line.
+func (l Logger) WithValues(kv ...any) Logger {
+	if len(kv)%2 == 1 {
+		kv = append(kv, Missing)
+	}
+	l.values = append(l.values[:len(l.values):len(l.values)], kv...)
+	return l
+}
 
 // Warn logs at warn level, with key-value pairs.
 func (l Logger) Warn(msg string, kv ...any) { l.log(abi.LogWarn, msg, kv) }

@@ -131,3 +131,27 @@ func TestClientCallsItsTransport(t *testing.T) {
 		t.Errorf("NewClient outside wasm = %v, want the no-host error", err)
 	}
 }
+
+// V(1).Info is a debug line, V(0) an info line; WithValues' key/values come first, and do not
+// leak into the logger they were added to.
+func TestLoggerVAndWithValues(t *testing.T) {
+	var r recorder
+	defer SetLogTransport(&r)()
+	l := Log.WithValues("cronjob", "ns/a")
+	l.V(1).Info("job count", "active", 2)
+	l.V(0).Info("plain")
+	Log.V(2).Error(errors.New("boom"), "failed")
+	Log.Info("bare")
+	want := []string{
+		"job count\x00" + `["cronjob","ns/a","active",2]`,
+		"plain\x00" + `["cronjob","ns/a"]`,
+		"failed\x00" + `["error","boom"]`,
+		"bare",
+	}
+	if strings.Join(r.lines, "|") != strings.Join(want, "|") {
+		t.Errorf("lines %q, want %q", r.lines, want)
+	}
+	if wantLevels := []int32{abi.LogDebug, abi.LogInfo, abi.LogError, abi.LogInfo}; len(r.levels) != 4 || r.levels[0] != wantLevels[0] || r.levels[1] != wantLevels[1] || r.levels[2] != wantLevels[2] || r.levels[3] != wantLevels[3] {
+		t.Errorf("levels %v, want %v", r.levels, wantLevels)
+	}
+}
