@@ -17,6 +17,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crd"
 	"github.com/wasmrec/wasmrec/internal/build"
 	"github.com/wasmrec/wasmrec/internal/kinds"
+	"github.com/wasmrec/wasmrec/internal/plugintest"
 )
 
 func newBuildCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -65,8 +66,11 @@ exports, imports, manifest) and prints what it found.`,
 			if upToDate {
 				verb = "up to date:"
 			}
-			_, err = fmt.Fprintf(stdout, "%s %s (%s, ABI v%d): plugin %q reconciles %s\n", verb, path, sizeString(in.Size), in.ABIVersion, in.Manifest.Name, kinds.String(in.Manifest.For.APIVersion, in.Manifest.For.Kind))
-			return err
+			if _, err := fmt.Fprintf(stdout, "%s %s (%s, ABI v%d): plugin %q reconciles %s\n", verb, path, sizeString(in.Size), in.ABIVersion, in.Manifest.Name, kinds.String(in.Manifest.For.APIVersion, in.Manifest.For.Kind)); err != nil {
+				return err
+			}
+			warnGrant(stderr, dir, in.Manifest)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "the module file to write (default DIR/<folder name>.wasm)")
@@ -129,4 +133,18 @@ func folderCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error)
 		return nil, nil
 	}
 	return crd.Read(paths...)
+}
+
+// warnGrant says, without failing the build, when DIR/host.yaml grants the plugin less than its
+// manifest asks for: wasmrec dev and wasmrec test would refuse it, and so would a host given
+// that grant.
+func warnGrant(w io.Writer, dir string, m *abi.Manifest) {
+	var o plugintest.Options
+	from, err := readGrant(dir, "", &o)
+	if err != nil || o.Grant == nil { // no host.yaml, or one wasmrec test and dev report on
+		return
+	}
+	if _, err := abi.NewPolicy(m.Name, o.Grant, m.Permissions, nil); err != nil {
+		fmt.Fprintf(w, "warning: %s: %v (the grant: %s); wasmrec dev and wasmrec test refuse the plugin until they agree\n", m.Name, err, from)
+	}
 }

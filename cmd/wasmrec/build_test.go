@@ -53,3 +53,32 @@ func TestCheckFolderKinds(t *testing.T) {
 		t.Errorf("a folder without crds/: %v", err)
 	}
 }
+
+// wasmrec build warns, without failing, when DIR/host.yaml grants less than the manifest asks.
+func TestBuildWarnsOfANarrowerGrant(t *testing.T) {
+	dir := t.TempDir()
+	m := &abi.Manifest{Name: "app", For: abi.Watch{APIVersion: "v1", Kind: "ConfigMap"},
+		Permissions: []abi.Permission{{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "patch"}}}}
+	var out strings.Builder
+	warnGrant(&out, dir, m)
+	if out.Len() != 0 {
+		t.Errorf("a folder without host.yaml: %q", out.String())
+	}
+	grant := func(verbs string) {
+		t.Helper()
+		hc := "plugins:\n  - name: app\n    module: app.wasm\n    permissions:\n      - {group: \"\", resources: [configmaps], verbs: [" + verbs + "]}\n"
+		if err := os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(hc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grant("get, list, watch, patch")
+	warnGrant(&out, dir, m)
+	if out.Len() != 0 {
+		t.Errorf("a grant of all that is asked: %q", out.String())
+	}
+	grant("get, list, watch")
+	warnGrant(&out, dir, m)
+	if got := out.String(); !strings.Contains(got, "warning: app: the module asks for permissions it was not granted: patch core/configmaps") || !strings.Contains(got, "host.yaml") {
+		t.Errorf("a narrower grant: %q", got)
+	}
+}

@@ -46,6 +46,37 @@ type data struct {
 	// TypesImport and TypesAlias are the package of the kind's generated Go type (sdk/go/k8s),
 	// for a Go plugin of a kind that has one.
 	TypesImport, TypesAlias string
+	// SampleBody is what the sample object needs beside its metadata for the API server to
+	// take it, for the built-in kinds that need more ("" for the rest).
+	SampleBody string
+}
+
+// podTemplate is a pod template that the API server takes, for the workload kinds' samples.
+const podTemplate = `template:
+  metadata:
+    labels: {app: %[1]s}
+  spec:
+    containers:
+      - {name: app, image: registry.k8s.io/pause:3.10}%[2]s`
+
+// sampleBodies are what the samples of built-in kinds need to be valid ("%[1]s" is the
+// sample's name). Kinds not here take an object of metadata only.
+var sampleBodies = map[string]string{
+	"apps/v1/Deployment":  "spec:\n  replicas: 1\n  selector:\n    matchLabels: {app: %[1]s}\n" + indent(podTemplate, "  ", ""),
+	"apps/v1/ReplicaSet":  "spec:\n  replicas: 1\n  selector:\n    matchLabels: {app: %[1]s}\n" + indent(podTemplate, "  ", ""),
+	"apps/v1/StatefulSet": "spec:\n  replicas: 1\n  serviceName: %[1]s\n  selector:\n    matchLabels: {app: %[1]s}\n" + indent(podTemplate, "  ", ""),
+	"apps/v1/DaemonSet":   "spec:\n  selector:\n    matchLabels: {app: %[1]s}\n" + indent(podTemplate, "  ", ""),
+	"batch/v1/Job":        "spec:\n" + indent(podTemplate, "  ", "\n    restartPolicy: Never"),
+	"batch/v1/CronJob":    "spec:\n  schedule: \"*/5 * * * *\"\n  jobTemplate:\n    spec:\n" + indent(podTemplate, "      ", "\n    restartPolicy: Never"),
+	"v1/Pod":              "spec:\n  containers:\n    - {name: app, image: registry.k8s.io/pause:3.10}",
+	"v1/Service":          "spec:\n  selector: {app: %[1]s}\n  ports:\n    - {port: 80}",
+}
+
+// indent is the pod template with its placeholders filled (%[2]s: what ends its pod spec) and
+// each line indented by prefix.
+func indent(tmpl, prefix, specEnd string) string {
+	s := strings.ReplaceAll(tmpl, "%[2]s", specEnd)
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix)
 }
 
 // Write makes the folder and returns the files written, relative to it. It refuses a folder
@@ -82,6 +113,9 @@ func Write(o Options) ([]string, error) {
 		Resource: k.Resource, Namespaced: k.Namespaced,
 		Annotation: "wasmrec.dev/" + o.Name,
 		Version:    k.Version, Singular: strings.ToLower(k.Kind),
+	}
+	if body, ok := sampleBodies[d.APIVersion+"/"+d.Kind]; ok {
+		d.SampleBody = strings.ReplaceAll(body, "%[1]s", o.Name+"-sample")
 	}
 	files := map[string]string{
 		"host.yaml":                   "templates/host.yaml.tmpl",

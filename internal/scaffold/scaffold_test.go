@@ -10,6 +10,10 @@ import (
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/internal/plugintest"
 	"github.com/wasmrec/wasmrec/internal/release"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 func TestWriteGo(t *testing.T) {
@@ -193,5 +197,60 @@ func TestCustomResourceGetsACRD(t *testing.T) {
 	}
 	if _, err := Write(Options{Name: "cms", Lang: "go", For: "v1/ConfigMap", Dir: filepath.Join(t.TempDir(), "cms")}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The samples of the workload kinds hold what the API server requires of them, in fields
+// k8s.io/api has (a strict decode refuses any other).
+func TestSamplesOfBuiltInKindsDecodeStrictly(t *testing.T) {
+	types := map[string]any{
+		"apps/v1/Deployment": &appsv1.Deployment{}, "apps/v1/ReplicaSet": &appsv1.ReplicaSet{},
+		"apps/v1/StatefulSet": &appsv1.StatefulSet{}, "apps/v1/DaemonSet": &appsv1.DaemonSet{},
+		"batch/v1/Job": &batchv1.Job{}, "batch/v1/CronJob": &batchv1.CronJob{},
+		"v1/Pod": &corev1.Pod{}, "v1/Service": &corev1.Service{},
+	}
+	if len(types) != len(sampleBodies) {
+		t.Fatalf("%d kinds here, %d with sample bodies", len(types), len(sampleBodies))
+	}
+	for key, obj := range types {
+		dir := filepath.Join(t.TempDir(), "s")
+		if _, err := Write(Options{Name: "s", Lang: "c", For: key, Dir: dir}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "samples", "s.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(b, obj); err != nil {
+			t.Errorf("%s: %v\n%s", key, err, b)
+			continue
+		}
+		var containers []corev1.Container
+		switch o := obj.(type) {
+		case *appsv1.Deployment:
+			containers = o.Spec.Template.Spec.Containers
+			if o.Spec.Selector == nil || o.Spec.Template.Labels["app"] != o.Spec.Selector.MatchLabels["app"] {
+				t.Errorf("%s: its selector does not select its template", key)
+			}
+		case *batchv1.CronJob:
+			containers = o.Spec.JobTemplate.Spec.Template.Spec.Containers
+			if o.Spec.Schedule == "" || o.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
+				t.Errorf("%s: no schedule or restartPolicy", key)
+			}
+		case *batchv1.Job:
+			containers = o.Spec.Template.Spec.Containers
+		case *corev1.Pod:
+			containers = o.Spec.Containers
+		case *corev1.Service:
+			if len(o.Spec.Ports) == 0 {
+				t.Errorf("%s: no ports", key)
+			}
+			continue
+		default:
+			continue
+		}
+		if len(containers) != 1 || containers[0].Image == "" {
+			t.Errorf("%s: containers %v", key, containers)
+		}
 	}
 }
