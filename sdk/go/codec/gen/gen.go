@@ -339,85 +339,62 @@ func scalar(t *Type) string {
 
 func isBytes(t *Type) bool { return t.Kind == Slice && t.Elem.Kind == Uint8 && !t.Elem.Named() }
 
-// readFunc is a func(*T, *codec.Decoder) reading a T.
-func (f *File) readFunc(t *Type) string {
-	te := f.TypeExpr(t)
-	if s := scalar(t); s != "" {
-		return f.codec("Read"+s) + "[" + te + "]"
-	}
-	if t.Kind == Struct {
-		return "(*" + te + ").DecodeJSON"
-	}
-	return "func(p *" + te + ", d *" + f.codec("Decoder") + ") {\n" + f.read(t, "p") + "}"
+// direction is what reading or writing a value calls: read, with a *codec.Decoder named d and
+// the methods DecodeJSON, or write, with a *codec.Encoder named e and EncodeJSON.
+type direction struct {
+	verb, coder, arg, method string // Read, Decoder, d, DecodeJSON
 }
 
-// read is a statement reading a T into the T that ptr (an expression of type *T) points to.
-func (f *File) read(t *Type, ptr string) string {
+var (
+	reading = direction{"Read", "Decoder", "d", "DecodeJSON"}
+	writing = direction{"Write", "Encoder", "e", "EncodeJSON"}
+)
+
+// fn is a func(*T, *codec.Decoder) reading a T, or a func(*T, *codec.Encoder) writing one.
+func (f *File) fn(dir direction, t *Type) string {
+	te := f.TypeExpr(t)
 	if s := scalar(t); s != "" {
-		return f.codec("Read"+s) + "(" + ptr + ", d)\n"
+		return f.codec(dir.verb+s) + "[" + te + "]"
+	}
+	if t.Kind == Struct {
+		return "(*" + te + ")." + dir.method
+	}
+	return "func(p *" + te + ", " + dir.arg + " *" + f.codec(dir.coder) + ") {\n" + f.stmt(dir, t, "p") + "}"
+}
+
+// stmt is a statement reading a T into the T that ptr (an expression of type *T) points to, or
+// writing the T it points to.
+func (f *File) stmt(dir direction, t *Type, ptr string) string {
+	if s := scalar(t); s != "" {
+		return f.codec(dir.verb+s) + "(" + ptr + ", " + dir.arg + ")\n"
 	}
 	if isBytes(t) {
+		if dir == writing {
+			return "e.Bytes64(*" + ptr + ")\n"
+		}
 		if t.Name != "" {
 			ptr = "(*[]byte)(" + ptr + ")"
 		}
 		return f.codec("ReadBytes") + "(" + ptr + ", d)\n"
 	}
-	conv := func() string {
-		if t.Name != "" { // a named map or slice: the helpers take the type literal
-			return "(*" + f.UnderlyingExpr(t) + ")(" + ptr + ")"
-		}
-		return ptr
-	}
-	switch t.Kind {
-	case Struct:
-		return "(" + ptr + ").DecodeJSON(d)\n"
-	case Pointer:
-		return f.codec("ReadPtr") + "(" + conv() + ", d, " + f.readFunc(t.Elem) + ")\n"
-	case Slice:
-		return f.codec("ReadSlice") + "(" + conv() + ", d, " + f.readFunc(t.Elem) + ")\n"
-	case Map:
-		return f.codec("ReadMap") + "(" + conv() + ", d, " + f.readFunc(t.Elem) + ")\n"
-	}
-	panic("gen: read of " + t.String())
-}
-
-// writeFunc is a func(*T, *codec.Encoder) writing a T.
-func (f *File) writeFunc(t *Type) string {
-	te := f.TypeExpr(t)
-	if s := scalar(t); s != "" {
-		return f.codec("Write"+s) + "[" + te + "]"
-	}
 	if t.Kind == Struct {
-		return "(*" + te + ").EncodeJSON"
+		return "(" + ptr + ")." + dir.method + "(" + dir.arg + ")\n"
 	}
-	return "func(p *" + te + ", e *" + f.codec("Encoder") + ") {\n" + f.write(t, "p") + "}"
-}
-
-// write is a statement writing the T that ptr points to.
-func (f *File) write(t *Type, ptr string) string {
-	if s := scalar(t); s != "" {
-		return f.codec("Write"+s) + "(" + ptr + ", e)\n"
+	if t.Name != "" { // a named map, slice or pointer: the helpers take the type literal
+		ptr = "(*" + f.UnderlyingExpr(t) + ")(" + ptr + ")"
 	}
-	if isBytes(t) {
-		return "e.Bytes64(*" + ptr + ")\n"
-	}
-	conv := func() string {
-		if t.Name != "" {
-			return "(*" + f.UnderlyingExpr(t) + ")(" + ptr + ")"
-		}
-		return ptr
-	}
+	var helper string
 	switch t.Kind {
-	case Struct:
-		return "(" + ptr + ").EncodeJSON(e)\n"
 	case Pointer:
-		return f.codec("WritePtr") + "(" + conv() + ", e, " + f.writeFunc(t.Elem) + ")\n"
+		helper = "Ptr"
 	case Slice:
-		return f.codec("WriteSlice") + "(" + conv() + ", e, " + f.writeFunc(t.Elem) + ")\n"
+		helper = "Slice"
 	case Map:
-		return f.codec("WriteMap") + "(" + conv() + ", e, " + f.writeFunc(t.Elem) + ")\n"
+		helper = "Map"
+	default:
+		panic("gen: " + dir.verb + " of " + t.String())
 	}
-	panic("gen: write of " + t.String())
+	return f.codec(dir.verb+helper) + "(" + ptr + ", " + dir.arg + ", " + f.fn(dir, t.Elem) + ")\n"
 }
 
 // empty is the condition under which omitempty leaves out v, of type t, or "" if it never does.
@@ -504,7 +481,7 @@ func (f *File) Codecs(types []*Type) error {
 		f.Printf("func (x *%s) DecodeJSON(d *%s) {\nif !d.Object() {\nreturn\n}\n", t.Name, f.codec("Decoder"))
 		f.Printf("for i := 0; ; i++ {\nk, ok := d.Member(i)\nif !ok {\nreturn\n}\nswitch k {\n")
 		for _, m := range ms {
-			f.Printf("case %q:\n%s", m.JSON, f.read(m.Type, "&x."+m.Path))
+			f.Printf("case %q:\n%s", m.JSON, f.stmt(reading, m.Type, "&x."+m.Path))
 		}
 		f.Printf("default:\nd.Skip()\n}\n}\n}\n\n")
 
@@ -512,7 +489,7 @@ func (f *File) Codecs(types []*Type) error {
 		f.Printf("func (x *%s) EncodeJSON(e *%s) {\ne.BeginObject()\n", t.Name, f.codec("Encoder"))
 		for _, m := range ms {
 			key, _ := json.Marshal(m.JSON)
-			w := "e.Key(`" + string(key) + ":`)\n" + f.write(m.Type, "&x."+m.Path)
+			w := "e.Key(`" + string(key) + ":`)\n" + f.stmt(writing, m.Type, "&x."+m.Path)
 			cond, err := f.omitted(m, "x."+m.Path)
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.Name, err)
