@@ -14,6 +14,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/wasm"
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
 	"github.com/wasmrec/wasmrec/sdk/go/fake"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
 // Options configure a Suite. The zero value tests a module with the grant its manifest asks for.
@@ -143,7 +144,7 @@ func (s *Suite) Run(ctx context.Context, c Case) (Outcome, error) {
 		defer cancel()
 		res, runErr = s.module.Reconcile(ctx, &wasm.Call{Request: req, Host: cluster, Logger: s.logs.logger()})
 		return wasmrec.Result{}, nil
-	}), wasmrec.Request{Namespace: req.Namespace, Name: req.Name, Retries: int(req.Retries)})
+	}), wasmrec.Request{NamespacedName: types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, Retries: int(req.Retries)})
 	out.Duration = time.Since(start)
 	out.Logs = s.logs.all()
 	if !ran { // the fake refused to run it

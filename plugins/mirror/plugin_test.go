@@ -46,7 +46,7 @@ func newEnv(t *testing.T, objs ...*wasmrec.Object) *env {
 
 func (e *env) reconcile(name string) error {
 	e.t.Helper()
-	_, err := e.c.Reconcile(context.Background(), e.r, wasmrec.Request{Namespace: "demo", Name: name})
+	_, err := e.c.Reconcile(context.Background(), e.r, wasmrec.NewRequest("demo", name))
 	return err
 }
 

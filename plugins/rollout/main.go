@@ -52,7 +52,7 @@ type reconciler struct {
 
 func (r *reconciler) Reconcile(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error) {
 	var d appsv1.Deployment
-	if err := r.typed.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, &d); err != nil {
+	if err := r.typed.Get(ctx, req.NamespacedName, &d); err != nil {
 		return wasmrec.Result{}, client.IgnoreNotFound(err)
 	}
 	if d.Annotations[optIn] != "true" {

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
 //go:wasmimport wasmrec read
@@ -94,7 +95,7 @@ func reconcile(n uint32) uint64 {
 	if err != nil {
 		panic("wasmrec: " + err.Error())
 	}
-	res, rerr := registered.r.Reconcile(context.Background(), Request{Namespace: req.Namespace, Name: req.Name, Retries: int(req.Retries)})
+	res, rerr := registered.r.Reconcile(context.Background(), Request{NamespacedName: types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, Retries: int(req.Retries)})
 	result = encodeResult(result, res, rerr)
 	if result == nil {
 		return 0

@@ -6,23 +6,22 @@ import (
 	"time"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
-// Request names the object to reconcile.
+// Request names the object to reconcile, as controller-runtime's reconcile.Request does:
+// req.Namespace and req.Name, and req.NamespacedName, the key a typed Get takes
+// (client.ObjectKey). Its String is "namespace/name", or "name" for a cluster-scoped object.
 type Request struct {
-	Namespace string
-	Name      string
+	types.NamespacedName
 	// Retries is how many times in a row this request was retried with backoff (failures and
 	// Requeue results since the last success, RequeueAfter or terminal error).
 	Retries int
 }
 
-// String is "namespace/name", or "name" for a cluster-scoped object.
-func (r Request) String() string {
-	if r.Namespace == "" {
-		return r.Name
-	}
-	return r.Namespace + "/" + r.Name
+// NewRequest is the request for the object namespace/name.
+func NewRequest(namespace, name string) Request {
+	return Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}}
 }
 
 // Result says whether and when to come back. An error returned beside it wins.

@@ -5,7 +5,7 @@
 //
 //	c := fake.NewCluster(manifest, app)           // the manifest the plugin registers
 //	r := &reconciler{client: c.Client()}          // the plugin uses wasmrec.NewClient()
-//	res, err := c.Reconcile(ctx, r, wasmrec.Request{Namespace: "demo", Name: "web"})
+//	res, err := c.Reconcile(ctx, r, wasmrec.NewRequest("demo", "web"))
 //	cm, ok := c.Get("v1", "ConfigMap", "demo", "web")
 //	events, logs := c.Events(), c.Logs()
 //

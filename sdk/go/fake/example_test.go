@@ -55,7 +55,7 @@ func Example() {
 	c := fake.NewCluster(greeterManifest, greeting)
 	r := &greeter{client: c.Client()}
 
-	_, err := c.Reconcile(context.Background(), r, wasmrec.Request{Namespace: "demo", Name: "hello"})
+	_, err := c.Reconcile(context.Background(), r, wasmrec.NewRequest("demo", "hello"))
 	fmt.Println("reconcile error:", err)
 
 	cm, _ := c.Get("v1", "ConfigMap", "demo", "hello")
@@ -94,7 +94,7 @@ func ExampleCluster_Call() {
 		status, resp = c.Call(ctx, abi.ImportDelete, []byte(`{"apiVersion":"demo.wasmrec.dev/v1","kind":"Greeting","namespace":"demo","name":"hello"}`))
 		fmt.Printf("delete: %v: %s\n", status, resp)
 		return wasmrec.Result{}, nil
-	}), wasmrec.Request{Namespace: "demo", Name: "hello"})
+	}), wasmrec.NewRequest("demo", "hello"))
 	fmt.Println("events:", len(c.Events()), c.Events()[0].Object.Name)
 
 	// Output:

@@ -352,7 +352,7 @@ func TestEventsAndLogs(t *testing.T) {
 		wasmrec.Log.Error(errors.New("boom"), "failed")
 		return wasmrec.Result{RequeueAfter: time.Minute}, nil
 	})
-	res, err := c.Reconcile(ctx, r, wasmrec.Request{Namespace: "demo", Name: "web"})
+	res, err := c.Reconcile(ctx, r, wasmrec.NewRequest("demo", "web"))
 	if err != nil || res.RequeueAfter != time.Minute {
 		t.Fatalf("Reconcile = %v, %v", res, err)
 	}
@@ -410,7 +410,7 @@ func TestReconcileRefusesWhatTheHostRefuses(t *testing.T) {
 		t.Error("the reconciler ran")
 		return wasmrec.Result{}, nil
 	})
-	req := wasmrec.Request{Namespace: "demo", Name: "web"}
+	req := wasmrec.NewRequest("demo", "web")
 
 	m := manifest()
 	m.Permissions = m.Permissions[1:] // no list and watch on apps

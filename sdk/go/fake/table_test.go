@@ -181,7 +181,7 @@ func run(t *testing.T, tab callTable, tc tableCase) {
 			}
 		}
 		return wasmrec.Result{}, nil
-	}), wasmrec.Request{Namespace: req.Namespace, Name: req.Name})
+	}), wasmrec.NewRequest(req.Namespace, req.Name))
 	switch {
 	case tc.Refused != "":
 		if err == nil || !strings.Contains(err.Error(), tc.Refused) {

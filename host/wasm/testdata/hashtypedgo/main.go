@@ -34,7 +34,7 @@ func init() {
 		},
 	}, wasmrec.ReconcilerFunc(func(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error) {
 		var cm corev1.ConfigMap
-		if err := c.Get(ctx, client.ObjectKey{Namespace: req.Namespace, Name: req.Name}, &cm); err != nil {
+		if err := c.Get(ctx, req.NamespacedName, &cm); err != nil {
 			return wasmrec.Result{}, client.IgnoreNotFound(err)
 		}
 		sum := hash(cm.Data)
