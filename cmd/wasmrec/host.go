@@ -305,10 +305,13 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	// joins the running manager as soon as it has loaded, so small plugins reconcile while a
 	// large one still compiles, and one that cannot be loaded is tried again with backoff while
 	// the others run.
+	var supervisors []*plugin.Supervisor
 	for _, pc := range hc.Plugins {
-		if err := mgr.Add(host.Supervise(pc, plugin.SuperviseOptions{})); err != nil {
+		s := host.Supervise(pc, plugin.SuperviseOptions{})
+		if err := mgr.Add(s); err != nil {
 			return err
 		}
+		supervisors = append(supervisors, s)
 	}
 	inFlight := host.InFlight // config plugins and plugin objects' alike
 	setStillRunning(ctx, func() string {
@@ -319,11 +322,19 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	go func() {
 		select {
 		case <-mgr.Synced(): // not Elected: a follower is ready too
-			// The plugins' informers joined after the caches group started: wait for them too.
-			if mgr.GetCache().WaitForCacheSync(mctx) {
-				ready.Store(true)
-			}
 		case <-mctx.Done():
+			return
+		}
+		for _, s := range supervisors { // each config plugin loaded, or its first try refused
+			select {
+			case <-s.Tried():
+			case <-mctx.Done():
+				return
+			}
+		}
+		// The plugins' informers joined after the caches group started: wait for them too.
+		if mgr.GetCache().WaitForCacheSync(mctx) {
+			ready.Store(true)
 		}
 	}()
 	switch {
