@@ -112,6 +112,9 @@ func buildGo(dir string, o Options) error {
 		}
 		return nil
 	}
+	if err := checkCachedSDK(dir); err != nil {
+		return err
+	}
 	// The plugin's own API types get their codec and deep copies first; what the generator
 	// wrote is an input of the build.
 	generated, err := Generate(dir, o)
@@ -193,6 +196,9 @@ func downloadCarried(dir string) {
 // Tidy runs go mod tidy in a Go plugin's folder, as wasmrec new does after writing it, with the
 // Go SDK this binary carries (package sdkproxy) offered to the go command.
 func Tidy(dir string, o Options) error {
+	if err := checkCachedSDK(dir); err != nil {
+		return err
+	}
 	cmd, err := goCommand(dir, "mod", "tidy")
 	if err != nil {
 		return err
@@ -202,6 +208,20 @@ func Tidy(dir string, o Options) error {
 	}
 	downloadCarried(dir)
 	return nil
+}
+
+// checkCachedSDK refuses a module cache that holds another build of the Go SDK at the version
+// this binary carries (sdkproxy.StaleInCache): the go command would use it without a word.
+func checkCachedSDK(dir string) error {
+	cmd, err := goCommand(dir, "env", "GOMODCACHE")
+	if err != nil {
+		return err
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return nil // the go command's own run says what is wrong
+	}
+	return sdkproxy.StaleInCache(strings.TrimSpace(string(out)))
 }
 
 // goCommand is the go command with args, run in dir, with the environment that offers it the

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/mod/zip"
 
 	"github.com/wasmrec/wasmrec/internal/release"
+	"golang.org/x/mod/sumdb/dirhash"
 )
 
 // Modules are the modules a Go plugin requires, with their folders in this repository.
@@ -211,3 +212,41 @@ func writeCache() (string, error) {
 // carries none.
 var ErrNotCarried = errors.New("this wasmrec binary does not carry the Go SDK, and no module proxy it can reach has " +
 	release.SDKModule + "@" + release.Version + ": build wasmrec with `make build` or `make install` in a clone of its repository (they embed the SDK)")
+
+// StaleInCache reports the Modules that the module cache at gomodcache holds at release.Version
+// with other contents than this binary carries: written there by another wasmrec binary of the
+// same version, built from another tree. The go command would use them as they are, and a plugin
+// would build against an SDK other than the one its wasmrec documents. It says what to do.
+func StaleInCache(gomodcache string) error {
+	if !Carried() || gomodcache == "" {
+		return nil
+	}
+	proxy, err := writeCache()
+	if err != nil {
+		return err
+	}
+	var stale []string
+	for _, m := range Modules {
+		escaped, err := module.EscapePath(m.Path)
+		if err != nil {
+			return err
+		}
+		cached, err := os.ReadFile(filepath.Join(gomodcache, "cache", "download", filepath.FromSlash(escaped), "@v", release.Version+".ziphash"))
+		if err != nil {
+			continue // not in the cache: the go command fetches the carried one
+		}
+		carried, err := dirhash.HashZip(filepath.Join(proxy, filepath.FromSlash(escaped), "@v", release.Version+".zip"), dirhash.Hash1)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(string(cached)) != carried {
+			stale = append(stale, m.Path)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	root := filepath.Join(gomodcache, "github.com", "wasmrec")
+	return fmt.Errorf("the module cache (%s) holds %s@%s with other contents than this wasmrec carries (another wasmrec binary of the same version, built from another tree, put it there): remove it with `chmod -R u+w %s && rm -rf %s %s`, remove the plugin's go.sum, and run the command again",
+		gomodcache, strings.Join(stale, ", "), release.Version, root, root, filepath.Join(gomodcache, "cache", "download", "github.com", "wasmrec"))
+}

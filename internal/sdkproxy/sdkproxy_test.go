@@ -123,3 +123,39 @@ func TestEnvConcurrent(t *testing.T) {
 		t.Fatalf("%s holds %v (%v), want the one proxy and no leftovers", parent, entries, err)
 	}
 }
+
+// A module cache holding another build of the SDK at this version is named, with what to do;
+// one holding the carried build, or none, is fine.
+func TestStaleInCache(t *testing.T) {
+	carried(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	gomodcache := t.TempDir()
+	if err := StaleInCache(gomodcache); err != nil {
+		t.Errorf("an empty cache: %v", err)
+	}
+	proxy, err := writeCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range Modules {
+		escaped, _ := module.EscapePath(m.Path)
+		sum, err := dirhash.HashZip(filepath.Join(proxy, filepath.FromSlash(escaped), "@v", release.Version+".zip"), dirhash.Hash1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Path == release.SDKModule {
+			sum = "h1:anotherbuildofthesameversionxxxxxxxxxxxxx="
+		}
+		dir := filepath.Join(gomodcache, "cache", "download", filepath.FromSlash(escaped), "@v")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, release.Version+".ziphash"), []byte(sum+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = StaleInCache(gomodcache)
+	if err == nil || !strings.Contains(err.Error(), release.SDKModule+"@"+release.Version+" with other contents") || strings.Contains(err.Error(), release.ABIModule+",") || !strings.Contains(err.Error(), "rm -rf") {
+		t.Errorf("a stale SDK: %v", err)
+	}
+}
