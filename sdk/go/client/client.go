@@ -185,12 +185,15 @@ func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) 
 	if err != nil {
 		return err
 	}
+	if match != nil {
+		resp = match.prefilter(resp)
+	}
 	list.Reset()
 	if err := codec.Unmarshal(resp, list); err != nil {
 		return fmt.Errorf("list %s: decoding the answer: %w", kind, err)
 	}
 	if match != nil {
-		list.FilterItems(match)
+		list.FilterItems(match.match)
 	}
 	if tm, ok := list.(interface{ SetAPIVersionKind(string, string) }); ok {
 		tm.SetAPIVersionKind(apiVersion, listKind)

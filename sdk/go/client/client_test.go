@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,5 +248,73 @@ func TestListMatchingFieldsUsesTheIndexesRegistered(t *testing.T) {
 	}
 	if err := c.List(ctx, &list, client.MatchingFields{"metadata.name": "d"}); err != nil || len(list.Items) != 1 || list.Items[0].Name != "d" {
 		t.Fatalf("by name: %v, %d items", err, len(list.Items))
+	}
+}
+
+// A List with an index decodes only the items an earlier List's index values do not rule out:
+// the index is evaluated once per object version, as controller-runtime's cache does, and an
+// object that changed is evaluated again.
+func TestListMatchingFieldsEvaluatesAnIndexOncePerVersion(t *testing.T) {
+	owned := func(name, owner string) *wasmrec.Object {
+		o := configMap(name, nil, nil)
+		_ = o.SetNested([]any{map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": "u-" + owner, "controller": true}}, "metadata", "ownerReferences")
+		return o
+	}
+	var objs []*wasmrec.Object
+	for i := range 40 {
+		owner := "db"
+		if i%10 == 0 {
+			owner = "web"
+		}
+		objs = append(objs, owned(fmt.Sprintf("cm-%02d", i), owner))
+	}
+	cluster := fake.NewCluster(manifest, objs...)
+	c := client.From(cluster.Client())
+	ctx := context.Background()
+	evaluated := map[string]int{}
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "owner", func(o client.Object) []string {
+		evaluated[o.GetName()]++
+		if ref := metav1.GetControllerOf(o); ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	list := func() []string {
+		t.Helper()
+		var l corev1.ConfigMapList
+		if err := c.List(ctx, &l, client.InNamespace("demo"), client.MatchingFields{"owner": "web"}); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, cm := range l.Items {
+			names = append(names, cm.Name)
+		}
+		return names
+	}
+	want := []string{"cm-00", "cm-10", "cm-20", "cm-30"}
+	if got := list(); !slices.Equal(got, want) {
+		t.Fatalf("first list: %v, want %v", got, want)
+	}
+	if len(evaluated) != 40 {
+		t.Fatalf("the first list evaluated the index on %d objects, want 40", len(evaluated))
+	}
+	clear(evaluated)
+	if got := list(); !slices.Equal(got, want) {
+		t.Fatalf("second list: %v, want %v", got, want)
+	}
+	if len(evaluated) != 4 || evaluated["cm-01"] != 0 {
+		t.Errorf("the second list evaluated the index on %v; want only the 4 that match", evaluated)
+	}
+	// cm-01 changes owner: its new version is evaluated, and it is listed.
+	clear(evaluated)
+	cluster.Put(owned("cm-01", "web"))
+	want = []string{"cm-00", "cm-01", "cm-10", "cm-20", "cm-30"}
+	if got := list(); !slices.Equal(got, want) {
+		t.Fatalf("after a change: %v, want %v", got, want)
+	}
+	if evaluated["cm-01"] != 1 || len(evaluated) != 5 {
+		t.Errorf("after a change the index was evaluated on %v", evaluated)
 	}
 }
