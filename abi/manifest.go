@@ -76,7 +76,7 @@ type LabelSelectorRequirement struct {
 }
 
 // Permission grants verbs on resources of one API group, as an RBAC rule does. Resources are
-// plural names ("configmaps"); "apps/status" is the status subresource.
+// plural names ("deployments"); "deployments/status" is their status subresource.
 type Permission struct {
 	Group     string   `json:"group"`
 	Resources []string `json:"resources"`

@@ -46,6 +46,8 @@ type data struct {
 	// TypesImport and TypesAlias are the package of the kind's generated Go type (sdk/go/k8s),
 	// for a Go plugin of a kind that has one.
 	TypesImport, TypesAlias string
+	// TypesLocal is a TypesImport of the plugin's own module, imported apart from the SDK's.
+	TypesLocal bool
 	// SampleBody is what the sample object needs beside its metadata for the API server to
 	// take it, for the built-in kinds that need more ("" for the rest).
 	SampleBody string
@@ -133,7 +135,7 @@ func Write(o Options) ([]string, error) {
 		if t, ok := typedKinds[d.APIVersion+"/"+d.Kind]; ok { // typed objects: sdk/go/k8s and package client
 			d.TypesImport, d.TypesAlias = t.Import, t.Alias
 		} else if !k.BuiltIn { // the custom resource's Go types, which wasmrec build generates code for
-			d.TypesImport = path.Join(o.Module, "api", k.Version)
+			d.TypesImport, d.TypesLocal = path.Join(o.Module, "api", k.Version), true
 			d.TypesAlias = goName(strings.Split(k.Group, ".")[0] + k.Version)
 			files["api/"+k.Version+"/groupversion.go"] = "templates/go/api/groupversion.go.tmpl"
 			files["api/"+k.Version+"/"+d.Singular+"_types.go"] = "templates/go/api/types.go.tmpl"

@@ -1,6 +1,8 @@
 package scaffold
 
 import (
+	"bytes"
+	"go/format"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,6 +86,12 @@ func TestWriteGoCustomResourceIsTyped(t *testing.T) {
 		}
 	}
 	main, _ := os.ReadFile(filepath.Join(dir, "main.go"))
+	for _, name := range []string{"main.go", "main_test.go", "api/v1alpha1/groupversion.go", "api/v1alpha1/widget_types.go"} {
+		src, _ := os.ReadFile(filepath.Join(dir, name))
+		if formatted, err := format.Source(src); err != nil || !bytes.Equal(formatted, src) {
+			t.Errorf("%s is not as gofmt writes it (%v):\n%s", name, err, src)
+		}
+	}
 	for _, want := range []string{`mygroupv1alpha1 "widget/api/v1alpha1"`, "var obj mygroupv1alpha1.Widget"} {
 		if !strings.Contains(string(main), want) {
 			t.Errorf("main.go of a custom resource lacks %q:\n%s", want, main)
