@@ -182,7 +182,7 @@ func (p *Plugin) keysWith(sh informers.Sharding) []cache.Key {
 	}
 	add(m.For, false)
 	for _, w := range m.Owns {
-		add(w, true)
+		add(w, watches.OwnsMetadataOnly)
 	}
 	for _, w := range m.Watches {
 		add(w, false)

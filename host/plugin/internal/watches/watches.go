@@ -62,6 +62,13 @@ func (s Sources) Keys() []cache.Key {
 	return keys
 }
 
+// OwnsMetadataOnly is false: an owned kind is watched through the full informer that the
+// plugin's reads of it use, as controller-runtime's Owns does. Through a metadata-only informer
+// of its own, an owned object's event could enqueue its owner before the full informer's store
+// had the change, and the reconcile read the child as it was before (a CronJob skipped a run
+// because its Job had not yet failed in its cache).
+const OwnsMetadataOnly = false
+
 // Sources builds the sources m asks for. An error names the watch (for, owns[i], watches[i]).
 func (pl Plugin) Sources(m *abi.Manifest) (Sources, error) {
 	out := Sources{}
@@ -99,7 +106,7 @@ func (pl Plugin) Sources(m *abi.Manifest) (Sources, error) {
 	}
 	for i, w := range m.Owns {
 		owns := handler.EnqueueRequestForOwner(pl.Mapper, pl.For.GroupKind(), handler.OnlyControllerOwner())
-		if err := add("owns", w, true, owns); err != nil {
+		if err := add("owns", w, OwnsMetadataOnly, owns); err != nil {
 			return nil, fmt.Errorf("owns[%d]: %w", i, err)
 		}
 	}

@@ -60,7 +60,7 @@ func TestAManifestsSourcesReadOneInformerPerNamespaceOfANamespacedKind(t *testin
 	want := []cache.Key{
 		key(configMap, false, "a"), key(configMap, false, "b"),
 		key(namespace, false, ""),
-		key(secret, true, "a"), key(secret, true, "b"),
+		key(secret, false, "a"), key(secret, false, "b"),
 	}
 	slices.SortFunc(want, func(a, b cache.Key) int { return strings.Compare(a.String(), b.String()) })
 	if got := srcs.Keys(); !slices.Equal(got, want) {
@@ -76,7 +76,7 @@ func TestAManifestsSourcesReadOneInformerPerNamespaceOfANamespacedKind(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := srcs.Keys(), []cache.Key{key(configMap, false, ""), key(namespace, false, ""), key(secret, true, "")}; !slices.Equal(got, want) {
+	if got, want := srcs.Keys(), []cache.Key{key(configMap, false, ""), key(namespace, false, ""), key(secret, false, "")}; !slices.Equal(got, want) {
 		t.Fatalf("a plugin of every namespace: keys %v, want %v", got, want)
 	}
 }
