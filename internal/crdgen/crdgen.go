@@ -272,7 +272,7 @@ func generate(p *packages.Package, api map[string]bool) ([]byte, error) {
 			todo = append(todo, t)
 		}
 		if root {
-			if group == "" && version == p.Types.Name() && !slices.ContainsFunc(pkgMarkers, func(m string) bool { return strings.HasPrefix(m, markerGroupName) }) {
+			if !slices.ContainsFunc(pkgMarkers, func(m string) bool { return strings.HasPrefix(m, markerGroupName) }) {
 				return nil, fmt.Errorf("%s is a kind (%s) but the package comment has no %sGROUP marker: add one above the package clause, as kubebuilder's groupversion_info.go has (// %sexample.com)", name, markerRoot, markerGroupName, markerGroupName)
 			}
 			apiVersion := version

@@ -112,6 +112,8 @@ func TestGenerateRefuses(t *testing.T) {
 			want:  []string{"Thing.DeepCopyInto is declared in zz_generated.deepcopy.go", "remove it"}},
 		"no group": {src: strings.Replace(head, "// +groupName=x.example.com\n", "", 1) + "type ThingSpec struct{}\n",
 			want: []string{"Thing is a kind", "+groupName="}},
+		"a version but no group": {src: strings.Replace(head, "// +groupName=x.example.com\n", "// +versionName=v2\n", 1) + "type ThingSpec struct{}\n",
+			want: []string{"Thing is a kind", "+groupName="}},
 		"own MarshalJSON": {src: head + "type ThingSpec struct{ W Weird `json:\"w\"` }\n\ntype Weird struct{}\n\nfunc (Weird) MarshalJSON() ([]byte, error) { return nil, nil }\n",
 			want: []string{"ThingSpec.W", "MarshalJSON"}},
 	} {
