@@ -87,7 +87,7 @@ $(BIN)/kube-controller-manager: e2e/controlplane/kube-apiserver/go.mod e2e/contr
 
 GO_PLUGINS := app failing mirror rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
+TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go record-go record-v2-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -126,6 +126,10 @@ $(BIN)/testguests/overlap-%.wasm: host/wasm/testdata/overlap.c $(SDK_C) | c-tool
 $(BIN)/testguests/swap-v%.wasm: host/wasm/testdata/swap.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -DVERSION=$* $(if $(filter 3,$*),-DWATCH_CONFIGMAPS) $(if $(filter 4 5,$*),-DWATCH_SECRETS) $(if $(filter 5,$*),-DASK_SECRETS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+
+$(BIN)/testguests/record-v2-go.wasm: $(wildcard host/wasm/testdata/recordgo/*) $(SDK_GO)
+	@mkdir -p $(@D)
+	cd host/wasm/testdata/recordgo && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-X=main.version=2 -o $@ .
 
 $(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO)
 	@mkdir -p $(@D)

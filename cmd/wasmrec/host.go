@@ -49,11 +49,15 @@ type hostOptions struct {
 	// share, if set, shares plugins with the other replicas (run --share-plugins).
 	share *ownership.Options
 	// warmStandby keeps warm what this replica would take over first (run --warm-standby).
-	warmStandby  bool
-	insecure     []string
-	ociCache     string
-	kubeAPIQPS   float32
-	kubeAPIBurst int
+	warmStandby bool
+	insecure    []string
+	ociCache    string
+	// recordings is where plugins' recordings are kept ("": the default, "-": nowhere), and
+	// recordingsMax the most one plugin's may take.
+	recordings    string
+	recordingsMax int64
+	kubeAPIQPS    float32
+	kubeAPIBurst  int
 	// gracefulShutdown bounds a stop; 0 takes the manager's default.
 	gracefulShutdown time.Duration
 	// pluginObjects runs the plugins of Plugin and ClusterPlugin objects too.
@@ -77,6 +81,28 @@ func (o *hostOptions) clientConfig(cfg *rest.Config) (*rest.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// recordingsDir is where the plugins' recordings are kept: --recordings-dir, by default the user
+// cache directory's wasmrec/recordings; "" for nowhere.
+func (o *hostOptions) recordingsDir() string {
+	switch o.recordings {
+	case "-":
+		return ""
+	case "":
+		return defaultRecordingsDir()
+	}
+	return o.recordings
+}
+
+// defaultRecordingsDir is the user cache directory's wasmrec/recordings (the temporary
+// directory's, if the user has none).
+func defaultRecordingsDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "wasmrec", "recordings")
 }
 
 func (o *hostOptions) ociClient(progress io.Writer) (*oci.Client, error) {
@@ -201,7 +227,8 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 		return out
 	})
-	hopts := plugin.HostOptions{Engine: engine, Metrics: m, Logger: log.WithName("plugin"), WarmStandby: o.warmStandby}
+	hopts := plugin.HostOptions{Engine: engine, Metrics: m, Logger: log.WithName("plugin"), WarmStandby: o.warmStandby,
+		Recordings: o.recordingsDir(), RecordingsMaxBytes: o.recordingsMax}
 	if hopts.Signatures, err = hc.Signatures.Compile(); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/recording"
 )
 
 func newRunCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -131,6 +132,8 @@ func podNamespace() string {
 // is the user's own: off there).
 func (o *hostOptions) addFlags(cmd *cobra.Command, metricsAuth bool) {
 	cmd.Flags().StringVar(&o.cacheDir, "compilation-cache", "", `directory for compiled modules (default the user cache directory's wasmrec/wazero; "-" for none)`)
+	cmd.Flags().StringVar(&o.recordings, "recordings-dir", "", `directory keeping the plugins' recordings (their settings' record), a directory per plugin (default the user cache directory's wasmrec/recordings; "-" for none: a plugin asking to record is refused)`)
+	cmd.Flags().Int64Var(&o.recordingsMax, "recordings-max-bytes", recording.DefaultMaxBytes, "the most one plugin's recordings may take on disk; a plugin's record.maxBytes may ask for less")
 	cmd.Flags().IntVarP(&o.verbose, "verbose", "v", 0, "log verbosity: 1 (DEBUG) adds each reconcile's start and end and informer detail; 2 (TRACE) also the local control plane's own logs, for dev")
 	cmd.Flags().StringVar(&o.logFormat, "log-format", "text", "log line format: text (key=value) or json")
 	cmd.Flags().StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address to serve Prometheus metrics on at /metrics ("0" for none; ":8080" for all interfaces)`)

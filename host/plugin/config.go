@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/recording"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
 	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/host/wasm"
@@ -102,6 +103,13 @@ type Config struct {
 	// this long; its next reconcile loads it again from the compilation cache. Defaults to 10m;
 	// 0s keeps it for ever.
 	CodeIdleTimeout *metav1.Duration `json:"codeIdleTimeout,omitempty"`
+	// Record says which reconciles the host records, for `wasmrec replay`: none (the default),
+	// failures (errors, traps, timeouts), a sample of them (and every failure), or all. A
+	// recording holds everything the plugin read, its objects included, and is kept in the
+	// host's recordings directory (run --recordings-dir) within maxBytes, the oldest dropped
+	// first. While a plugin records, each of its instances holds what it saw since it started
+	// (at most 8 MiB: then it is replaced), from which any of its reconciles replays exactly.
+	Record *recording.Policy `json:"record,omitempty"`
 	// Snapshots starts the plugin's instances from a copy of the first one's memory right
 	// after its initialisation, instead of running it again in each. Defaults to true; set
 	// false for a plugin whose initialisation draws what must differ between instances (a
@@ -311,6 +319,11 @@ func (c *Config) Validate() error {
 	grant := abi.Manifest{For: abi.Watch{APIVersion: "v1", Kind: "x"}, Permissions: c.Permissions}
 	if err := grant.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("plugin %q: permissions: %w", c.Name, err))
+	}
+	if c.Record != nil {
+		if err := c.Record.Check("record"); err != nil {
+			errs = append(errs, fmt.Errorf("plugin %q: %w", c.Name, err))
+		}
 	}
 	if c.Rollout != nil {
 		if err := c.Rollout.Validate(); err != nil {

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,6 +27,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/oci"
 	"github.com/wasmrec/wasmrec/host/ownership"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
+	"github.com/wasmrec/wasmrec/host/recording"
 	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
@@ -47,6 +49,8 @@ type Host struct {
 	warmStandby bool
 	impersonate string
 	signatures  Signatures // who must sign the modules
+	recordings  string     // where plugins' recordings are kept ("": nowhere)
+	recordMax   int64      // the most one plugin's may take
 	namesMu     sync.Mutex
 	names       map[string]string // plugin names claimed, and where their settings come from
 	loaded      map[*Plugin]bool  // plugins loaded, until closed with no reconcile in flight
@@ -77,6 +81,13 @@ type HostOptions struct {
 	// Signatures is who must have signed the modules (HostSignatures.Compile). Defaults to
 	// none: only plugins whose settings ask for signatures are checked.
 	Signatures *Signatures
+	// Recordings is the directory the plugins' recordings are kept in, each plugin's in a
+	// directory of its name (Config.Record). Empty: the host records nothing, and refuses a
+	// plugin whose settings ask it to.
+	Recordings string
+	// RecordingsMaxBytes bounds what one plugin's recordings may take (Config.Record.MaxBytes
+	// may ask for less). Defaults to recording.DefaultMaxBytes.
+	RecordingsMaxBytes int64
 }
 
 // withDefaults fills in what o leaves out.
@@ -125,7 +136,8 @@ func NewHost(mgr *manager.Manager, opts HostOptions) (*Host, error) {
 	}
 	h := &Host{mgr: mgr, engine: opts.Engine, dynamic: dyn, objects: objs, broadcaster: b, metrics: opts.Metrics, crds: crds,
 		mapper: mgr.GetCache().RESTMapper(), files: filewatch.New(log.WithName("files")), log: log,
-		oci: opts.OCI, share: opts.Share, warmStandby: opts.WarmStandby, impersonate: opts.Impersonate}
+		oci: opts.OCI, share: opts.Share, warmStandby: opts.WarmStandby, impersonate: opts.Impersonate,
+		recordings: opts.Recordings, recordMax: cmp.Or(opts.RecordingsMaxBytes, recording.DefaultMaxBytes)}
 	if opts.Signatures != nil {
 		h.signatures = *opts.Signatures
 	}

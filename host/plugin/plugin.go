@@ -90,6 +90,8 @@ type Plugin struct {
 	health pluginHealth // what was said of informers it needs that the host may not list
 
 	failures failureStreak // reconciles failed since the last success
+
+	rec *recorder // keeps its recordings; nil if it records nothing
 }
 
 var (
@@ -143,6 +145,14 @@ func (h *Host) load(ctx context.Context, cfg Config, wasmBytes []byte, src *mods
 		return nil, err
 	}
 	p.checkers = checkers
+	if p.rec, err = h.recorderFor(cfg); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !loaded {
+			p.rec.close()
+		}
+	}()
 	if h.metrics != nil {
 		h.metrics.Compiles.WithLabelValues(cfg.Name).Inc()
 	}
@@ -217,6 +227,7 @@ func (h *Host) load(ctx context.Context, cfg Config, wasmBytes []byte, src *mods
 	}
 	p.setKeys(p.srcs, nil)
 	p.warm = &warmer{p: p}
+	p.rec.keepModule(wasmBytes)
 	if cfg.Rollout != nil { // once loaded: the host keeps no module it failed to load
 		h.oci.Keep(wasmBytes) // for a restart in the middle of a rollout (SuperviseOptions.Live)
 	}
@@ -340,6 +351,7 @@ func (p *Plugin) Close(ctx context.Context) error {
 		defer p.infs.Close() // and whatever still holds informers (a late shadow reconcile) lets go
 		defer p.host.release(p.cfg.Name)
 		defer p.identity.close()
+		defer p.rec.close()
 	}
 	return errors.Join(p.Module().Close(ctx), err)
 }

@@ -85,6 +85,9 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		return reconcile.Result{}, nil
 	}
 	id := fmt.Sprintf("%s-%d", p.cfg.Name, p.ids.Add(1))
+	if p.rec != nil {
+		ctx = context.WithValue(ctx, reconcileIDKey{}, id)
+	}
 	log := p.log.WithValues(append([]any{"request", req.String(), "reconcileID", id}, tracing.LogValues(ctx)...)...)
 	var (
 		res abi.Result
@@ -153,7 +156,12 @@ func (p *Plugin) run(ctx context.Context, req reconcile.Request, call abi.Reques
 		if span := trace.SpanFromContext(ctx); span.IsRecording() {
 			span.SetAttributes(tracing.Digest.String(cur.mod.Digest()))
 		}
-		res, err := cur.mod.Reconcile(ctx, &wasm.Call{Request: call, Host: c, Logger: log.WithValues("digest", cur.mod.ShortDigest())})
+		started := time.Now()
+		wc := &wasm.Call{Request: call, Host: c, Logger: log.WithValues("digest", cur.mod.ShortDigest())}
+		res, err := cur.mod.Reconcile(ctx, wc)
+		if p.rec != nil && fallback { // not a shadow run: what the plugin did
+			p.rec.keep(ctx, p.cfg.Name, cur.mod, wc, started, err != nil || res.Failed)
+		}
 		switch {
 		case !errors.Is(err, wasm.ErrClosed), !fallback:
 			return res, cur, err

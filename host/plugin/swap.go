@@ -112,6 +112,7 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 			}
 			return p.swapRefused(p.Module().Digest(), err) // it names the plugin
 		}
+		p.rec.keepModule(wasmBytes)
 	}
 	// giveBack undoes the take above for a module that does not get to serve.
 	giveBack := func() {
@@ -254,6 +255,7 @@ func (p *Plugin) moduleOptions() wasm.Options {
 		LogLimit:        p.cfg.LogLimit,
 		CPU:             p.cfg.CPU,
 		Code:            p.cfg.Code,
+		Record:          p.rec != nil,
 	}
 }
 

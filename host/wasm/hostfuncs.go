@@ -13,6 +13,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/recording"
 )
 
 func instanceFrom(ctx context.Context) *instance {
@@ -66,7 +67,11 @@ func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 		trap("log: [%d, %d) is outside the plugin's memory", ptr, uint64(ptr)+uint64(n))
 	}
 	inst := instanceFrom(ctx)
-	if inst == nil || !inst.admit(len(msg)) {
+	if inst == nil {
+		return
+	}
+	inst.recordOutput(recording.Event{Type: recording.EventLog, N: int64(level), In: msg})
+	if inst.replay != nil || !inst.admit(len(msg)) {
 		return
 	}
 	text, kv := splitLog(msg)
@@ -146,28 +151,61 @@ func hostCall(name string) api.GoModuleFunc {
 			status abi.Status
 			resp   []byte
 		)
-		switch {
-		case inst == nil || inst.cur == nil:
+		if inst == nil || inst.cur == nil {
 			status, resp = abi.StatusBadRequest, []byte(name+": calls to the host are only allowed during reconcile")
-		case inst.cur.Host == nil:
-			status, resp = abi.StatusForbidden, []byte(name+": this plugin may not call the host")
-		case n > maxRequest:
-			status, resp = abi.StatusTooLarge, fmt.Appendf(nil, "%s: request of %d bytes exceeds %d", name, n, maxRequest)
-		default:
-			req, ok := mod.Memory().Read(ptr, n)
-			if !ok {
-				trap("%s: request at [%d, %d) is outside the plugin's memory", name, ptr, uint64(ptr)+uint64(n))
+		} else {
+			var req []byte
+			if n <= maxRequest {
+				var ok bool
+				if req, ok = mod.Memory().Read(ptr, n); !ok {
+					trap("%s: request at [%d, %d) is outside the plugin's memory", name, ptr, uint64(ptr)+uint64(n))
+				}
 			}
-			status, resp = inst.serve(ctx, name, req)
-			if len(resp) > maxRequest {
-				status, resp = abi.StatusTooLarge, fmt.Appendf(nil, "%s: response of %d bytes exceeds %d", name, len(resp), maxRequest)
-			}
+			status, resp = inst.call(ctx, name, req, n)
 		}
 		if inst != nil {
 			inst.pending = resp
 		}
 		stack[0] = abi.PackStatusLen(status, uint32(len(resp)))
 	}
+}
+
+// call answers a host call of the reconcile in progress, req its n bytes (nil if too large to
+// read). A replay answers what the recording says, if the guest asks what it asked.
+func (inst *instance) call(ctx context.Context, name string, req []byte, n uint32) (abi.Status, []byte) {
+	if inst.step == nil {
+		return inst.answer(ctx, name, req, n)
+	}
+	e := recording.Event{Type: recording.EventCall, Fn: name, In: bytes.Clone(req)}
+	if req == nil {
+		e.N = int64(n)
+	}
+	var (
+		status abi.Status
+		resp   []byte
+	)
+	if want := inst.expect(e); want != nil {
+		status, resp = abi.Status(want.Status), want.Out
+	} else {
+		status, resp = inst.answer(ctx, name, req, n)
+	}
+	e.Status, e.Out = uint32(status), bytes.Clone(resp)
+	inst.record(e)
+	return status, resp
+}
+
+func (inst *instance) answer(ctx context.Context, name string, req []byte, n uint32) (status abi.Status, resp []byte) {
+	switch {
+	case inst.cur.Host == nil:
+		return abi.StatusForbidden, []byte(name + ": this plugin may not call the host")
+	case n > maxRequest:
+		return abi.StatusTooLarge, fmt.Appendf(nil, "%s: request of %d bytes exceeds %d", name, n, maxRequest)
+	}
+	status, resp = inst.serve(ctx, name, req)
+	if len(resp) > maxRequest {
+		status, resp = abi.StatusTooLarge, fmt.Appendf(nil, "%s: response of %d bytes exceeds %d", name, len(resp), maxRequest)
+	}
+	return status, resp
 }
 
 // serve hands a call to the reconcile's Host. A panic there is the host's bug, not the guest's:

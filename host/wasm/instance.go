@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/recording"
 )
 
 // Host serves the calls a guest makes during one reconcile. req is only valid during the call.
@@ -27,6 +28,13 @@ type Call struct {
 	Host Host
 	// Logger, tagged with the request and a reconcile ID, receives the guest's output.
 	Logger logr.Logger
+
+	// Step is what the reconcile saw and did, Before the steps its instance ran before it, its
+	// _initialize first, and Instance names the instance: set when the module records
+	// (Options.Record) and the reconcile ran, whatever its outcome. None changes afterwards.
+	Step     *recording.Step
+	Before   []*recording.Step
+	Instance string
 }
 
 type instanceKey struct{}
@@ -48,6 +56,16 @@ type instance struct {
 	stdout, stderr *lineWriter
 
 	idleSince time.Time // when it went back to the pool, while it is there
+
+	// step is the step in progress when the module records or replays, and lineage the steps
+	// the instance ran before it (lineageBytes their size), never changed in place: a Call's
+	// Before is a slice of it.
+	id           string // names it in recordings
+	step         *recording.Step
+	lineage      []*recording.Step
+	lineageBytes int
+	replay       *replayer // feeds a replay's inputs, and checks what the guest does
+	recycle      bool      // its recorded steps passed MaxLineage: replace it
 
 	wake    <-chan struct{} // ends the guest's sleeps: the reconcile's deadline or cancellation
 	stop    <-chan struct{} // ends them too: the host is stopping (reconcile.Stopping)
@@ -160,6 +178,30 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	if err != nil {
 		return abi.Result{}, err
 	}
+	if m.opts.Record {
+		inst.step = &recording.Step{Kind: recording.StepReconcile, Request: &recording.Request{Namespace: c.Request.Namespace, Name: c.Request.Name, Retries: c.Request.Retries}}
+	}
+	res, healthy, err := inst.reconcile1(ctx, c)
+	if step := inst.step; step != nil {
+		c.Step, c.Before, c.Instance = step, inst.lineage[:len(inst.lineage):len(inst.lineage)], inst.id
+		inst.endStep()
+		inst.recycle = inst.lineageBytes > MaxLineage
+	}
+	m.put(inst, healthy)
+	return res, err
+}
+
+// endStep adds the step in progress to the instance's lineage.
+func (inst *instance) endStep() {
+	inst.lineage = append(inst.lineage[:len(inst.lineage):len(inst.lineage)], inst.step)
+	inst.lineageBytes += inst.step.Size()
+	inst.step = nil
+}
+
+// reconcile1 runs c on inst, and says whether inst may serve again. Its step, if it records,
+// gets the outcome.
+func (inst *instance) reconcile1(ctx context.Context, c *Call) (res abi.Result, healthy bool, err error) {
+	m := inst.module
 	inst.cur = c
 	inst.reqBuf = abi.AppendRequest(inst.reqBuf[:0], c.Request)
 	inst.pending = inst.reqBuf
@@ -183,40 +225,53 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	}
 	inst.endOutput()
 	inst.cur, inst.pending = nil, nil
+	step := inst.step
+	if step == nil {
+		step = &recording.Step{} // written to, and dropped
+	}
 
 	if callErr != nil {
-		m.put(inst, false)
 		if interrupted || errors.Is(ctx.Err(), context.DeadlineExceeded) { // our timer may fire before ctx's own
 			m.stats.timeouts.Add(1)
-			return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTimedOut, explain(callErr, m.opts))
+			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTimedOut, explain(callErr, m.opts))
+			step.Outcome, step.Error = recording.TimedOut, err.Error()
+			return abi.Result{}, false, err
 		}
 		m.stats.traps.Add(1)
 		if len(panicLines) > 0 {
-			return abi.Result{}, newGuestPanic(m.opts.Name, panicLines)
+			err = newGuestPanic(m.opts.Name, panicLines)
+		} else {
+			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
 		}
-		return abi.Result{}, fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
+		step.Outcome, step.Error = recording.Trapped, err.Error()
+		return abi.Result{}, false, err
 	}
 	if inst.interrupt != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		// It returned, but past its deadline: woken from a sleep there, before its next loop
 		// check. The reconcile timed out all the same, and counts as such; the instance is
 		// sound. (One that may not be interrupted finishes past its deadline, as it may.)
-		m.put(inst, !interrupted)
 		m.stats.timeouts.Add(1)
-		return abi.Result{}, fmt.Errorf("plugin %q: %w: the guest returned after its deadline", m.opts.Name, ErrTimedOut)
+		err = fmt.Errorf("plugin %q: %w: the guest returned after its deadline", m.opts.Name, ErrTimedOut)
+		step.Outcome, step.Error = recording.TimedOut, err.Error()
+		return abi.Result{}, !interrupted, err
 	}
 	ret := inst.stack[0]
+	step.Outcome = recording.Returned
 	if ret == 0 {
-		m.put(inst, !interrupted)
-		return abi.Result{}, nil
+		return abi.Result{}, !interrupted, nil
 	}
-	res, err := inst.readResult(ret)
+	b, err := inst.resultBytes(ret)
+	if err == nil {
+		step.Result = bytes.Clone(b)
+		res, err = abi.DecodeResult(b)
+	}
 	if err != nil {
 		m.stats.badResults.Add(1)
-		m.put(inst, false)
-		return abi.Result{}, fmt.Errorf("plugin %q: %w", m.opts.Name, err)
+		err = fmt.Errorf("plugin %q: %w", m.opts.Name, err)
+		step.Outcome, step.Error = recording.BadResult, err.Error()
+		return abi.Result{}, false, err
 	}
-	m.put(inst, !interrupted)
-	return res, nil
+	return res, !interrupted, nil
 }
 
 // sleep is the guest's nanosleep (WASI's poll_oneoff on a clock, a Go guest's idle scheduler):
@@ -228,6 +283,9 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 // half-way sleeps as long as it asked. Woken because the host stops, any guest goes on as if
 // its sleep had ended, and finishes its reconcile within the graceful-shutdown timeout.
 func (inst *instance) sleep(ns int64) {
+	if inst.step != nil && inst.recordSleep(ns) {
+		return
+	}
 	t := time.NewTimer(time.Duration(ns))
 	defer t.Stop()
 	select { // both nil between reconciles (at instantiation, say): the timer alone
@@ -257,19 +315,38 @@ func (inst *instance) armInterrupt(ctx context.Context) (stop func() bool) {
 	return context.AfterFunc(ctx, func() { flag.Set(1) })
 }
 
-func (inst *instance) readResult(ret uint64) (abi.Result, error) {
+// resultBytes returns the result envelope the guest returned, in its memory.
+func (inst *instance) resultBytes(ret uint64) ([]byte, error) {
 	ptr, n := abi.UnpackPtrLen(ret)
 	if n > abi.ResultHeaderSize+abi.MaxMessage {
-		return abi.Result{}, fmt.Errorf("%w: %d bytes, more than %d", abi.ErrMalformedResult, n, abi.ResultHeaderSize+abi.MaxMessage)
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", abi.ErrMalformedResult, n, abi.ResultHeaderSize+abi.MaxMessage)
 	}
 	b, ok := inst.mem.Read(ptr, n)
 	if !ok {
-		return abi.Result{}, fmt.Errorf("%w: [%d, %d) is outside the plugin's %d bytes of memory", abi.ErrMalformedResult, ptr, uint64(ptr)+uint64(n), inst.mem.Size())
+		return nil, fmt.Errorf("%w: [%d, %d) is outside the plugin's %d bytes of memory", abi.ErrMalformedResult, ptr, uint64(ptr)+uint64(n), inst.mem.Size())
 	}
-	return abi.DecodeResult(b)
+	return b, nil
 }
 
 func (inst *instance) readManifest(ctx context.Context) (*abi.Manifest, error) {
+	if inst.module.opts.Record || inst.replay != nil {
+		inst.step = &recording.Step{Kind: recording.StepManifest}
+		defer inst.endStep()
+	}
+	b, err := inst.manifestBytes(ctx)
+	if step := inst.step; step != nil {
+		step.Outcome, step.Result = recording.Returned, bytes.Clone(b)
+		if err != nil {
+			step.Outcome, step.Error = recording.Trapped, err.Error()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return abi.DecodeManifest(b)
+}
+
+func (inst *instance) manifestBytes(ctx context.Context) ([]byte, error) {
 	fn := inst.mod.ExportedFunction(abi.ExportManifest)
 	stack := []uint64{0}
 	if err := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), stack); err != nil {
@@ -283,7 +360,7 @@ func (inst *instance) readManifest(ctx context.Context) (*abi.Manifest, error) {
 	if !ok {
 		return nil, fmt.Errorf("manifest at [%d, %d) is outside the plugin's memory", ptr, uint64(ptr)+uint64(n))
 	}
-	return abi.DecodeManifest(b)
+	return b, nil
 }
 
 // explainPanic puts the panic message the guest wrote before it trapped first in err.
@@ -325,6 +402,7 @@ func (w *lineWriter) takePanic() []string {
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
+	w.inst.recordOutput(recording.Event{Type: recording.EventWrite, Fn: w.stream, In: p})
 	n := len(p)
 	for len(p) > 0 {
 		i := bytes.IndexByte(p, '\n')

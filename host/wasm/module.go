@@ -2,8 +2,7 @@ package wasm
 
 import (
 	"context"
-	"crypto/rand"
-	"errors"
+		"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -12,9 +11,11 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 	"golang.org/x/time/rate"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/recording"
 	"github.com/wasmrec/wasmrec/host/wasm/internal/binary"
 )
 
@@ -128,7 +129,7 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 		}
 	}()
 	<-m.tokens
-	inst, err := m.newInstance(ctx)
+	inst, err := m.newInstance(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -192,20 +193,33 @@ func (m *Module) Close(ctx context.Context) error {
 // newInstance instantiates the module: from its snapshot if it has one, else running
 // _initialize, and then it takes the snapshot from the new instance if it has none yet. A panic
 // in wazero while it does is recovered and returned as a *PanicError, so that a pool's token is
-// never lost to one.
-func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
+// never lost to one. rp, if set, replays a recorded _initialize: the instance starts plainly,
+// its inputs from the recording.
+func (m *Module) newInstance(ctx context.Context, rp *replayer) (_ *instance, err error) {
 	defer recoverPanic(&err)
 	code, err := m.codeFor(ctx)
 	if err != nil {
 		return nil, err
 	}
-	snap, taker := m.snapshotToStart(code)
+	var (
+		snap  *snapshot
+		taker bool
+	)
+	if rp == nil {
+		snap, taker = m.snapshotToStart(code)
+	}
 	if taker {
 		defer m.tookSnapshot()
 	}
-	inst := &instance{module: m, stack: make([]uint64, 1)}
+	inst := &instance{module: m, stack: make([]uint64, 1), replay: rp}
 	inst.stdout = &lineWriter{inst: inst, stream: "stdout"}
 	inst.stderr = &lineWriter{inst: inst, stream: "stderr"}
+	if m.opts.Record || rp != nil {
+		inst.id = newInstanceID()
+		if snap == nil {
+			inst.step = &recording.Step{Kind: recording.StepInitialize}
+		}
+	}
 	// The guest's monotonic clock starts with the instance: read from the host's, it would tell
 	// the plugin how long the host (or the machine) has been up. It starts at 1 ns, not 0: Go's
 	// runtime takes a first reading of 0 for a broken clock and throws. An instance started from
@@ -222,10 +236,10 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 		WithArgs(m.opts.Name).
 		WithStdout(inst.stdout).
 		WithStderr(inst.stderr).
-		WithSysWalltime().
-		WithNanotime(func() int64 { return hostNow() - origin }, 1).
+		WithWalltime(inst.walltime, sys.ClockResolution(time.Microsecond)).
+		WithNanotime(func() int64 { return inst.monotime(hostNow() - origin) }, 1).
 		WithNanosleep(inst.sleep).
-		WithRandSource(rand.Reader).
+		WithRandSource(randomSource{inst}).
 		WithStartFunctions(start...)
 	mod, err := m.engine.instantiate(ctx, code.runtime, code.compiled, cfg)
 	if err != nil {
@@ -234,10 +248,23 @@ func (m *Module) newInstance(ctx context.Context) (_ *instance, err error) {
 	inst.mod = mod
 	inst.mem = mod.Memory()
 	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
+	if inst.step != nil {
+		inst.step.Outcome = recording.Returned
+		if rp != nil {
+			if err := rp.endStep(inst.step); err != nil {
+				_ = mod.Close(ctx)
+				return nil, err
+			}
+		}
+		inst.endStep()
+	}
 	if snap != nil {
 		if err := snap.restore(mod, code.snapshots); err != nil {
 			_ = mod.Close(ctx)
 			return nil, fmt.Errorf("starting an instance from the snapshot: %w", err)
+		}
+		if snap.init != nil {
+			inst.lineage, inst.lineageBytes = []*recording.Step{snap.init}, snap.init.Size()
 		}
 		m.stats.fromSnapshot.Add(1)
 	} else if taker {

@@ -70,7 +70,18 @@ type Options struct {
 	// Code, if set, is charged for the memory of compiling the module and of its compiled code
 	// while the Module lives (see CodeBudget). Nil: nothing bounds it but MaxModuleSize upstream.
 	Code CodeBudget
+
+	// Record captures every step of every instance (its _initialize, its manifest call, each
+	// reconcile) as a recording.Step, with all the guest read from outside its memory and all it
+	// gave out: a reconcile's Call gets its Step, and the steps its instance ran before it, from
+	// which Replay makes the same state again. An instance whose steps hold more than
+	// MaxLineage bytes is replaced after its reconcile, so that what a replay needs stays
+	// bounded.
+	Record bool
 }
+
+// MaxLineage bounds the bytes of recorded steps one instance holds (Options.Record).
+const MaxLineage = 8 << 20
 
 // LogLimit bounds a plugin's output in the host log: its stdout and stderr lines and its log
 // calls. What is past it is dropped, counted (Stats.LogDroppedLines and LogDroppedBytes), and

@@ -80,7 +80,7 @@ func (m *Module) get(ctx context.Context) (*instance, error) {
 		return inst, nil
 	}
 	m.mu.Unlock()
-	inst, err := m.newInstance(context.WithoutCancel(ctx))
+	inst, err := m.newInstance(context.WithoutCancel(ctx), nil)
 	if err != nil {
 		m.tokens <- struct{}{}
 		return nil, err
@@ -95,6 +95,10 @@ func (m *Module) put(inst *instance, healthy bool) {
 	if healthy && uint64(inst.mem.Size()) > m.opts.RecycleAbove {
 		m.stats.recycled.Add(1)
 		m.opts.Logger.V(1).Info("replacing an instance whose memory grew past the recycle bound", "memory", inst.mem.Size(), "bound", m.opts.RecycleAbove)
+		healthy = false
+	} else if healthy && inst.recycle {
+		m.stats.recycled.Add(1)
+		m.opts.Logger.V(1).Info("replacing an instance whose recorded steps passed their bound", "bytes", inst.lineageBytes, "bound", MaxLineage)
 		healthy = false
 	} else if !healthy {
 		m.stats.discarded.Add(1)

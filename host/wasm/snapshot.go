@@ -10,6 +10,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/wasmrec/wasmrec/host/recording"
 	"github.com/wasmrec/wasmrec/host/wasm/internal/binary"
 )
 
@@ -33,6 +34,7 @@ type snapshot struct {
 	runs    []memoryRun
 	globals []uint64 // the values of the plan's globals, in its order
 	clock   int64    // the instance's monotonic clock when it was taken
+	init    *recording.Step // the recorded _initialize it comes from, when the module records
 	size    int      // bytes held in runs of its own
 }
 
@@ -67,6 +69,9 @@ func takeSnapshot(inst *instance, plan binary.Plan, base []byte, clock int64, li
 		return nil, fmt.Errorf("reading the instance's memory")
 	}
 	s := &snapshot{pages: size / pageSize, clock: clock}
+	if len(inst.lineage) > 0 {
+		s.init = inst.lineage[0]
+	}
 	var zero [snapshotBlock]byte
 	var run *memoryRun
 	for off := uint32(0); off < size; off += snapshotBlock {

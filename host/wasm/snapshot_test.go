@@ -44,7 +44,7 @@ func TestSnapshotRestoresTheInitialisedState(t *testing.T) {
 				t.Fatalf("%s cannot be snapshotted: %s", guest, c.snapshots.Why)
 			}
 			<-m.tokens
-			source, err := m.newInstance(ctx)
+			source, err := m.newInstance(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,7 +81,7 @@ func TestSnapshotRestoresTheInitialisedState(t *testing.T) {
 
 			// A second instance's snapshot shares the first's equal blocks, and restores as
 			// exactly.
-			other, err := m.newInstance(ctx)
+			other, err := m.newInstance(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

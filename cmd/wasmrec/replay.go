@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/recording"
+	"github.com/wasmrec/wasmrec/host/wasm"
+)
+
+func newReplayCommand(stdout io.Writer) *cobra.Command {
+	var (
+		modulePath, cacheDir string
+		list, show           bool
+		timeout              time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "replay DIR|PLUGIN [DIGEST...]",
+		Short: "Run recorded reconciles again, offline, and check that the plugin does the same",
+		Long: `replay reads a plugin's recordings (the host keeps them when the plugin's settings set record:
+see docs/recordings.md) and runs each again with no cluster: the same module, started in the
+same state (the steps its instance ran before the reconcile, from its initialisation), given
+what the recording says it read (each host call's answer, the clocks, the random bytes). It
+checks that the guest makes every host call with the same bytes in the same order, writes the
+same output, and returns the same result, and stops each replay at the first difference,
+which it prints. It exits 1 if any recording differs.
+
+DIR is a plugin's recordings directory; a bare PLUGIN name is that plugin's directory in the
+default recordings directory (the user cache directory's wasmrec/recordings). With no DIGEST
+it replays them all, the oldest first; a DIGEST may be a prefix of one.
+
+The module is the one kept beside the recordings, by digest; --module replays them on another
+build instead (the recordings then show where it differs).`,
+		Example: `  wasmrec replay app --list
+  wasmrec replay app
+  wasmrec replay ~/.cache/wasmrec/recordings/app 3f9a2c
+  wasmrec replay app 3f9a2c --show
+  wasmrec replay app --module app-v2.wasm`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := recordingsDirOf(args[0])
+			if err != nil {
+				return err
+			}
+			listed, err := recording.List(dir)
+			if err != nil {
+				return err
+			}
+			digests := args[1:]
+			if len(digests) == 0 {
+				if len(listed) == 0 {
+					return fmt.Errorf("%s holds no recordings: is the plugin's record set (and not none), and has it reconciled since?", dir)
+				}
+				for _, l := range listed {
+					digests = append(digests, l.Digest)
+				}
+			}
+			if list {
+				return listRecordings(stdout, dir, digests)
+			}
+			var module []byte
+			if modulePath != "" {
+				if module, err = os.ReadFile(modulePath); err != nil {
+					return fmt.Errorf("--module: %w", err)
+				}
+			}
+			r := &replays{dir: dir, module: module, modulePath: modulePath, timeout: timeout, show: show, out: stdout}
+			if r.engine, err = wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir}); err != nil {
+				return err
+			}
+			defer r.close(cmd.Context())
+			differ := 0
+			for _, d := range digests {
+				same, err := r.replay(cmd.Context(), d)
+				if err != nil {
+					return err
+				}
+				if !same {
+					differ++
+				}
+			}
+			if differ > 0 {
+				return fmt.Errorf("%d of %d recordings replayed differently", differ, len(digests))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&modulePath, "module", "", "replay on this .wasm file instead of the recorded module")
+	cmd.Flags().BoolVar(&list, "list", false, "list the recordings instead of replaying them")
+	cmd.Flags().BoolVar(&show, "show", false, "print each recording's events, in order, before its replay")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up a replay that runs this long")
+	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
+	return cmd
+}
+
+// recordingsDirOf is arg as a directory, or a plugin's in the default recordings directory.
+func recordingsDirOf(arg string) (string, error) {
+	if info, err := os.Stat(arg); err == nil && info.IsDir() {
+		return arg, nil
+	}
+	if !looksLikePath(arg) {
+		dir := filepath.Join(defaultRecordingsDir(), arg)
+		if info, err := os.Stat(dir); err == nil && info.IsDir() {
+			return dir, nil
+		}
+		return "", fmt.Errorf("%s: no such directory, and no plugin %q has recordings in %s", arg, arg, defaultRecordingsDir())
+	}
+	return "", fmt.Errorf("%s: no such directory: give a plugin's recordings directory (run --recordings-dir's, a directory per plugin)", arg)
+}
+
+func listRecordings(w io.Writer, dir string, digests []string) error {
+	for _, d := range digests {
+		rec, before, err := recording.Load(dir, d)
+		if err != nil {
+			fmt.Fprintf(w, "%s  %v\n", recording.ShortDigest(d), err)
+			continue
+		}
+		fmt.Fprintf(w, "%s  %s  %s  %s  %s, %d calls, %d steps before\n", recording.ShortDigest(d), rec.Time.Format(time.RFC3339),
+			requestOf(rec.Step), recording.ShortDigest(rec.Module), outcomeOf(rec.Step), countCalls(rec.Step), len(before))
+	}
+	return nil
+}
+
+func requestOf(s *recording.Step) string {
+	if s.Request == nil {
+		return "-"
+	}
+	r := s.Request.Name
+	if s.Request.Namespace != "" {
+		r = s.Request.Namespace + "/" + r
+	}
+	if s.Request.Retries > 0 {
+		r += fmt.Sprintf(" (retry %d)", s.Request.Retries)
+	}
+	return r
+}
+
+func outcomeOf(s *recording.Step) string {
+	if s.Outcome != recording.Returned {
+		return s.Outcome
+	}
+	if len(s.Result) == 0 {
+		return "success"
+	}
+	res, err := abi.DecodeResult(s.Result)
+	if err != nil {
+		return "a malformed result"
+	}
+	return wasm.DescribeResult(res)
+}
+
+func countCalls(s *recording.Step) int {
+	n := 0
+	for _, e := range s.Events {
+		if e.Type == recording.EventCall {
+			n++
+		}
+	}
+	return n
+}
+
+// replays replays recordings of one directory, compiling each module once.
+type replays struct {
+	dir        string
+	module     []byte // --module's, if set
+	modulePath string
+	timeout    time.Duration
+	show       bool
+	out        io.Writer
+	engine     *wasm.Engine
+	modules    map[string]*wasm.Module // by digest and settings
+}
+
+func (r *replays) close(ctx context.Context) {
+	for _, m := range r.modules {
+		_ = m.Close(ctx)
+	}
+}
+
+// replay replays one recording, prints what it found, and reports whether it was the same.
+func (r *replays) replay(ctx context.Context, digest string) (bool, error) {
+	rec, before, err := recording.Load(r.dir, digest)
+	if err != nil {
+		return false, err
+	}
+	short := recording.ShortDigest(digest)
+	if r.show {
+		printSteps(r.out, short, before, rec.Step)
+	}
+	m, err := r.moduleFor(ctx, rec)
+	if err != nil {
+		return false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.timeout)
+	defer cancel()
+	err = m.Replay(rctx, before, rec.Step)
+	var d *wasm.Difference
+	switch {
+	case errors.As(err, &d):
+		fmt.Fprintf(r.out, "%s  %s  DIFFERS: %v\n", short, requestOf(rec.Step), d)
+		if d.Want != nil && d.Got != nil && d.Want.Type == d.Got.Type {
+			fmt.Fprint(r.out, describeBytesDiff(d.Want.In, d.Got.In))
+		}
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("recording %s: %w", short, err)
+	}
+	fmt.Fprintf(r.out, "%s  %s  the same: %s, %d calls, after %d steps of its instance\n", short, requestOf(rec.Step), outcomeOf(rec.Step), countCalls(rec.Step), len(before))
+	return true, nil
+}
+
+func (r *replays) moduleFor(ctx context.Context, rec *recording.Recording) (*wasm.Module, error) {
+	b := r.module
+	key := fmt.Sprintf("%s %+v", rec.Module, rec.Settings)
+	if m := r.modules[key]; m != nil {
+		return m, nil
+	}
+	if b == nil {
+		var err error
+		if b, err = recording.LoadModule(r.dir, rec.Module); err != nil {
+			return nil, fmt.Errorf("the module %s the recordings were made with is not in %s (%v): give it with --module", recording.ShortDigest(rec.Module), r.dir, err)
+		}
+	}
+	m, err := r.engine.Compile(ctx, b, wasm.ReplayOptions(rec.Settings))
+	if err != nil {
+		return nil, err
+	}
+	if r.modules == nil {
+		r.modules = map[string]*wasm.Module{}
+	}
+	r.modules[key] = m
+	return m, nil
+}
+
+// describeBytesDiff shows where two byte strings first differ, with a little around it.
+func describeBytesDiff(want, got []byte) string {
+	i := 0
+	for i < len(want) && i < len(got) && want[i] == got[i] {
+		i++
+	}
+	if i == len(want) && i == len(got) {
+		return ""
+	}
+	from := max(0, i-40)
+	cut := func(b []byte) string { return fmt.Sprintf("%q", b[min(from, len(b)):min(i+60, len(b))]) }
+	return fmt.Sprintf("    first differing byte %d:\n      recorded: ...%s\n      replayed: ...%s\n", i, cut(want), cut(got))
+}
+
+// printSteps prints a recording's steps: the earlier ones in a line each, the reconcile event by
+// event.
+func printSteps(w io.Writer, short string, before []*recording.Step, step *recording.Step) {
+	fmt.Fprintf(w, "%s: %d steps before it on its instance\n", short, len(before))
+	for i, s := range before {
+		fmt.Fprintf(w, "  step %d  %s %s  %d events  %s\n", i, s.Kind, requestOf(s), len(s.Events), outcomeOf(s))
+	}
+	fmt.Fprintf(w, "  step %d  reconcile %s\n", len(before), requestOf(step))
+	for i, e := range step.Events {
+		line := wasm.DescribeEvent(&e)
+		switch e.Type {
+		case recording.EventCall:
+			line += fmt.Sprintf(" -> %s %s", abi.Status(e.Status), clipBytes(e.Out))
+		case recording.EventMonotime:
+			line += fmt.Sprintf(": %s", time.Duration(e.N))
+		case recording.EventWalltime:
+			line += fmt.Sprintf(": %s", time.Unix(0, e.N).UTC().Format(time.RFC3339Nano))
+		}
+		fmt.Fprintf(w, "    %3d  %s\n", i, strings.ReplaceAll(line, "\n", " "))
+	}
+	fmt.Fprintf(w, "    end  %s\n", outcomeOf(step))
+}
+
+func clipBytes(b []byte) string {
+	if len(b) > 160 {
+		return fmt.Sprintf("%q... (%d bytes)", b[:160], len(b))
+	}
+	return fmt.Sprintf("%q", b)
+}

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmrec/wasmrec/host/recording"
+)
+
+// A host records its plugins' reconciles as their settings say, and `wasmrec replay` runs them
+// again offline, bit for bit: the crud guest's every host call (reads, a create, updates, a
+// status update, a delete, an event, a line on stdout), and the record guest's failing fifth
+// reconcile, which depends on the four before it on its instance (a count in its heap), on the
+// clocks and on random numbers. Replayed on another build, the record guest's recordings show
+// where its write differs.
+func TestRecordAndReplay(t *testing.T) {
+	ns := namespace(t)
+	recs := t.TempDir()
+	h := startHost(t, fmt.Sprintf(`plugins:
+  - name: crud
+    module: %[1]s
+    namespaces: [%[3]s]
+    record: {mode: all}
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch, create, update, delete]}
+      - {group: demo.wasmrec.dev, resources: [apps], verbs: [get, list, watch]}
+      - {group: demo.wasmrec.dev, resources: [apps/status], verbs: [update]}
+      - {group: "", resources: [events], verbs: [create]}
+  - name: record
+    module: %[2]s
+    namespaces: [%[3]s]
+    record: {mode: failures}
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch, create, patch]}
+      - {group: "", resources: [events], verbs: [create]}
+`, wasmFile(t, "testguests", "crud-go"), wasmFile(t, "testguests", "record-go"), ns), "--recordings-dir", recs)
+	h.waitOut(t, `msg="starting workers" plugin=record`)
+	h.waitOut(t, `msg="starting workers" plugin=crud`)
+
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	createApp(t, ns, "crud-app", map[string]any{})
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "crud", Labels: map[string]string{"wasmrec.dev/crud": "yes"}}, Data: map[string]string{"app": "crud-app"}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: "r", Labels: map[string]string{"wasmrec.dev/record": "yes"}}}, metav1.CreateOptions{})
+	must(t, err)
+	h.waitOut(t, "crud: all steps passed")
+
+	// Five reconciles of r, one at a time: the fifth fails, and is recorded.
+	for i := 1; i <= 5; i++ {
+		if i > 1 {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{"round":"%d"}}}`, i)
+			_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "r", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			must(t, err)
+		}
+		eventually(t, 30*time.Second, fmt.Sprintf("reconcile %d of r", i), func() error {
+			out, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "r-out", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if n, _ := strconv.Atoi(out.Data["count"]); n < i {
+				return fmt.Errorf("count %s", out.Data["count"])
+			}
+			return nil
+		})
+	}
+	h.waitOut(t, "every fifth reconcile of r fails")
+
+	var crudRecs, recordRecs []recording.Listed
+	eventually(t, 20*time.Second, "the recordings on disk", func() error {
+		crudRecs, _ = recording.List(filepath.Join(recs, "crud"))
+		recordRecs, _ = recording.List(filepath.Join(recs, "record"))
+		if len(crudRecs) == 0 || len(recordRecs) == 0 {
+			return fmt.Errorf("%d of crud, %d of record", len(crudRecs), len(recordRecs))
+		}
+		return nil
+	})
+
+	// Offline: no kubeconfig, no cluster.
+	replay := func(args ...string) (string, error) {
+		cmd := exec.Command("../bin/wasmrec", append([]string{"replay"}, args...)...)
+		cmd.Env = append(cmd.Environ(), "KUBECONFIG=/nonexistent")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := replay(filepath.Join(recs, "crud"))
+	if err != nil {
+		t.Fatalf("replaying crud's recordings: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, ns+"/crud  the same: success") {
+		t.Fatalf("crud's replay:\n%s", out)
+	}
+	out, err = replay(filepath.Join(recs, "crud"), "--show")
+	for _, call := range []string{"a call to get", "a call to create", "a call to update", "a call to update_status", "a call to delete", "a call to event", "written to stdout"} {
+		if err != nil || !strings.Contains(out, call) {
+			t.Fatalf("crud's recording shows no %s (%v):\n%s", call, err, out)
+		}
+	}
+
+	out, err = replay(filepath.Join(recs, "record"))
+	if err != nil {
+		t.Fatalf("replaying record's recordings: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, ns+`/r  the same: an error "every fifth reconcile of r fails (this was number 5)"`) {
+		t.Fatalf("record's replay does not show its failing fifth reconcile, the same:\n%s", out)
+	}
+
+	out, err = replay(filepath.Join(recs, "record"), "--module", wasmFile(t, "testguests", "record-v2-go"))
+	if err == nil || !strings.Contains(out, "DIFFERS") || !strings.Contains(out, "a call to patch") || !strings.Contains(out, `version\":\"2`) {
+		t.Fatalf("replaying on version 2: %v; want the difference at its apply:\n%s", err, out)
+	}
+	t.Logf("version 2:\n%s", out)
+}

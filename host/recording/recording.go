@@ -1,0 +1,218 @@
+package recording
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Format names this version of the format. A reader refuses a recording of another.
+const Format = "wasmrec.dev/recording/v1"
+
+// The kinds of Step.
+const (
+	StepInitialize = "initialize" // the module's _initialize, run as an instance starts
+	StepManifest   = "manifest"   // its manifest export
+	StepReconcile  = "reconcile"  // its reconcile export
+)
+
+// The outcomes of a Step.
+const (
+	Returned   = "returned"   // the export returned
+	Trapped    = "trapped"    // it trapped (a panic, an out-of-bounds access, proc_exit...)
+	TimedOut   = "timedOut"   // the host stopped it at its deadline
+	BadResult  = "badResult"  // it returned a result the host could not read
+	Unfinished = "unfinished" // the host stopped recording it (its inputs past MaxStep)
+)
+
+// The types of Event.
+const (
+	EventCall     = "call"     // a host call: Fn, In (request), Status, Out (answer)
+	EventMonotime = "monotime" // the guest read its monotonic clock: N nanoseconds
+	EventWalltime = "walltime" // it read the wall clock: N nanoseconds since 1970
+	EventRandom   = "random"   // it drew random bytes: Out
+	EventSleep    = "sleep"    // it slept, or asked to: N nanoseconds
+	EventWrite    = "write"    // it wrote In to Fn, "stdout" or "stderr"
+	EventLog      = "log"      // it called log: N is the level, In the message
+)
+
+// Event is one thing a guest did that crossed into the host, in the order it did them: what it
+// read from outside its memory (a host call's answer, a clock, random bytes) and what it gave
+// out (a call's request, a log line, output).
+type Event struct {
+	Type   string `json:"type"`
+	Fn     string `json:"fn,omitempty"`
+	In     []byte `json:"in,omitempty"`
+	Out    []byte `json:"out,omitempty"`
+	Status uint32 `json:"status,omitempty"`
+	N      int64  `json:"n,omitempty"`
+}
+
+// Request is the reconcile request a guest was given.
+type Request struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	Retries   uint32 `json:"retries,omitempty"`
+}
+
+// Step is one call into an instance: what the guest saw and did, whole, from its start to its
+// outcome. Replayed on an instance in the same state, a module makes the same events and ends
+// the same way. A Step does not change once its call has ended.
+type Step struct {
+	Kind    string   `json:"kind"`
+	Request *Request `json:"request,omitempty"` // a reconcile's
+	Events  []Event  `json:"events"`
+	// Result is what the export returned: a reconcile's result envelope (none: success), the
+	// manifest's bytes.
+	Result  []byte `json:"result,omitempty"`
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"` // the host's words for a trap, a timeout, a bad result
+
+	size int // the bytes its events hold
+}
+
+// Add appends e to the step.
+func (s *Step) Add(e Event) {
+	s.Events = append(s.Events, e)
+	s.size += 32 + len(e.In) + len(e.Out)
+}
+
+// Size is about how many bytes the step holds.
+func (s *Step) Size() int { return s.size + 64 + len(s.Result) + len(s.Error) }
+
+func digestOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Settings are what the host set for the module that the guest could tell: they must be the
+// same for a replay to see what the recorded reconcile saw.
+type Settings struct {
+	// Name is the plugin's name, the guest's argv[0].
+	Name string `json:"name"`
+	// MemoryLimit is the instance's memory cap, in bytes: a guest's memory.grow past it fails.
+	MemoryLimit uint64 `json:"memoryLimit"`
+	// Interruptible says the module was instrumented to stop at its deadline.
+	Interruptible bool `json:"interruptible"`
+}
+
+// Recording is one reconcile, with what a replay needs to put a new instance in the state the
+// recorded one was in: the steps the instance ran before it, in order, from its _initialize.
+// They are stored beside it, in its instance's directory (see Store).
+type Recording struct {
+	Format      string    `json:"format"`
+	Plugin      string    `json:"plugin"`
+	Module      string    `json:"module"` // the module's digest
+	Settings    Settings  `json:"settings"`
+	ReconcileID string    `json:"reconcileID,omitempty"`
+	Time        time.Time `json:"time"` // when the reconcile started
+	Duration    string    `json:"duration,omitempty"`
+	// Instance names the instance the reconcile ran on; Before is how many steps it ran
+	// before, its _initialize first, and Chain their digest: sha256 over the digests of the
+	// steps' JSON, in order (see ChainOf).
+	Instance string `json:"instance"`
+	Before   int    `json:"before"`
+	Chain    string `json:"chain"`
+	// Step is the reconcile.
+	Step *Step `json:"step"`
+}
+
+// Chain is the running digest of an instance's steps: Next folds in one more.
+type Chain [sha256.Size]byte
+
+// Next is the chain after a step whose JSON is b: sha256(c || sha256(b)).
+func (c Chain) Next(b []byte) Chain {
+	sum := sha256.Sum256(b)
+	return sha256.Sum256(append(c[:], sum[:]...))
+}
+
+func (c Chain) String() string { return "sha256:" + hex.EncodeToString(c[:]) }
+
+// encoder and decoder are shared: zstd's are safe for concurrent EncodeAll and DecodeAll.
+var (
+	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<30))
+)
+
+// compress is what a blob is stored as: zstd of its JSON.
+func compress(b []byte) []byte { return encoder.EncodeAll(b, make([]byte, 0, len(b)/4+64)) }
+
+func decompress(b []byte) ([]byte, error) { return decoder.DecodeAll(b, nil) }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Encode returns r's JSON, and its digest.
+func (r *Recording) Encode() ([]byte, string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, "", err
+	}
+	return b, digestOf(b), nil
+}
+
+// DecodeRecording reads a recording's JSON (or its zstd compression), and checks its format.
+func DecodeRecording(b []byte) (*Recording, error) {
+	b, err := maybeDecompress(b)
+	if err != nil {
+		return nil, err
+	}
+	var r Recording
+	if err := strictDecode(b, &r); err != nil {
+		return nil, fmt.Errorf("not a recording: %w", err)
+	}
+	if r.Format != Format {
+		return nil, fmt.Errorf("a recording of format %q; this wasmrec reads %q", r.Format, Format)
+	}
+	if r.Step == nil || r.Step.Kind != StepReconcile {
+		return nil, fmt.Errorf("the recording holds no reconcile step")
+	}
+	return &r, nil
+}
+
+// DecodeStep reads a step's JSON (or its zstd compression).
+func DecodeStep(b []byte) (*Step, error) {
+	b, err := maybeDecompress(b)
+	if err != nil {
+		return nil, err
+	}
+	var s Step
+	if err := strictDecode(b, &s); err != nil {
+		return nil, fmt.Errorf("not a recorded step: %w", err)
+	}
+	switch s.Kind {
+	case StepInitialize, StepManifest, StepReconcile:
+	default:
+		return nil, fmt.Errorf("a step of kind %q, not %s, %s or %s", s.Kind, StepInitialize, StepManifest, StepReconcile)
+	}
+	return &s, nil
+}
+
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+func maybeDecompress(b []byte) ([]byte, error) {
+	if !bytes.HasPrefix(b, zstdMagic) {
+		return b, nil
+	}
+	out, err := decompress(b)
+	if err != nil {
+		return nil, fmt.Errorf("decompressing: %w", err)
+	}
+	return out, nil
+}
+
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("data after the JSON value")
+	}
+	return nil
+}
