@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmrec/wasmrec/abi"
-	"github.com/wasmrec/wasmrec/host/recording"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/modsource"
+	"github.com/wasmrec/wasmrec/host/recording"
 	"github.com/wasmrec/wasmrec/host/signature"
 	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/configcheck"

@@ -2,7 +2,7 @@ package wasm
 
 import (
 	"context"
-		"errors"
+	"errors"
 	"fmt"
 	"math"
 	"strings"

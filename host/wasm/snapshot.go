@@ -32,10 +32,10 @@ const snapshotBlock = 4 << 10
 type snapshot struct {
 	pages   uint32 // the memory's size, in pages
 	runs    []memoryRun
-	globals []uint64 // the values of the plan's globals, in its order
-	clock   int64    // the instance's monotonic clock when it was taken
+	globals []uint64        // the values of the plan's globals, in its order
+	clock   int64           // the instance's monotonic clock when it was taken
 	init    *recording.Step // the recorded _initialize it comes from, when the module records
-	size    int      // bytes held in runs of its own
+	size    int             // bytes held in runs of its own
 }
 
 // memoryRun is a run of consecutive changed blocks.
