@@ -290,6 +290,12 @@ func startCRHash(b *testing.B, bin, ns string) *exec.Cmd {
 // startHashPlugin runs `wasmrec run` with one plugin as a user writes it: a module, its namespace,
 // its grant, 2 workers, and nothing else.
 func startHashPlugin(b testing.TB, guest, ns string) *exec.Cmd {
+	return startHashPluginWith(b, guest, ns, "")
+}
+
+// startHashPluginWith is startHashPlugin with more settings for the plugin (YAML lines of its
+// entry) and more flags for the host.
+func startHashPluginWith(b testing.TB, guest, ns, settings string, args ...string) *exec.Cmd {
 	b.Helper()
 	dir := b.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -301,11 +307,11 @@ func startHashPlugin(b testing.TB, guest, ns string) *exec.Cmd {
     maxConcurrentReconciles: 2
     permissions:
       - {resources: [configmaps], verbs: [get, list, watch, patch]}
-`, guest, wasmFile(b, "testguests", guest), ns)
+%s`, guest, wasmFile(b, "testguests", guest), ns, settings)
 	must(b, os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(config), 0o600))
 	bin, err := filepath.Abs("../bin/wasmrec")
 	must(b, err)
-	return startBenchProcess(b, exec.Command(bin, "run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", kubeconfig))
+	return startBenchProcess(b, exec.Command(bin, append([]string{"run", "--config", filepath.Join(dir, "host.yaml"), "--kubeconfig", kubeconfig}, args...)...))
 }
 
 func startBenchProcess(b testing.TB, cmd *exec.Cmd) *exec.Cmd {

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -10,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -23,9 +28,11 @@ import (
 // status update, a delete, an event, a line on stdout), and the record guest's failing fifth
 // reconcile, which depends on the four before it on its instance (a count in its heap), on the
 // clocks and on random numbers. Replayed on another build, the record guest's recordings show
-// where its write differs.
+// where its write differs. The host serves them, over HTTPS, to those who may read what each
+// plugin reads: a tenant of the crud plugin's namespace fetches and replays its recordings with
+// her token, and is refused the record plugin's, in another team's namespace.
 func TestRecordAndReplay(t *testing.T) {
-	ns := namespace(t)
+	ns, nsB := namespace(t), namespace(t)
 	recs := t.TempDir()
 	h := startHost(t, fmt.Sprintf(`plugins:
   - name: crud
@@ -39,12 +46,13 @@ func TestRecordAndReplay(t *testing.T) {
       - {group: "", resources: [events], verbs: [create]}
   - name: record
     module: %[2]s
-    namespaces: [%[3]s]
+    namespaces: [%[4]s]
     record: {mode: failures}
     permissions:
       - {group: "", resources: [configmaps], verbs: [get, list, watch, create, patch]}
       - {group: "", resources: [events], verbs: [create]}
-`, wasmFile(t, "testguests", "crud-go"), wasmFile(t, "testguests", "record-go"), ns), "--recordings-dir", recs)
+`, wasmFile(t, "testguests", "crud-go"), wasmFile(t, "testguests", "record-go"), ns, nsB), "--recordings-dir", recs,
+		"--metrics-bind-address", "127.0.0.1:0", "--metrics-auth")
 	h.waitOut(t, `msg="starting workers" plugin=record`)
 	h.waitOut(t, `msg="starting workers" plugin=crud`)
 
@@ -54,7 +62,7 @@ func TestRecordAndReplay(t *testing.T) {
 	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: "crud", Labels: map[string]string{"wasmrec.dev/crud": "yes"}}, Data: map[string]string{"app": "crud-app"}}, metav1.CreateOptions{})
 	must(t, err)
-	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+	_, err = cs.CoreV1().ConfigMaps(nsB).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: "r", Labels: map[string]string{"wasmrec.dev/record": "yes"}}}, metav1.CreateOptions{})
 	must(t, err)
 	h.waitOut(t, "crud: all steps passed")
@@ -63,11 +71,11 @@ func TestRecordAndReplay(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		if i > 1 {
 			patch := fmt.Sprintf(`{"metadata":{"annotations":{"round":"%d"}}}`, i)
-			_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, "r", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+			_, err := cs.CoreV1().ConfigMaps(nsB).Patch(ctx, "r", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			must(t, err)
 		}
 		eventually(t, 30*time.Second, fmt.Sprintf("reconcile %d of r", i), func() error {
-			out, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "r-out", metav1.GetOptions{})
+			out, err := cs.CoreV1().ConfigMaps(nsB).Get(ctx, "r-out", metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -114,7 +122,7 @@ func TestRecordAndReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replaying record's recordings: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, ns+`/r  the same: an error "every fifth reconcile of r fails (this was number 5)"`) {
+	if !strings.Contains(out, nsB+`/r  the same: an error "every fifth reconcile of r fails (this was number 5)"`) {
 		t.Fatalf("record's replay does not show its failing fifth reconcile, the same:\n%s", out)
 	}
 
@@ -123,4 +131,59 @@ func TestRecordAndReplay(t *testing.T) {
 		t.Fatalf("replaying on version 2: %v; want the difference at its apply:\n%s", err, out)
 	}
 	t.Logf("version 2:\n%s", out)
+
+	// A tenant of the crud plugin's namespace, who may read what it reads, with her token.
+	alice := tenantToken(t, ns, "alice", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"demo.wasmrec.dev"}, Resources: []string{"apps"}, Verbs: []string{"get", "list"}},
+	})
+	h.waitOut(t, "serving metrics")
+	host := metricsAddrRE.FindStringSubmatch(h.out.String())[1]
+	kubeconfig := filepath.Join(t.TempDir(), "alice.kubeconfig")
+	must(t, os.WriteFile(kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: alice, user: {token: %q}}]
+contexts: [{name: c, context: {cluster: c, user: alice}}]
+current-context: c
+`, cfg.Host, alice)), 0o600))
+	home := t.TempDir() // the fetched recordings go to its cache directory
+	fetch := func(plugin string) (string, error) {
+		cmd := exec.Command("../bin/wasmrec", "replay", "--from", host, "--kubeconfig", kubeconfig, plugin)
+		cmd.Env = append(cmd.Environ(), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err = fetch("crud")
+	if err != nil || !strings.Contains(out, ns+"/crud  the same: success") {
+		t.Fatalf("alice replaying crud's recordings from the host: %v\n%s", err, out)
+	}
+	out, err = fetch("record")
+	if err == nil || !strings.Contains(out, "403 Forbidden") || !strings.Contains(out, "may not list configmaps in namespace "+nsB) || strings.Contains(out, "the same") {
+		t.Fatalf("alice fetching another team's recordings: %v; want 403 naming what she may not read:\n%s", err, out)
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}).Get(host + "/recordings/crud/")
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: %s, want 401", resp.Status)
+	}
+}
+
+// tenantToken makes a ServiceAccount in ns with a Role of these rules, and returns a token of it.
+func tenantToken(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}, metav1.CreateOptions{})
+	must(t, err)
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	must(t, err)
+	return tr.Status.Token
 }

@@ -292,19 +292,22 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	}
 	var ready atomic.Bool // caches synced and every plugin loaded or refused
 	metricsHandler := m.Handler()
+	served := map[string]http.Handler{"/metrics": metricsHandler}
 	var metricsTLS *tls.Config
 	if o.metricsAuth && o.metricsAddr != "0" {
 		cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "metrics-auth"))
 		if err != nil {
 			return err
 		}
-		metricsHandler = metrics.Authorized(cs, metricsHandler, log.WithName("metrics"))
+		served["/metrics"] = metrics.Authorized(cs, metricsHandler, log.WithName("metrics"))
+		// The plugins' recordings, to those who may read what each plugin reads.
+		served[plugin.RecordingsPath] = host.RecordingsHandler(cs, log.WithName("recordings"))
 		// Scrapers send their tokens: over TLS only.
 		if metricsTLS, err = o.metricsTLSConfig(); err != nil {
 			return err
 		}
 	}
-	if err := serveTLS(mgr, log, "metrics", o.metricsAddr, metricsTLS, map[string]http.Handler{"/metrics": metricsHandler}); err != nil {
+	if err := serveTLS(mgr, log, "metrics", o.metricsAddr, metricsTLS, served); err != nil {
 		return err
 	}
 	if err := serve(mgr, log, "pprof", o.pprofAddr, map[string]http.Handler{

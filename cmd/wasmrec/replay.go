@@ -2,15 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/recording"
@@ -19,10 +26,11 @@ import (
 
 func newReplayCommand(stdout io.Writer) *cobra.Command {
 	var (
-		modulePath, cacheDir string
-		list, show           bool
-		timeout              time.Duration
+		modulePath, cacheDir, from string
+		list, show                 bool
+		timeout                    time.Duration
 	)
+	kube := genericclioptions.NewConfigFlags(false)
 	cmd := &cobra.Command{
 		Use:   "replay DIR|PLUGIN [DIGEST...]",
 		Short: "Run recorded reconciles again, offline, and check that the plugin does the same",
@@ -47,25 +55,25 @@ build instead (the recordings then show where it differs).`,
   wasmrec replay app --module app-v2.wasm`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := recordingsDirOf(args[0])
-			if err != nil {
-				return err
+			var (
+				targets []replayTarget
+				err     error
+			)
+			if from != "" {
+				targets, err = fetchRecordings(cmd.Context(), from, args[0], args[1:], kube, list, stdout)
+			} else {
+				targets, err = localRecordings(args[0], args[1:])
 			}
-			listed, err := recording.List(dir)
-			if err != nil {
+			if err != nil || len(targets) == 0 {
 				return err
-			}
-			digests := args[1:]
-			if len(digests) == 0 {
-				if len(listed) == 0 {
-					return fmt.Errorf("%s holds no recordings: is the plugin's record set (and not none), and has it reconciled since?", dir)
-				}
-				for _, l := range listed {
-					digests = append(digests, l.Digest)
-				}
 			}
 			if list {
-				return listRecordings(stdout, dir, digests)
+				for _, t := range targets {
+					if err := listRecordings(stdout, t.dir, []string{t.digest}); err != nil {
+						return err
+					}
+				}
+				return nil
 			}
 			var module []byte
 			if modulePath != "" {
@@ -73,14 +81,14 @@ build instead (the recordings then show where it differs).`,
 					return fmt.Errorf("--module: %w", err)
 				}
 			}
-			r := &replays{dir: dir, module: module, modulePath: modulePath, timeout: timeout, show: show, out: stdout}
+			r := &replays{module: module, timeout: timeout, show: show, out: stdout}
 			if r.engine, err = wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir}); err != nil {
 				return err
 			}
 			defer r.close(cmd.Context())
 			differ := 0
-			for _, d := range digests {
-				same, err := r.replay(cmd.Context(), d)
+			for _, t := range targets {
+				same, err := r.replay(cmd.Context(), t.dir, t.digest)
 				if err != nil {
 					return err
 				}
@@ -89,11 +97,13 @@ build instead (the recordings then show where it differs).`,
 				}
 			}
 			if differ > 0 {
-				return fmt.Errorf("%d of %d recordings replayed differently", differ, len(digests))
+				return fmt.Errorf("%d of %d recordings replayed differently", differ, len(targets))
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&from, "from", "", "fetch the recordings from a host (https://HOST:PORT, its --metrics-bind-address) with the kubeconfig's token, and keep them in the user cache directory's wasmrec/fetched; the first argument is then the plugin's name")
+	kube.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&modulePath, "module", "", "replay on this .wasm file instead of the recorded module")
 	cmd.Flags().BoolVar(&list, "list", false, "list the recordings instead of replaying them")
 	cmd.Flags().BoolVar(&show, "show", false, "print each recording's events, in order, before its replay")
@@ -118,30 +128,40 @@ func recordingsDirOf(arg string) (string, error) {
 }
 
 func listRecordings(w io.Writer, dir string, digests []string) error {
-	for _, d := range digests {
-		rec, before, err := recording.Load(dir, d)
-		if err != nil {
-			fmt.Fprintf(w, "%s  %v\n", recording.ShortDigest(d), err)
+	listed, err := recording.List(dir)
+	if err != nil {
+		return err
+	}
+	for _, l := range listed {
+		if !slices.ContainsFunc(digests, func(d string) bool { return strings.HasPrefix(strings.TrimPrefix(l.Digest, "sha256:"), strings.TrimPrefix(d, "sha256:")) }) {
 			continue
 		}
-		fmt.Fprintf(w, "%s  %s  %s  %s  %s, %d calls, %d steps before\n", recording.ShortDigest(d), rec.Time.Format(time.RFC3339),
-			requestOf(rec.Step), recording.ShortDigest(rec.Module), outcomeOf(rec.Step), countCalls(rec.Step), len(before))
+		outcome := l.Outcome
+		if l.Failed && outcome == recording.Returned {
+			outcome = "returned an error"
+		}
+		fmt.Fprintf(w, "%s  %s  %s  module %s  %s, after %d steps of instance %s\n", recording.ShortDigest(l.Digest), l.Time.Format(time.RFC3339),
+			requestName(l.Request), recording.ShortDigest(l.Module), outcome, l.Before, l.Instance)
 	}
 	return nil
+}
+
+func requestName(r recording.Request) string {
+	s := r.Name
+	if r.Namespace != "" {
+		s = r.Namespace + "/" + s
+	}
+	if r.Retries > 0 {
+		s += fmt.Sprintf(" (retry %d)", r.Retries)
+	}
+	return s
 }
 
 func requestOf(s *recording.Step) string {
 	if s.Request == nil {
 		return "-"
 	}
-	r := s.Request.Name
-	if s.Request.Namespace != "" {
-		r = s.Request.Namespace + "/" + r
-	}
-	if s.Request.Retries > 0 {
-		r += fmt.Sprintf(" (retry %d)", s.Request.Retries)
-	}
-	return r
+	return requestName(*s.Request)
 }
 
 func outcomeOf(s *recording.Step) string {
@@ -168,16 +188,14 @@ func countCalls(s *recording.Step) int {
 	return n
 }
 
-// replays replays recordings of one directory, compiling each module once.
+// replays replays recordings, compiling each module once.
 type replays struct {
-	dir        string
-	module     []byte // --module's, if set
-	modulePath string
-	timeout    time.Duration
-	show       bool
-	out        io.Writer
-	engine     *wasm.Engine
-	modules    map[string]*wasm.Module // by digest and settings
+	module  []byte // --module's, if set
+	timeout time.Duration
+	show    bool
+	out     io.Writer
+	engine  *wasm.Engine
+	modules map[string]*wasm.Module // by digest and settings
 }
 
 func (r *replays) close(ctx context.Context) {
@@ -187,8 +205,8 @@ func (r *replays) close(ctx context.Context) {
 }
 
 // replay replays one recording, prints what it found, and reports whether it was the same.
-func (r *replays) replay(ctx context.Context, digest string) (bool, error) {
-	rec, before, err := recording.Load(r.dir, digest)
+func (r *replays) replay(ctx context.Context, dir, digest string) (bool, error) {
+	rec, before, err := recording.Load(dir, digest)
 	if err != nil {
 		return false, err
 	}
@@ -196,7 +214,7 @@ func (r *replays) replay(ctx context.Context, digest string) (bool, error) {
 	if r.show {
 		printSteps(r.out, short, before, rec.Step)
 	}
-	m, err := r.moduleFor(ctx, rec)
+	m, err := r.moduleFor(ctx, dir, rec)
 	if err != nil {
 		return false, err
 	}
@@ -218,16 +236,19 @@ func (r *replays) replay(ctx context.Context, digest string) (bool, error) {
 	return true, nil
 }
 
-func (r *replays) moduleFor(ctx context.Context, rec *recording.Recording) (*wasm.Module, error) {
+func (r *replays) moduleFor(ctx context.Context, dir string, rec *recording.Recording) (*wasm.Module, error) {
 	b := r.module
 	key := fmt.Sprintf("%s %+v", rec.Module, rec.Settings)
+	if r.module != nil {
+		key = "--module " + key
+	}
 	if m := r.modules[key]; m != nil {
 		return m, nil
 	}
 	if b == nil {
 		var err error
-		if b, err = recording.LoadModule(r.dir, rec.Module); err != nil {
-			return nil, fmt.Errorf("the module %s the recordings were made with is not in %s (%v): give it with --module", recording.ShortDigest(rec.Module), r.dir, err)
+		if b, err = recording.LoadModule(dir, rec.Module); err != nil {
+			return nil, fmt.Errorf("the module %s the recordings were made with is not in %s (%v): give it with --module", recording.ShortDigest(rec.Module), dir, err)
 		}
 	}
 	m, err := r.engine.Compile(ctx, b, wasm.ReplayOptions(rec.Settings))
@@ -283,4 +304,138 @@ func clipBytes(b []byte) string {
 		return fmt.Sprintf("%q... (%d bytes)", b[:160], len(b))
 	}
 	return fmt.Sprintf("%q", b)
+}
+
+// replayTarget is a recording to replay: its digest, in a plugin's recordings directory.
+type replayTarget struct{ dir, digest string }
+
+// localRecordings are the recordings of arg (a directory, or a plugin's name) with these
+// digests, or all of them.
+func localRecordings(arg string, digests []string) ([]replayTarget, error) {
+	dir, err := recordingsDirOf(arg)
+	if err != nil {
+		return nil, err
+	}
+	listed, err := recording.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(digests) == 0 {
+		if len(listed) == 0 {
+			return nil, fmt.Errorf("%s holds no recordings: is the plugin's record set (and not none), and has it reconciled since?", dir)
+		}
+		for _, l := range listed {
+			digests = append(digests, l.Digest)
+		}
+	}
+	targets := make([]replayTarget, len(digests))
+	for i, d := range digests {
+		targets[i] = replayTarget{dir, d}
+	}
+	return targets, nil
+}
+
+// fetchRecordings fetches a plugin's recordings from a host, those with these digests or all,
+// each into a directory of its own under the user cache directory's wasmrec/fetched.
+func fetchRecordings(ctx context.Context, from, plugin string, digests []string, kube *genericclioptions.ConfigFlags, listOnly bool, stdout io.Writer) ([]replayTarget, error) {
+	cfg, err := kube.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("--from needs a token the API server accepts, from the kubeconfig: %w", err)
+	}
+	token := cfg.BearerToken
+	if token == "" && cfg.BearerTokenFile != "" {
+		b, err := os.ReadFile(cfg.BearerTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		return nil, errors.New("--from: the kubeconfig's user has no bearer token; give one with --token (the host asks the API server who it is)")
+	}
+	tlsCfg := &tls.Config{InsecureSkipVerify: cfg.Insecure} //nolint:gosec // the user's own choice, as for the API server
+	if *kube.Insecure {
+		tlsCfg.InsecureSkipVerify = true
+	}
+	if ca := *kube.CAFile; ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, err
+		}
+		tlsCfg.RootCAs = x509.NewCertPool()
+		tlsCfg.RootCAs.AppendCertsFromPEM(pem)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}, Timeout: 5 * time.Minute}
+	get := func(path string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(from, "/")+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("--from %s: %w (with a host's own certificate, add --insecure-skip-tls-verify or --certificate-authority)", from, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			return nil, fmt.Errorf("%s%s: %s: %s", from, path, resp.Status, strings.TrimSpace(string(body)))
+		}
+		return resp, nil
+	}
+	resp, err := get(plugin2path(plugin, ""))
+	if err != nil {
+		return nil, err
+	}
+	var items []struct {
+		Digest  string            `json:"digest"`
+		Time    time.Time         `json:"time"`
+		Request recording.Request `json:"request"`
+		Outcome string            `json:"outcome"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&items)
+	resp.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: the list of recordings: %w", from, err)
+	}
+	var want []string
+	for _, it := range items {
+		if len(digests) == 0 || slices.ContainsFunc(digests, func(d string) bool {
+			return strings.HasPrefix(strings.TrimPrefix(it.Digest, "sha256:"), strings.TrimPrefix(d, "sha256:"))
+		}) {
+			want = append(want, it.Digest)
+		}
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("%s has no recordings of plugin %q%s", from, plugin, map[bool]string{true: "", false: " with those digests"}[len(digests) == 0])
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	var targets []replayTarget
+	for _, d := range want {
+		dir := filepath.Join(base, "wasmrec", "fetched", plugin, recording.ShortDigest(d))
+		if _, err := os.Stat(dir); err != nil {
+			resp, err := get(plugin2path(plugin, d))
+			if err != nil {
+				return nil, err
+			}
+			err = recording.ReadBundle(resp.Body, dir, 1<<30)
+			resp.Body.Close()
+			if err != nil {
+				os.RemoveAll(dir)
+				return nil, fmt.Errorf("recording %s: %w", recording.ShortDigest(d), err)
+			}
+		}
+		targets = append(targets, replayTarget{dir, d})
+	}
+	if !listOnly {
+		fmt.Fprintf(stdout, "fetched %d recordings of %s into %s\n", len(targets), plugin, filepath.Join(base, "wasmrec", "fetched", plugin))
+	}
+	return targets, nil
+}
+
+func plugin2path(plugin, digest string) string {
+	return "/recordings/" + url.PathEscape(plugin) + "/" + digest
 }

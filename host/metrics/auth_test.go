@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/wasmrec/wasmrec/host/internal/review"
 )
 
 // A scrape is served only with a token the API server accepts, whose user may get the path;
@@ -39,9 +41,8 @@ func TestAuthorizedAsksTheAPIServer(t *testing.T) {
 	served := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte("wasmrec_plugin_info{plugin=\"team-a.x\"} 1"))
 	})
-	h := Authorized(cs, served, logr.Discard()).(*authorized)
 	clock := clocktesting.NewFakePassiveClock(time.Now())
-	h.clock = clock
+	h := &authorized{reviews: review.NewWithClock(cs, clock), next: served, log: logr.Discard()}
 	get := func(token string) (int, string) {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		if token != "" {
@@ -74,7 +75,7 @@ func TestAuthorizedAsksTheAPIServer(t *testing.T) {
 	if reviews.Load() != n {
 		t.Error("a second scrape within the minute was reviewed again")
 	}
-	clock.SetTime(clock.Now().Add(answerTTL + time.Second))
+	clock.SetTime(clock.Now().Add(review.TTL + time.Second))
 	get("prometheus")
 	if reviews.Load() != n+1 {
 		t.Error("a scrape past the minute was not reviewed again")

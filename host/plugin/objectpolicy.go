@@ -65,6 +65,10 @@ type ObjectPolicy struct {
 	// MinResyncPeriod is the shortest resyncPeriod an object may set: each resync reconciles
 	// every object the plugin sees. Defaults to 1m.
 	MinResyncPeriod *metav1.Duration `json:"minResyncPeriod,omitempty"`
+	// MaxRecordBytes bounds what one object's recordings may take on the host's disk (its
+	// record.maxBytes, which it takes if unset). Defaults to 32Mi: with namespaceUnitBudget
+	// objects, a team's recordings take at most 2 GiB.
+	MaxRecordBytes *resource.Quantity `json:"maxRecordBytes,omitempty"`
 }
 
 // Defaults of ObjectPolicy.
@@ -81,6 +85,7 @@ var (
 	DefaultObjectUnitBudget   = 512
 	DefaultNamespaceUnits     = 64
 	DefaultNamespaceCPU       = 1
+	DefaultObjectMaxRecord    = resource.MustParse("32Mi")
 )
 
 // WithDefaults returns p with its defaults filled in.
@@ -115,6 +120,10 @@ func (p ObjectPolicy) WithDefaults() ObjectPolicy {
 	}
 	if p.MinResyncPeriod == nil {
 		p.MinResyncPeriod = &metav1.Duration{Duration: DefaultObjectMinResync}
+	}
+	if p.MaxRecordBytes == nil {
+		q := DefaultObjectMaxRecord.DeepCopy()
+		p.MaxRecordBytes = &q
 	}
 	if p.NamespaceCPU <= 0 {
 		p.NamespaceCPU = DefaultNamespaceCPU
@@ -181,6 +190,8 @@ func (p ObjectPolicy) Admit(what, namespace string, c Config) error {
 		return beyond("maxConcurrentReconciles", fmt.Sprint(c.MaxConcurrentReconciles), fmt.Sprint(p.MaxConcurrentReconciles), "pluginObjects.maxConcurrentReconciles in the host config")
 	case c.Timeout != nil && c.Timeout.Duration > p.MaxTimeout.Duration:
 		return beyond("timeout", c.Timeout.Duration.String(), p.MaxTimeout.Duration.String(), "pluginObjects.maxTimeout in the host config")
+	case c.Record != nil && c.Record.MaxBytes > p.MaxRecordBytes.Value():
+		return beyond("record.maxBytes", fmt.Sprint(c.Record.MaxBytes), fmt.Sprint(p.MaxRecordBytes.Value()), "pluginObjects.maxRecordBytes in the host config")
 	case c.Shards > p.MaxShards:
 		return beyond("shards", fmt.Sprint(c.Shards), fmt.Sprint(p.MaxShards), "pluginObjects.maxShards in the host config")
 	case c.PollInterval != nil && c.PollInterval.Duration < p.MinPollInterval.Duration:

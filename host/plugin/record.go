@@ -63,7 +63,7 @@ func (r *recorder) keep(ctx context.Context, name string, mod *wasm.Module, c *w
 	id, _ := ctx.Value(reconcileIDKey{}).(string)
 	rec := &recording.Recording{
 		Format: recording.Format, Plugin: name, Module: mod.Digest(), Settings: mod.Settings(), ReconcileID: id, Instance: c.Instance,
-		Time: started.UTC(), Duration: time.Since(started).String(), Step: c.Step,
+		Time: started.UTC(), Duration: time.Since(started).String(), Failed: failed, Step: c.Step,
 	}
 	r.store.Put(rec, c.Before)
 }

@@ -266,6 +266,11 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if cfg.MaxModuleSize == nil {
 		cfg.MaxModuleSize = r.policy.MaxModuleSize
 	}
+	if rec := cfg.Record; rec != nil && rec.MaxBytes == 0 {
+		bounded := *rec
+		bounded.MaxBytes = r.policy.MaxRecordBytes.Value()
+		cfg.Record = &bounded
+	}
 	if ns := u.GetNamespace(); ns != "" {
 		cfg.CPU = r.cpuShare(ns)
 	}

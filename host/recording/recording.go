@@ -103,7 +103,9 @@ type Settings struct {
 
 // Recording is one reconcile, with what a replay needs to put a new instance in the state the
 // recorded one was in: the steps the instance ran before it, in order, from its _initialize.
-// They are stored beside it, in its instance's directory (see Store).
+// Its steps are stored in its instance's log, the reconcile's last (see Store); the recording
+// names them by their number and their chain, and its digest, that of its JSON, covers them
+// all.
 type Recording struct {
 	Format      string    `json:"format"`
 	Plugin      string    `json:"plugin"`
@@ -112,14 +114,19 @@ type Recording struct {
 	ReconcileID string    `json:"reconcileID,omitempty"`
 	Time        time.Time `json:"time"` // when the reconcile started
 	Duration    string    `json:"duration,omitempty"`
-	// Instance names the instance the reconcile ran on; Before is how many steps it ran
-	// before, its _initialize first, and Chain their digest: sha256 over the digests of the
-	// steps' JSON, in order (see ChainOf).
+	// Request and Outcome repeat the reconcile step's, for a list.
+	Request Request `json:"request"`
+	Outcome string  `json:"outcome"`
+	Failed  bool    `json:"failed,omitempty"` // it trapped, timed out, or returned an error
+	// Instance names the instance the reconcile ran on, Before how many steps it ran before it
+	// (its _initialize first: the reconcile is step Before of the instance's log), and Chain
+	// the digest of steps 0 to Before: ChainOf their JSON, in order.
 	Instance string `json:"instance"`
 	Before   int    `json:"before"`
 	Chain    string `json:"chain"`
-	// Step is the reconcile.
-	Step *Step `json:"step"`
+
+	// Step is the reconcile, read from the instance's log.
+	Step *Step `json:"-"`
 }
 
 // Chain is the running digest of an instance's steps: Next folds in one more.
@@ -139,14 +146,14 @@ var (
 	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(1<<30))
 )
 
-// compress is what a blob is stored as: zstd of its JSON.
-func compress(b []byte) []byte { return encoder.EncodeAll(b, make([]byte, 0, len(b)/4+64)) }
+// compress appends the zstd frame of b to dst.
+func compress(dst, b []byte) []byte { return encoder.EncodeAll(b, dst) }
 
 func decompress(b []byte) ([]byte, error) { return decoder.DecodeAll(b, nil) }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
-// Encode returns r's JSON, and its digest.
+// Encode returns r's JSON, and its digest: the recording's name.
 func (r *Recording) Encode() ([]byte, string, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -155,12 +162,8 @@ func (r *Recording) Encode() ([]byte, string, error) {
 	return b, digestOf(b), nil
 }
 
-// DecodeRecording reads a recording's JSON (or its zstd compression), and checks its format.
+// DecodeRecording reads a recording's JSON, and checks its format.
 func DecodeRecording(b []byte) (*Recording, error) {
-	b, err := maybeDecompress(b)
-	if err != nil {
-		return nil, err
-	}
 	var r Recording
 	if err := strictDecode(b, &r); err != nil {
 		return nil, fmt.Errorf("not a recording: %w", err)
@@ -168,18 +171,14 @@ func DecodeRecording(b []byte) (*Recording, error) {
 	if r.Format != Format {
 		return nil, fmt.Errorf("a recording of format %q; this wasmrec reads %q", r.Format, Format)
 	}
-	if r.Step == nil || r.Step.Kind != StepReconcile {
-		return nil, fmt.Errorf("the recording holds no reconcile step")
+	if r.Instance == "" || r.Before < 0 {
+		return nil, fmt.Errorf("a recording that names no instance, or a negative step")
 	}
 	return &r, nil
 }
 
-// DecodeStep reads a step's JSON (or its zstd compression).
+// DecodeStep reads a step's JSON.
 func DecodeStep(b []byte) (*Step, error) {
-	b, err := maybeDecompress(b)
-	if err != nil {
-		return nil, err
-	}
 	var s Step
 	if err := strictDecode(b, &s); err != nil {
 		return nil, fmt.Errorf("not a recorded step: %w", err)
@@ -190,19 +189,6 @@ func DecodeStep(b []byte) (*Step, error) {
 		return nil, fmt.Errorf("a step of kind %q, not %s, %s or %s", s.Kind, StepInitialize, StepManifest, StepReconcile)
 	}
 	return &s, nil
-}
-
-var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
-
-func maybeDecompress(b []byte) ([]byte, error) {
-	if !bytes.HasPrefix(b, zstdMagic) {
-		return b, nil
-	}
-	out, err := decompress(b)
-	if err != nil {
-		return nil, fmt.Errorf("decompressing: %w", err)
-	}
-	return out, nil
 }
 
 func strictDecode(b []byte, v any) error {

@@ -1,14 +1,13 @@
 package recording
 
 import (
-	"errors"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,14 +76,16 @@ func (p Policy) Keep(failed bool) bool {
 
 // Store keeps one plugin's recordings in a directory, within a bound on their bytes.
 //
-// Each instance the plugin ran has a directory of its own: the steps it ran, numbered from its
-// _initialize (step-0), each written once, and its recordings, named by their digests. A
+// Each instance the plugin ran has a directory of its own, i-<instance>, with two logs: the
+// steps it ran (steps.log, its _initialize first), and its recordings (recordings.log), each
+// entry a frame: its length (4 bytes, little-endian), then its JSON, compressed with zstd. A
 // recording of the instance's 100th reconcile needs the 99 steps before it: they are written
 // with the first recording that needs them, and shared by those after. Past its bound, the
 // store drops whole instances' directories, the least recently written first (never the one
 // being written): a recording is kept with all it needs, or not at all. What is in the
 // directory when a Store opens it is kept, in the order of the directories' times. Beside them
-// are the modules the recordings were made with, kept while a recording of them is written.
+// are the modules the recordings were made with (module-<hex>.wasm.zst), kept while a
+// recording of them is written.
 //
 // Put hands a recording to the Store's writer and never waits for the disk: a reconcile is not
 // slowed by its recording. A recording the writer has no room for in its queue is dropped and
@@ -110,8 +111,13 @@ type unit struct {
 	name    string
 	size    int64
 	written time.Time
-	// what the writer has written of an instance: its steps' count, and their chain after each
-	chains []Chain
+	touched time.Time // a module's file's time, as last set
+
+	// An instance's logs while the writer has them open, how many steps steps.log holds and
+	// their chain. Only the writer uses them.
+	steps, recs *os.File
+	count       int
+	chain       Chain
 }
 
 type job struct {
@@ -123,13 +129,15 @@ type job struct {
 
 // Names in a store's directory.
 const (
-	instancePrefix  = "i-"
-	recordingPrefix = "rec-"
-	stepPrefix      = "step-"
-	modulePrefix    = "module-"
-	fileSuffix      = ".json.zst"
-	moduleSuffix    = ".wasm.zst"
+	instancePrefix = "i-"
+	stepsLog       = "steps.log"
+	recordingsLog  = "recordings.log"
+	modulePrefix   = "module-"
+	moduleSuffix   = ".wasm.zst"
 )
+
+// idleInstance is how long the writer keeps an instance's logs open with nothing to write.
+const idleInstance = time.Minute
 
 // Open opens (or makes) dir as a store of at most maxBytes (0: DefaultMaxBytes), and starts
 // its writer; Close stops it.
@@ -140,7 +148,7 @@ func Open(dir string, maxBytes int64, log logr.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("recordings directory: %w", err)
 	}
-	s := &Store{dir: dir, maxBytes: maxBytes, log: log, units: map[string]*unit{}, queue: make(chan job, 256), done: make(chan struct{})}
+	s := &Store{dir: dir, maxBytes: maxBytes, log: log, units: map[string]*unit{}, queue: make(chan job, 1024), done: make(chan struct{})}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("recordings directory: %w", err)
@@ -153,10 +161,12 @@ func Open(dir string, maxBytes int64, log logr.Logger) (*Store, error) {
 		u := &unit{name: e.Name(), written: info.ModTime()}
 		switch {
 		case e.IsDir() && strings.HasPrefix(e.Name(), instancePrefix):
-			files, _ := os.ReadDir(filepath.Join(dir, e.Name()))
-			for _, f := range files {
-				if fi, err := f.Info(); err == nil {
+			for _, f := range []string{stepsLog, recordingsLog} {
+				if fi, err := os.Stat(filepath.Join(dir, e.Name(), f)); err == nil {
 					u.size += fi.Size()
+					if fi.ModTime().After(u.written) {
+						u.written = fi.ModTime()
+					}
 				}
 			}
 		case e.Type().IsRegular() && strings.HasPrefix(e.Name(), modulePrefix):
@@ -176,8 +186,8 @@ func Open(dir string, maxBytes int64, log logr.Logger) (*Store, error) {
 func (s *Store) Dir() string { return s.dir }
 
 // Put queues rec for writing, with the steps its instance ran before it, in order: those not
-// written yet are written with it, and rec's Before and Chain set from them. It returns at
-// once; false says the queue was full and rec was dropped.
+// written yet are written with it, then rec.Step, and rec's Before and Chain set from them.
+// It returns at once; false says the queue was full and rec was dropped.
 func (s *Store) Put(rec *Recording, before []*Step) bool {
 	select {
 	case s.queue <- job{rec: rec, before: before}:
@@ -231,7 +241,21 @@ func (s *Store) Close() {
 
 func (s *Store) write() {
 	defer close(s.done)
-	for j := range s.queue {
+	defer s.closeIdle(time.Time{})
+	tick := time.NewTicker(idleInstance)
+	defer tick.Stop()
+	for {
+		var j job
+		select {
+		case <-tick.C:
+			s.closeIdle(time.Now().Add(-idleInstance))
+			continue
+		case next, ok := <-s.queue:
+			if !ok {
+				return
+			}
+			j = next
+		}
 		switch {
 		case j.flush != nil:
 			close(j.flush)
@@ -244,6 +268,25 @@ func (s *Store) write() {
 				s.log.Error(err, "writing a recording", "reconcileID", j.rec.ReconcileID)
 			}
 		}
+	}
+}
+
+// closeIdle closes the logs of the instances last written before t (all, for the zero t).
+func (s *Store) closeIdle(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range s.units {
+		if u.steps != nil && (t.IsZero() || u.written.Before(t)) {
+			u.closeLogs()
+		}
+	}
+}
+
+func (u *unit) closeLogs() {
+	if u.steps != nil {
+		u.steps.Close()
+		u.recs.Close()
+		u.steps, u.recs = nil, nil
 	}
 }
 
@@ -260,88 +303,178 @@ func (s *Store) writeModule(wasm []byte) error {
 		s.touch(name)
 		return nil
 	}
-	n, err := writeFile(filepath.Join(s.dir, name), compress(wasm))
-	if err != nil {
+	z := compress(nil, wasm)
+	if err := writeFile(filepath.Join(s.dir, name), z); err != nil {
 		return err
 	}
-	s.add(&unit{name: name, written: time.Now()}, n)
+	s.mu.Lock()
+	s.units[name] = &unit{name: name, size: int64(len(z)), written: time.Now(), touched: time.Now()}
+	s.bytes += int64(len(z))
+	s.mu.Unlock()
 	return nil
 }
 
-func (s *Store) writeRecording(rec *Recording, before []*Step) error {
-	if rec.Instance == "" || strings.ContainsAny(rec.Instance, `/\.`) {
-		return fmt.Errorf("recording of an instance named %q", rec.Instance)
+// touch marks the module file of that name, if the store has it, as just written; its file's
+// time is set at most once a minute.
+func (s *Store) touch(name string) {
+	now := time.Now()
+	s.mu.Lock()
+	u, ok := s.units[name]
+	set := ok && now.Sub(u.touched) > time.Minute
+	if ok {
+		u.written = now
 	}
-	name := instancePrefix + rec.Instance
-	path := filepath.Join(s.dir, name)
+	if set {
+		u.touched = now
+	}
+	s.mu.Unlock()
+	if set {
+		_ = os.Chtimes(filepath.Join(s.dir, name), now, now)
+	}
+}
+
+// instance returns the unit of an instance's directory with its logs open for appending.
+func (s *Store) instance(id string) (*unit, error) {
+	if id == "" || strings.ContainsAny(id, `/\.`) {
+		return nil, fmt.Errorf("a recording of an instance named %q", id)
+	}
+	name := instancePrefix + id
 	s.mu.Lock()
 	u := s.units[name]
 	s.mu.Unlock()
+	if u != nil && u.steps != nil {
+		return u, nil
+	}
+	path := filepath.Join(s.dir, name)
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return nil, err
+	}
 	if u == nil {
-		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		u = &unit{name: name, written: time.Now(), chains: []Chain{{}}}
-		s.add(u, 0)
-	}
-	if u.chains == nil {
-		return fmt.Errorf("instance %s: its directory is from an earlier run of the host", rec.Instance)
-	}
-	var wrote int64
-	for i := len(u.chains) - 1; i < len(before); i++ {
-		b, err := marshal(before[i])
+		u = &unit{name: name, written: time.Now()}
+	} else { // its logs were closed while it was idle: its steps are read again for their chain
+		steps, err := readFrames(filepath.Join(path, stepsLog), -1)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		n, err := writeFile(filepath.Join(path, stepPrefix+strconv.Itoa(i)+fileSuffix), compress(b))
-		if err != nil {
-			return err
+		u.count, u.chain = len(steps), Chain{}
+		for _, b := range steps {
+			u.chain = u.chain.Next(b)
 		}
-		wrote += n
-		u.chains = append(u.chains, u.chains[i].Next(b))
 	}
-	if len(before) >= len(u.chains) {
-		return fmt.Errorf("instance %s: a recording after %d steps, but %d were written: the steps are gone", rec.Instance, len(before), len(u.chains)-1)
+	var err error
+	if u.steps, err = os.OpenFile(filepath.Join(path, stepsLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+		return nil, err
 	}
-	rec.Before, rec.Chain = len(before), u.chains[len(before)].String()
-	b, d, err := rec.Encode()
+	if u.recs, err = os.OpenFile(filepath.Join(path, recordingsLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+		u.steps.Close()
+		u.steps = nil
+		return nil, err
+	}
+	s.mu.Lock()
+	s.units[name] = u
+	s.mu.Unlock()
+	return u, nil
+}
+
+func (s *Store) writeRecording(rec *Recording, before []*Step) error {
+	u, err := s.instance(rec.Instance)
 	if err != nil {
 		return err
 	}
-	n, err := writeFile(filepath.Join(path, recordingPrefix+strings.TrimPrefix(d, "sha256:")+fileSuffix), compress(b))
+	if len(before) < u.count {
+		return fmt.Errorf("instance %s: a recording after %d steps, but its log holds %d already", rec.Instance, len(before), u.count)
+	}
+	var frames []byte
+	for _, st := range append(before[u.count:len(before):len(before)], rec.Step) {
+		b, err := json.Marshal(st)
+		if err != nil {
+			return fmt.Errorf("encoding a recorded step: %w", err)
+		}
+		frames = appendFrame(frames, b)
+		u.chain = u.chain.Next(b)
+	}
+	rec.Before, rec.Chain = len(before), u.chain.String()
+	rec.Request = *rec.Step.Request
+	rec.Outcome = rec.Step.Outcome
+	b, _, err := rec.Encode()
 	if err != nil {
 		return err
 	}
-	s.add(u, wrote+n)
+	recFrame := appendFrame(nil, b)
+	if _, err := u.steps.Write(frames); err != nil {
+		u.closeLogs()
+		return err
+	}
+	u.count = len(before) + 1
+	if _, err := u.recs.Write(recFrame); err != nil {
+		u.closeLogs()
+		return err
+	}
+	s.mu.Lock()
+	n := int64(len(frames) + len(recFrame))
+	u.size += n
+	u.written = time.Now()
+	s.bytes += n
+	s.mu.Unlock()
 	if rec.Module != "" {
 		s.touch(moduleFile(rec.Module))
 	}
 	s.written.Add(1)
-	s.trim(name)
+	s.trim(u.name)
 	return nil
 }
 
-// add counts n more bytes in u, written now.
-func (s *Store) add(u *unit, n int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.units[u.name] = u
-	u.size += n
-	u.written = time.Now()
-	s.bytes += n
+// appendFrame appends a frame of b (its JSON) to dst: the compressed length, then b compressed.
+func appendFrame(dst, b []byte) []byte {
+	at := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = compress(dst, b)
+	binary.LittleEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	return dst
 }
 
-// touch marks the unit of that name, if the store has it, as just written.
-func (s *Store) touch(name string) {
-	s.mu.Lock()
-	u, ok := s.units[name]
-	if ok {
-		u.written = time.Now()
+// readFrames reads the JSON of the first n frames of a log (all for n < 0). A frame cut short
+// at the end (the host stopped while writing it) ends the log.
+func readFrames(path string, n int) ([][]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
 	}
-	s.mu.Unlock()
-	if ok {
-		_ = os.Chtimes(filepath.Join(s.dir, name), u.written, u.written)
+	var out [][]byte
+	for len(raw) >= 4 && (n < 0 || len(out) < n) {
+		size := binary.LittleEndian.Uint32(raw)
+		if uint64(size) > uint64(len(raw)-4) {
+			break
+		}
+		b, err := decompress(raw[4 : 4+size])
+		if err != nil {
+			return nil, fmt.Errorf("%s, entry %d: %w", path, len(out), err)
+		}
+		out = append(out, b)
+		raw = raw[4+size:]
 	}
+	return out, nil
+}
+
+// frameBytes returns the bytes of frames [from, to) of a log, as they are on disk.
+func frameBytes(path string, from, to int) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	offs := []int{0} // where each whole frame starts, and where the last ends
+	for off := 0; off+4 <= len(raw); {
+		end := off + 4 + int(binary.LittleEndian.Uint32(raw[off:]))
+		if end > len(raw) {
+			break
+		}
+		off = end
+		offs = append(offs, off)
+	}
+	if from < 0 || to < from || to >= len(offs) {
+		return nil, fmt.Errorf("%s holds %d entries, not %d", path, len(offs)-1, to)
+	}
+	return raw[offs[from]:offs[to]], nil
 }
 
 // trim drops the least recently written units, but keep, until the store is within its bound.
@@ -362,6 +495,7 @@ func (s *Store) trim(keep string) {
 		if s.bytes <= s.maxBytes {
 			return
 		}
+		u.closeLogs()
 		if err := os.RemoveAll(filepath.Join(s.dir, u.name)); err != nil {
 			s.log.Error(err, "removing recordings past the store's bound", "path", filepath.Join(s.dir, u.name))
 			continue
@@ -371,42 +505,34 @@ func (s *Store) trim(keep string) {
 	}
 }
 
-func marshal(st *Step) ([]byte, error) {
-	b, err := jsonMarshal(st)
-	if err != nil {
-		return nil, fmt.Errorf("encoding a recorded step: %w", err)
-	}
-	return b, nil
-}
-
-// writeFile writes data to path through a temporary file, and returns its size.
-func writeFile(path string, data []byte) (int64, error) {
+// writeFile writes data to path through a temporary file.
+func writeFile(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return 0, err
+		return err
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return 0, err
+		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
-		return 0, err
+		return err
 	}
-	return int64(len(data)), nil
+	return nil
 }
 
 // Listed is a recording in a store.
 type Listed struct {
 	Digest string
-	Size   int64
-	Time   time.Time // when it was written
-	path   string
+	*Recording
+	dir   string // its instance's
+	index int    // in its instance's recordings.log
 }
 
 // List returns the store's recordings, the oldest first.
@@ -415,7 +541,7 @@ func (s *Store) List() []Listed {
 	return l
 }
 
-// List returns the recordings in dir, a plugin's, the oldest first.
+// List returns the recordings in dir, a plugin's, the oldest first. Their Steps are not read.
 func List(dir string) ([]Listed, error) {
 	instances, err := os.ReadDir(dir)
 	if err != nil {
@@ -426,32 +552,29 @@ func List(dir string) ([]Listed, error) {
 		if !in.IsDir() || !strings.HasPrefix(in.Name(), instancePrefix) {
 			continue
 		}
-		files, _ := os.ReadDir(filepath.Join(dir, in.Name()))
-		for _, f := range files {
-			name := f.Name()
-			if !strings.HasPrefix(name, recordingPrefix) || !strings.HasSuffix(name, fileSuffix) {
-				continue
-			}
-			info, err := f.Info()
+		idir := filepath.Join(dir, in.Name())
+		frames, err := readFrames(filepath.Join(idir, recordingsLog), -1)
+		if err != nil {
+			continue
+		}
+		for i, b := range frames {
+			rec, err := DecodeRecording(b)
 			if err != nil {
 				continue
 			}
-			hex := strings.TrimSuffix(strings.TrimPrefix(name, recordingPrefix), fileSuffix)
-			out = append(out, Listed{Digest: "sha256:" + hex, Size: info.Size(), Time: info.ModTime(), path: filepath.Join(dir, in.Name(), name)})
+			out = append(out, Listed{Digest: digestOf(b), Recording: rec, dir: idir, index: i})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Listed) int { return a.Time.Compare(b.Time) })
 	return out, nil
 }
 
-// Load reads the recording of that digest (a prefix of its hex digits will do, if only one
-// matches) from dir, a plugin's, and the steps before it, which it checks against the
-// recording's chain.
-func Load(dir, digest string) (*Recording, []*Step, error) {
+// find finds the recording of that digest, or of a prefix of one, in dir.
+func find(dir, digest string) (Listed, error) {
 	hex := strings.TrimPrefix(digest, "sha256:")
 	all, err := List(dir)
 	if err != nil {
-		return nil, nil, err
+		return Listed{}, err
 	}
 	var match []Listed
 	for _, l := range all {
@@ -461,37 +584,48 @@ func Load(dir, digest string) (*Recording, []*Step, error) {
 	}
 	switch len(match) {
 	case 0:
-		return nil, nil, fmt.Errorf("no recording %s in %s: `wasmrec replay %s --list` lists them", digest, dir, dir)
+		return Listed{}, fmt.Errorf("no recording %s in %s: `wasmrec replay %s --list` lists them", digest, dir, dir)
 	case 1:
-	default:
-		return nil, nil, fmt.Errorf("%d recordings in %s begin with %s: give more of the digest", len(match), dir, hex)
+		return match[0], nil
 	}
-	rec, err := ReadRecording(match[0].path)
+	return Listed{}, fmt.Errorf("%d recordings in %s begin with %s: give more of the digest", len(match), dir, hex)
+}
+
+// Load reads the recording of that digest (a prefix of its hex digits will do, if only one
+// matches) from dir, a plugin's, with its reconcile step, and the steps before it, which it
+// checks against the recording's chain.
+func Load(dir, digest string) (*Recording, []*Step, error) {
+	l, err := find(dir, digest)
 	if err != nil {
 		return nil, nil, err
 	}
-	steps := make([]*Step, 0, rec.Before)
+	short := ShortDigest(l.Digest)
+	frames, err := readFrames(filepath.Join(l.dir, stepsLog), l.Before+1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("recording %s: %w", short, err)
+	}
+	if len(frames) != l.Before+1 {
+		return nil, nil, fmt.Errorf("recording %s: its instance's log holds %d steps, not the %d it needs", short, len(frames), l.Before+1)
+	}
 	var chain Chain
-	for i := range rec.Before {
-		z, err := os.ReadFile(filepath.Join(filepath.Dir(match[0].path), stepPrefix+strconv.Itoa(i)+fileSuffix))
-		if err != nil {
-			return nil, nil, fmt.Errorf("recording %s: step %d of the %d its instance ran before it: %w", ShortDigest(match[0].Digest), i, rec.Before, err)
-		}
-		b, err := maybeDecompress(z)
-		if err != nil {
-			return nil, nil, fmt.Errorf("recording %s: step %d: %w", ShortDigest(match[0].Digest), i, err)
-		}
+	steps := make([]*Step, 0, len(frames))
+	for i, b := range frames {
 		st, err := DecodeStep(b)
 		if err != nil {
-			return nil, nil, fmt.Errorf("recording %s: step %d: %w", ShortDigest(match[0].Digest), i, err)
+			return nil, nil, fmt.Errorf("recording %s: step %d: %w", short, i, err)
 		}
 		chain = chain.Next(b)
 		steps = append(steps, st)
 	}
-	if chain.String() != rec.Chain {
-		return nil, nil, fmt.Errorf("recording %s: the %d steps before it are not those it was recorded after (their chain is %s, the recording's %s)", ShortDigest(match[0].Digest), rec.Before, ShortDigest(chain.String()), ShortDigest(rec.Chain))
+	if chain.String() != l.Chain {
+		return nil, nil, fmt.Errorf("recording %s: the steps in its instance's log are not those it was recorded with (their chain is %s, the recording's %s)", short, ShortDigest(chain.String()), ShortDigest(l.Chain))
 	}
-	return rec, steps, nil
+	rec := l.Recording
+	rec.Step = steps[l.Before]
+	if rec.Step.Kind != StepReconcile {
+		return nil, nil, fmt.Errorf("recording %s: its step %d is a %s, not a reconcile", short, l.Before, rec.Step.Kind)
+	}
+	return rec, steps[:l.Before], nil
 }
 
 // LoadModule reads the module of that digest from dir, a plugin's, if it was kept there.
@@ -501,19 +635,6 @@ func LoadModule(dir, digest string) ([]byte, error) {
 		return nil, err
 	}
 	return decompress(b)
-}
-
-// ReadRecording reads one recording file.
-func ReadRecording(path string) (*Recording, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	r, err := DecodeRecording(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return r, nil
 }
 
 // ShortDigest is a digest's first 12 hex digits.
