@@ -133,7 +133,9 @@ func listRecordings(w io.Writer, dir string, digests []string) error {
 		return err
 	}
 	for _, l := range listed {
-		if !slices.ContainsFunc(digests, func(d string) bool { return strings.HasPrefix(strings.TrimPrefix(l.Digest, "sha256:"), strings.TrimPrefix(d, "sha256:")) }) {
+		if !slices.ContainsFunc(digests, func(d string) bool {
+			return strings.HasPrefix(strings.TrimPrefix(l.Digest, "sha256:"), strings.TrimPrefix(d, "sha256:"))
+		}) {
 			continue
 		}
 		outcome := l.Outcome
