@@ -481,3 +481,27 @@ func TestTheGoGuestReadsADeploymentInProtobufAndJSON(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRecordedReconcile is BenchmarkReconcile's "deployment-generated" reconcile of the Go
+// guest with the module recording (Options.Record: every step captured, as a plugin that
+// records does) and without, and the events a step holds.
+func BenchmarkRecordedReconcile(b *testing.B) {
+	e := engine(b)
+	guest := module(b, "testguests", "bench-go")
+	for _, record := range []bool{false, true} {
+		b.Run(fmt.Sprintf("record=%v", record), func(b *testing.B) {
+			m := compile(b, e, guest, wasm.Options{Name: "bench-go", Record: record})
+			events := 0
+			for b.Loop() {
+				call := &wasm.Call{Request: abi.Request{Namespace: "bench", Name: "deployment-generated"}, Host: cannedHost{}, Logger: logr.Discard()}
+				if _, err := m.Reconcile(context.Background(), call); err != nil {
+					b.Fatal(err)
+				}
+				if call.Step != nil {
+					events = len(call.Step.Events)
+				}
+			}
+			b.ReportMetric(float64(events), "events/reconcile")
+		})
+	}
+}

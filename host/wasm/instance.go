@@ -191,9 +191,10 @@ func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
 	return res, err
 }
 
-// endStep adds the step in progress to the instance's lineage.
+// endStep adds the step in progress to the instance's lineage. The lineage only grows: a
+// Call's Before, a slice of it whose capacity is its length, never sees a change.
 func (inst *instance) endStep() {
-	inst.lineage = append(inst.lineage[:len(inst.lineage):len(inst.lineage)], inst.step)
+	inst.lineage = append(inst.lineage, inst.step)
 	inst.lineageBytes += inst.step.Size()
 	inst.step = nil
 }
