@@ -215,7 +215,7 @@ ABI_MODULE := github.com/wasmrec/wasmrec/abi
 SDK_MODULE := github.com/wasmrec/wasmrec/sdk/go
 
 # Modules with Go code, and the two that only pin the control plane's versions.
-CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo host/wasm/testdata/hashtypedgo host/wasm/testdata/panicgo
+CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo host/wasm/testdata/hashtypedgo host/wasm/testdata/panicgo host/wasm/testdata/recordgo
 MODULES      := $(CODE_MODULES) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check
