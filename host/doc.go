@@ -15,6 +15,7 @@
 //   - wasm: the wazero runtime: compile, check against the ABI, instance pools, the reconcile call.
 //   - wasm/internal/binary: the wasm binary reader and the rewrites made before compiling, a pass
 //     a file.
+//   - recording: recorded reconciles: their format, which a plugin keeps, a bounded store.
 //   - plugin: a module as a controller: config, load, hot swap, rollouts, identities.
 //   - pluginobjects: the Plugin and ClusterPlugin kinds: CRDs, admission policy, their controller.
 //   - plugin/internal/policy: the one permission policy.
@@ -30,6 +31,7 @@
 //     and named.
 //   - ownership/internal/placement: what a replica takes and lets go of, as a pure function.
 //   - internal/filewatch: one file watcher for the whole host.
+//   - internal/review: who a bearer token is and what its user may do, asked of the API server.
 //   - apiready: the API server's own readiness (an etcd outage).
 //   - metrics, tracing: Prometheus metrics; OpenTelemetry traces.
 //   - demo: the CRD, seed objects and churn `wasmrec dev` shows.
