@@ -126,9 +126,34 @@ func TestRecordAndReplay(t *testing.T) {
 		t.Fatalf("record's replay does not show its failing fifth reconcile, the same:\n%s", out)
 	}
 
+	// crud's recording as a wasmrec test case, in a plugin folder of its own: it passes.
+	folder := t.TempDir()
+	testCmd := func(args ...string) (string, error) {
+		cmd := exec.Command("../bin/wasmrec", append([]string{"test", "--module", wasmFile(t, "testguests", "crud-go"), "--compilation-cache", "-"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err = testCmd("--from-recording", filepath.Join(recs, "crud"), "--digest", crudRecs[0].Digest, folder)
+	if err != nil || !strings.Contains(out, "wrote ") || !strings.Contains(out, "1 case passed") {
+		t.Fatalf("crud's recording as a test case: %v\n%s", err, out)
+	}
+	written, _ := filepath.Glob(filepath.Join(folder, "tests", "recorded-*.yaml"))
+	if len(written) != 1 {
+		t.Fatalf("the case files written: %v", written)
+	}
+	if b, _ := os.ReadFile(written[0]); !strings.Contains(string(b), "reason: CrudDone") || !strings.Contains(string(b), "crud-app") {
+		t.Fatalf("the case holds no CrudDone event or App read:\n%s", b)
+	}
+	t.Logf("the case made of crud's recording:\n%s", out)
+
 	out, err = replay(filepath.Join(recs, "record"), "--module", wasmFile(t, "testguests", "record-v2-go"))
-	if err == nil || !strings.Contains(out, "DIFFERS") || !strings.Contains(out, "a call to patch") || !strings.Contains(out, `version\":\"2`) {
-		t.Fatalf("replaying on version 2: %v; want the difference at its apply:\n%s", err, out)
+	if err == nil || !strings.Contains(out, "DIFFERS on") || !strings.Contains(out, "patch v1 ConfigMap "+nsB+`/r-out: data.version: added "2"`) {
+		t.Fatalf("replaying on version 2: %v; want its apply's new field:\n%s", err, out)
+	}
+	// The same build, run so, does what it did.
+	out, err = replay(filepath.Join(recs, "record"), "--module", wasmFile(t, "testguests", "record-go"))
+	if err != nil || !strings.Contains(out, "the same on") {
+		t.Fatalf("rerunning on the recorded build: %v\n%s", err, out)
 	}
 	t.Logf("version 2:\n%s", out)
 

@@ -46,13 +46,17 @@ DIR is a plugin's recordings directory; a bare PLUGIN name is that plugin's dire
 default recordings directory (the user cache directory's wasmrec/recordings). With no DIGEST
 it replays them all, the oldest first; a DIGEST may be a prefix of one.
 
-The module is the one kept beside the recordings, by digest; --module replays them on another
-build instead (the recordings then show where it differs).`,
+The module is the one kept beside the recordings, by digest. --module runs them on another build
+instead, as far as the recordings can answer it: the steps before each reconcile, then the
+reconcile, given the recorded clocks and random bytes in turn, the recorded answer to each read
+it makes the same, and to each write of an object the recorded version wrote (a write of another
+object is taken as done, a read of another as not found). For each recording it prints how what
+the build did differs from what was recorded: each write field by field, the Events, the result.`,
 		Example: `  wasmrec replay app --list
   wasmrec replay app
   wasmrec replay ~/.cache/wasmrec/recordings/app 3f9a2c
   wasmrec replay app 3f9a2c --show
-  wasmrec replay app --module app-v2.wasm`,
+  wasmrec replay app --module app-v2.wasm   # what v2 would have done, against each recording`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var (
@@ -81,7 +85,7 @@ build instead (the recordings then show where it differs).`,
 					return fmt.Errorf("--module: %w", err)
 				}
 			}
-			r := &replays{module: module, timeout: timeout, show: show, out: stdout}
+			r := &replays{module: module, modulePath: modulePath, timeout: timeout, show: show, out: stdout}
 			if r.engine, err = wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir}); err != nil {
 				return err
 			}
@@ -104,7 +108,7 @@ build instead (the recordings then show where it differs).`,
 	}
 	cmd.Flags().StringVar(&from, "from", "", "fetch the recordings from a host (https://HOST:PORT, its --metrics-bind-address) with the kubeconfig's token, and keep them in the user cache directory's wasmrec/fetched; the first argument is then the plugin's name")
 	kube.AddFlags(cmd.Flags())
-	cmd.Flags().StringVar(&modulePath, "module", "", "replay on this .wasm file instead of the recorded module")
+	cmd.Flags().StringVar(&modulePath, "module", "", "run the recordings on this build (a .wasm file) instead, and show how what it does differs: its writes field by field, its Events, its result")
 	cmd.Flags().BoolVar(&list, "list", false, "list the recordings instead of replaying them")
 	cmd.Flags().BoolVar(&show, "show", false, "print each recording's events, in order, before its replay")
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up a replay that runs this long")
@@ -192,12 +196,13 @@ func countCalls(s *recording.Step) int {
 
 // replays replays recordings, compiling each module once.
 type replays struct {
-	module  []byte // --module's, if set
-	timeout time.Duration
-	show    bool
-	out     io.Writer
-	engine  *wasm.Engine
-	modules map[string]*wasm.Module // by digest and settings
+	module     []byte // --module's, if set
+	modulePath string
+	timeout    time.Duration
+	show       bool
+	out        io.Writer
+	engine     *wasm.Engine
+	modules    map[string]*wasm.Module // by digest and settings
 }
 
 func (r *replays) close(ctx context.Context) {
@@ -222,6 +227,22 @@ func (r *replays) replay(ctx context.Context, dir, digest string) (bool, error) 
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	if r.module != nil { // another build: what it would have done, against what was done
+		got, err := m.Rerun(rctx, before, rec.Step)
+		if err != nil {
+			return false, fmt.Errorf("recording %s: %w", short, err)
+		}
+		diffs := recording.Compare(rec.Step, got)
+		if len(diffs) == 0 {
+			fmt.Fprintf(r.out, "%s  %s  the same on %s: %s, %d writes\n", short, requestOf(rec.Step), r.modulePath, outcomeOf(rec.Step), len(rec.Step.Writes()))
+			return true, nil
+		}
+		fmt.Fprintf(r.out, "%s  %s  DIFFERS on %s:\n", short, requestOf(rec.Step), r.modulePath)
+		for _, d := range diffs {
+			fmt.Fprintf(r.out, "    %s\n", d)
+		}
+		return false, nil
+	}
 	err = m.Replay(rctx, before, rec.Step)
 	var d *wasm.Difference
 	switch {

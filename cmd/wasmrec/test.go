@@ -23,6 +23,7 @@ import (
 
 type testOptions struct {
 	module, hostConfig, run, cacheDir string
+	fromRecording, digest             string
 	verbose                           int
 }
 
@@ -42,7 +43,12 @@ Each case starts from its own cluster holding the objects under before:, reconci
 request, and compares what happened with what it expects: the Result, objects after (only the
 fields given are compared), objects gone, the Events and log lines. A case that differs prints
 each difference by its field; test then exits with an error. The case format is in
-docs/plugin-authors.md, "Testing without a cluster".`,
+docs/plugin-authors.md, "Testing without a cluster".
+
+--from-recording first writes a case of a recorded reconcile (docs/recordings.md) to
+tests/recorded-<digest>.yaml: the objects it read as before, and what the recorded version did
+(its writes, deletes, Events and result) as what is expected. It says what the case cannot hold:
+state the plugin kept from earlier reconciles, a JSON patch.`,
 		Example: `  # In a plugin's folder (Go or C): build it and run tests/*.yaml
   wasmrec test
 
@@ -50,7 +56,11 @@ docs/plugin-authors.md, "Testing without a cluster".`,
   wasmrec test tests/marks.yaml --run 'marks' -v 1
 
   # A module built elsewhere (any language), against the cases in ./tests:
-  wasmrec test --module build/plugin.wasm`,
+  wasmrec test --module build/plugin.wasm
+
+  # The plugin's newest failed reconcile the host recorded, as a case in tests/, then all:
+  wasmrec test --from-recording ~/.cache/wasmrec/recordings/app
+  wasmrec test --from-recording app --digest 3f9a2c`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTests(cmd.Context(), args, o, stdout, stderr)
 		},
@@ -61,6 +71,8 @@ docs/plugin-authors.md, "Testing without a cluster".`,
 	f.StringVar(&o.run, "run", "", "run only the cases whose name matches this regular expression")
 	f.IntVarP(&o.verbose, "verbose", "v", 0, "1 prints the plugin's log lines of every case, not only of those that fail")
 	f.StringVar(&o.cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
+	f.StringVar(&o.fromRecording, "from-recording", "", "make a case of a recorded reconcile first: a plugin's recordings directory, or its name in the default one")
+	f.StringVar(&o.digest, "digest", "", "with --from-recording, the recording (a prefix of its digest; default the newest that failed)")
 	return cmd
 }
 
@@ -80,6 +92,18 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 		var err error
 		if filter, err = regexp.Compile(o.run); err != nil {
 			return fmt.Errorf("--run: %w", err)
+		}
+	}
+	if o.digest != "" && o.fromRecording == "" {
+		return fmt.Errorf("--digest names a recording of --from-recording: give both")
+	}
+	if o.fromRecording != "" {
+		path, err := writeRecordedCase(dir, o.fromRecording, o.digest, stdout)
+		if err != nil {
+			return err
+		}
+		if files != nil {
+			files = append(files, path)
 		}
 	}
 	if files == nil {

@@ -102,6 +102,8 @@ type replayer struct {
 	// stopped says the replay stopped the step where its recording was stopped at its
 	// deadline: it timed out as the recording did.
 	stopped bool
+	// rerun, if set, answers what the recording can and never stops the guest (Rerun).
+	rerun *rerunner
 }
 
 // errDiverged stops a replay's guest when it does what the recording does not say;
@@ -114,6 +116,9 @@ var (
 func (r *replayer) step() *recording.Step { return r.steps[r.at] }
 
 func (r *replayer) expect(i int, got recording.Event) *recording.Event {
+	if r.rerun != nil {
+		return r.rerun.answer(r.step(), got)
+	}
 	want := r.step().Events
 	if i >= len(want) {
 		if r.step().Outcome == recording.TimedOut { // it was stopped here, at its deadline
@@ -154,6 +159,11 @@ func (r *replayer) differ(i int, want, got *recording.Event, why string) {
 // endStep checks the end of a replayed step, got, against the recording's, and moves to the
 // next.
 func (r *replayer) endStep(got *recording.Step) error {
+	if r.rerun != nil {
+		r.at++
+		*r.rerun = rerunner{seed: r.rerun.seed}
+		return nil
+	}
 	if r.diff != nil {
 		return r.diff
 	}

@@ -237,3 +237,33 @@ func cloneStep(s *recording.Step) *recording.Step {
 	c.Events = append([]recording.Event(nil), s.Events...)
 	return c
 }
+
+// Another build, rerun on a recording, shows what it would have done: version 2 of the record
+// guest writes one more field; the recorded build, rerun, does what it did, its state and
+// inputs made again as a replay's.
+func TestRerunOnAnotherBuild(t *testing.T) {
+	e := engine(t)
+	m := compile(t, e, module(t, "testguests", "record-go"), wasm.Options{Name: "record", Record: true})
+	calls := recordCalls(t, m, recordAPI(), "a", "b", "a", "a", "a")
+	rerun := func(build string, c *wasm.Call) []string {
+		t.Helper()
+		m := compile(t, e, module(t, "testguests", build), wasm.Options{Name: "record"})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		got, err := m.Rerun(ctx, c.Before, c.Step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recording.Compare(c.Step, got)
+	}
+	for i, c := range calls {
+		if d := rerun("record-go", c); len(d) > 0 {
+			t.Errorf("reconcile %d rerun on its own build differs: %v", i, d)
+		}
+	}
+	last := calls[len(calls)-1] // the fifth of a: it fails, in both builds
+	d := rerun("record-v2-go", last)
+	if len(d) != 1 || !strings.Contains(d[0], `patch v1 ConfigMap ns/a-out: data.version: added "2"`) {
+		t.Fatalf("version 2 against the recording: %q; want its one new field", d)
+	}
+}

@@ -1,0 +1,211 @@
+package recording
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/wasmrec/wasmrec/abi"
+)
+
+// Write is one write a reconcile made: its function, the object, and what it sent (the object,
+// the patch, or the delete's or event's request).
+type Write struct {
+	Fn     string
+	Object string // "v1 ConfigMap ns/name"
+	Body   any    // its JSON, decoded
+	Status abi.Status
+}
+
+// Writes are the writes of a step, in order: creates, updates, patches, deletes and events.
+func (s *Step) Writes() []Write {
+	var out []Write
+	for _, e := range s.Events {
+		if e.Type != EventCall || e.Fn == abi.ImportGet || e.Fn == abi.ImportList {
+			continue
+		}
+		var body any
+		_ = json.Unmarshal(e.In, &body)
+		w := Write{Fn: e.Fn, Object: objectName(e.Fn, e.In), Body: body, Status: abi.Status(e.Status)}
+		if e.Fn == abi.ImportPatch { // the patch itself is what was written
+			if m, ok := body.(map[string]any); ok {
+				w.Body = m["patch"]
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func objectName(fn string, in []byte) string {
+	var r struct {
+		abi.ObjectRef
+		Object   *abi.ObjectRef `json:"object"`
+		Metadata struct{ Namespace, Name string }
+	}
+	_ = json.Unmarshal(in, &r)
+	if fn == abi.ImportEvent {
+		if r.Object == nil {
+			return "the reconciled object"
+		}
+		r.ObjectRef = *r.Object
+	}
+	if r.Name == "" {
+		r.Name, r.Namespace = r.Metadata.Name, r.Metadata.Namespace
+	}
+	name := r.Name
+	if r.Namespace != "" {
+		name = r.Namespace + "/" + name
+	}
+	return strings.TrimSpace(r.APIVersion + " " + r.Kind + " " + name)
+}
+
+// Compare says how reconcile got differs from reconcile want (its recording, or the same
+// recording run on another build): each write one made and the other did not, or made with
+// other contents (field by field), the Events, and the outcome and result. None: the same.
+func Compare(want, got *Step) []string {
+	var out []string
+	key := func(w Write) string { return w.Fn + " " + w.Object }
+	group := func(ws []Write) (map[string][]Write, []string) {
+		m := map[string][]Write{}
+		var order []string
+		for _, w := range ws {
+			if w.Fn == abi.ImportEvent {
+				continue
+			}
+			k := key(w)
+			if m[k] == nil {
+				order = append(order, k)
+			}
+			m[k] = append(m[k], w)
+		}
+		return m, order
+	}
+	wm, worder := group(want.Writes())
+	gm, gorder := group(got.Writes())
+	for _, k := range worder {
+		ws, gs := wm[k], gm[k]
+		for i := range max(len(ws), len(gs)) {
+			switch {
+			case i >= len(gs):
+				out = append(out, fmt.Sprintf("%s: recorded, not made", k))
+			case i >= len(ws):
+				out = append(out, fmt.Sprintf("%s: made, not recorded", k))
+			default:
+				for _, d := range diffJSON("", ws[i].Body, gs[i].Body) {
+					out = append(out, fmt.Sprintf("%s: %s", k, d))
+				}
+			}
+		}
+	}
+	for _, k := range gorder {
+		if wm[k] == nil {
+			for range gm[k] {
+				out = append(out, fmt.Sprintf("%s: made, not recorded", k))
+			}
+		}
+	}
+	events := func(s *Step) []string {
+		var evs []string
+		for _, w := range s.Writes() {
+			if w.Fn == abi.ImportEvent {
+				m, _ := w.Body.(map[string]any)
+				evs = append(evs, fmt.Sprintf("%v %v %q about %s", m["type"], m["reason"], m["message"], w.Object))
+			}
+		}
+		return evs
+	}
+	if we, ge := events(want), events(got); !slices.Equal(we, ge) {
+		out = append(out, fmt.Sprintf("events: recorded %s, made %s", listOf(we), listOf(ge)))
+	}
+	if want.Outcome != got.Outcome || string(want.Result) != string(got.Result) {
+		out = append(out, fmt.Sprintf("result: recorded %s, made %s", describe(want), describe(got)))
+	}
+	return out
+}
+
+func listOf(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return "[" + strings.Join(s, "; ") + "]"
+}
+
+func describe(s *Step) string {
+	if s.Outcome != Returned {
+		return s.Outcome + ": " + s.Error
+	}
+	if len(s.Result) == 0 {
+		return "success"
+	}
+	r, err := abi.DecodeResult(s.Result)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%q", s.Result)
+	case r.Failed && r.Terminal:
+		return fmt.Sprintf("a terminal error %q", r.Err)
+	case r.Failed:
+		return fmt.Sprintf("an error %q", r.Err)
+	case r.RequeueAfter > 0:
+		return "requeue after " + r.RequeueAfter.String()
+	case r.Requeue:
+		return "requeue"
+	}
+	return "success"
+}
+
+// diffJSON lists where two JSON values differ, a line per field: "path: a -> b".
+func diffJSON(path string, a, b any) []string {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		sorted := make([]string, 0, len(keys))
+		for k := range keys {
+			sorted = append(sorted, k)
+		}
+		sort.Strings(sorted)
+		var out []string
+		for _, k := range sorted {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			av, ain := am[k]
+			bv, bin := bm[k]
+			switch {
+			case !ain:
+				out = append(out, fmt.Sprintf("%s: added %s", p, show(bv)))
+			case !bin:
+				out = append(out, fmt.Sprintf("%s: removed (was %s)", p, show(av)))
+			default:
+				out = append(out, diffJSON(p, av, bv)...)
+			}
+		}
+		return out
+	}
+	if reflect.DeepEqual(a, b) {
+		return nil
+	}
+	if path == "" {
+		path = "(the whole)"
+	}
+	return []string{fmt.Sprintf("%s: %s -> %s", path, show(a), show(b))}
+}
+
+func show(v any) string {
+	b, _ := json.Marshal(v)
+	if len(b) > 200 {
+		return string(b[:200]) + "..."
+	}
+	return string(b)
+}

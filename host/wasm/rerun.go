@@ -1,0 +1,178 @@
+package wasm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/recording"
+)
+
+// rerunner answers a guest from a recording made by another build of it, as well as the
+// recording can, and never stops it: the clocks and random bytes go on from the recorded
+// ones, each in its turn; a read gets the recorded answer to the same request, or not found;
+// a write gets the recorded answer to a write of the same object, or is taken as done.
+type rerunner struct {
+	mono, wall, random int // the next of each the step recorded
+	seed               [32]byte
+}
+
+// answer is the event the guest, doing got in a rerun of want, is given.
+func (rr *rerunner) answer(want *recording.Step, got recording.Event) *recording.Event {
+	nth := func(typ string, n int) *recording.Event {
+		for i := range want.Events {
+			if want.Events[i].Type == typ {
+				if n == 0 {
+					return &want.Events[i]
+				}
+				n--
+			}
+		}
+		return nil
+	}
+	last := func(typ string) int64 {
+		var v int64
+		for _, e := range want.Events {
+			if e.Type == typ {
+				v = e.N
+			}
+		}
+		return v
+	}
+	switch got.Type {
+	case recording.EventMonotime, recording.EventWalltime:
+		idx := &rr.mono
+		if got.Type == recording.EventWalltime {
+			idx = &rr.wall
+		}
+		e := nth(got.Type, *idx)
+		*idx++
+		if e == nil { // past the recorded readings: a microsecond on from the last
+			got.N = last(got.Type) + int64(*idx)*1000
+			return &got
+		}
+		return e
+	case recording.EventRandom:
+		e := nth(got.Type, rr.random)
+		rr.random++
+		if e != nil && e.N == got.N {
+			return e
+		}
+		out := make([]byte, 0, got.N) // deterministic, from the recording
+		for i := uint64(0); len(out) < int(got.N); i++ {
+			var b [40]byte
+			copy(b[:], rr.seed[:])
+			binary.LittleEndian.PutUint64(b[32:], uint64(rr.random)<<32|i)
+			sum := sha256.Sum256(b[:])
+			out = append(out, sum[:min(len(sum), int(got.N)-len(out))]...)
+		}
+		got.Out = out
+		return &got
+	case recording.EventCall:
+		if e := sameCall(want, got); e != nil {
+			return e
+		}
+		got.Status, got.Out = uint32(abi.StatusOK), nil
+		switch got.Fn {
+		case abi.ImportGet:
+			got.Status, got.Out = uint32(abi.StatusNotFound), []byte("the recording holds no answer to this get")
+		case abi.ImportList:
+			got.Out = []byte(`{"items":[]}`)
+		case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+			got.Out = got.In // taken as written
+		case abi.ImportPatch:
+			var p abi.PatchRequest
+			if json.Unmarshal(got.In, &p) == nil {
+				got.Out, _ = json.Marshal(map[string]any{"apiVersion": p.APIVersion, "kind": p.Kind, "metadata": map[string]any{"name": p.Name, "namespace": p.Namespace}})
+			}
+		}
+		return &got
+	}
+	return &got // sleeps are not slept; output is taken
+}
+
+// sameCall finds the recorded answer to got: a read with the same request, or a write of the
+// same object by the same function.
+func sameCall(want *recording.Step, got recording.Event) *recording.Event {
+	ref := func(fn string, in []byte) string {
+		var r struct {
+			abi.ObjectRef
+			Metadata struct{ Namespace, Name string }
+		}
+		_ = json.Unmarshal(in, &r)
+		if r.Name == "" {
+			r.Name, r.Namespace = r.Metadata.Name, r.Metadata.Namespace
+		}
+		return fmt.Sprintf("%s %s %s/%s", r.APIVersion, r.Kind, r.Namespace, r.Name)
+	}
+	for i := range want.Events {
+		e := &want.Events[i]
+		if e.Type != recording.EventCall || e.Fn != got.Fn {
+			continue
+		}
+		switch got.Fn {
+		case abi.ImportGet, abi.ImportList:
+			if bytes.Equal(e.In, got.In) {
+				return e
+			}
+		case abi.ImportEvent:
+		default:
+			if ref(e.Fn, e.In) == ref(got.Fn, got.In) {
+				r := *e
+				r.In = got.In
+				return &r
+			}
+		}
+	}
+	return nil
+}
+
+// Rerun runs a recorded reconcile on m, another build of the plugin than the recorded one: the
+// steps its instance ran before it, then the reconcile, answered from the recording as far as
+// it can (see rerunner), to see what this build would have done. It returns the reconcile as
+// this build ran it, to compare with the recorded one (recording.Compare).
+func (m *Module) Rerun(ctx context.Context, before []*recording.Step, step *recording.Step) (*recording.Step, error) {
+	if len(before) == 0 || before[0].Kind != recording.StepInitialize {
+		return nil, errors.New("the recording does not start with its instance's _initialize")
+	}
+	select {
+	case <-m.tokens:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	rp := &replayer{steps: append(before[:len(before):len(before)], step), rerun: &rerunner{seed: sha256.Sum256(step.Result)}}
+	inst, err := m.newInstance(ctx, rp)
+	if err != nil {
+		m.tokens <- struct{}{}
+		return nil, err
+	}
+	defer m.put(inst, false)
+	for _, want := range rp.steps[1:] {
+		switch want.Kind {
+		case recording.StepManifest:
+			_, _ = inst.readManifest(ctx)
+			_ = rp.endStep(nil)
+		case recording.StepReconcile:
+			if want.Request == nil {
+				return nil, fmt.Errorf("step %d, a reconcile, has no request", rp.at)
+			}
+			inst.step = &recording.Step{Kind: recording.StepReconcile, Request: want.Request}
+			c := &Call{Request: abi.Request{Namespace: want.Request.Namespace, Name: want.Request.Name, Retries: want.Request.Retries}, Logger: m.opts.Logger}
+			_, _, _ = inst.reconcile1(ctx, c)
+			got := inst.step
+			inst.endStep()
+			if rp.at == len(rp.steps)-1 {
+				return got, nil
+			}
+			_ = rp.endStep(nil)
+		default:
+			return nil, fmt.Errorf("step %d is of kind %q: only the first may be an _initialize", rp.at, want.Kind)
+		}
+	}
+	return nil, errors.New("the recording holds no reconcile to rerun")
+}
