@@ -141,21 +141,22 @@ func TestRecordAndReplay(t *testing.T) {
 	if len(written) != 1 {
 		t.Fatalf("the case files written: %v", written)
 	}
-	if b, _ := os.ReadFile(written[0]); !strings.Contains(string(b), "reason: CrudDone") || !strings.Contains(string(b), "crud-app") {
+	b, _ := os.ReadFile(written[0])
+	if !strings.Contains(string(b), "reason: CrudDone") || !strings.Contains(string(b), "crud-app") {
 		t.Fatalf("the case holds no CrudDone event or App read:\n%s", b)
 	}
-	t.Logf("the case made of crud's recording:\n%s", out)
+	t.Logf("the case made of crud's recording:\n%s\n%s", out, b)
 
 	out, err = replay(filepath.Join(recs, "record"), "--module", wasmFile(t, "testguests", "record-v2-go"))
 	if err == nil || !strings.Contains(out, "DIFFERS on") || !strings.Contains(out, "patch v1 ConfigMap "+nsB+`/r-out: data.version: added "2"`) {
 		t.Fatalf("replaying on version 2: %v; want its apply's new field:\n%s", err, out)
 	}
+	t.Logf("version 2:\n%s", out)
 	// The same build, run so, does what it did.
 	out, err = replay(filepath.Join(recs, "record"), "--module", wasmFile(t, "testguests", "record-go"))
 	if err != nil || !strings.Contains(out, "the same on") {
 		t.Fatalf("rerunning on the recorded build: %v\n%s", err, out)
 	}
-	t.Logf("version 2:\n%s", out)
 
 	// A tenant of the crud plugin's namespace, who may read what it reads, with her token.
 	alice := tenantToken(t, ns, "alice", []rbacv1.PolicyRule{
