@@ -170,20 +170,6 @@ func requestOf(s *recording.Step) string {
 	return requestName(*s.Request)
 }
 
-func outcomeOf(s *recording.Step) string {
-	if s.Outcome != recording.Returned {
-		return s.Outcome
-	}
-	if len(s.Result) == 0 {
-		return "success"
-	}
-	res, err := abi.DecodeResult(s.Result)
-	if err != nil {
-		return "a malformed result"
-	}
-	return wasm.DescribeResult(res)
-}
-
 func countCalls(s *recording.Step) int {
 	n := 0
 	for _, e := range s.Events {
@@ -234,7 +220,7 @@ func (r *replays) replay(ctx context.Context, dir, digest string) (bool, error) 
 		}
 		diffs := recording.Compare(rec.Step, got)
 		if len(diffs) == 0 {
-			fmt.Fprintf(r.out, "%s  %s  the same on %s: %s, %d writes\n", short, requestOf(rec.Step), r.modulePath, outcomeOf(rec.Step), len(rec.Step.Writes()))
+			fmt.Fprintf(r.out, "%s  %s  the same on %s: %s, %d writes\n", short, requestOf(rec.Step), r.modulePath, rec.Step.Describe(), len(rec.Step.Writes()))
 			return true, nil
 		}
 		fmt.Fprintf(r.out, "%s  %s  DIFFERS on %s:\n", short, requestOf(rec.Step), r.modulePath)
@@ -255,7 +241,7 @@ func (r *replays) replay(ctx context.Context, dir, digest string) (bool, error) 
 	case err != nil:
 		return false, fmt.Errorf("recording %s: %w", short, err)
 	}
-	fmt.Fprintf(r.out, "%s  %s  the same: %s, %d calls, after %d steps of its instance\n", short, requestOf(rec.Step), outcomeOf(rec.Step), countCalls(rec.Step), len(before))
+	fmt.Fprintf(r.out, "%s  %s  the same: %s, %d calls, after %d steps of its instance\n", short, requestOf(rec.Step), rec.Step.Describe(), countCalls(rec.Step), len(before))
 	return true, nil
 }
 
@@ -304,7 +290,7 @@ func describeBytesDiff(want, got []byte) string {
 func printSteps(w io.Writer, short string, before []*recording.Step, step *recording.Step) {
 	fmt.Fprintf(w, "%s: %d steps before it on its instance\n", short, len(before))
 	for i, s := range before {
-		fmt.Fprintf(w, "  step %d  %s %s  %d events  %s\n", i, s.Kind, requestOf(s), len(s.Events), outcomeOf(s))
+		fmt.Fprintf(w, "  step %d  %s %s  %d events  %s\n", i, s.Kind, requestOf(s), len(s.Events), s.Describe())
 	}
 	fmt.Fprintf(w, "  step %d  reconcile %s\n", len(before), requestOf(step))
 	for i, e := range step.Events {
@@ -319,7 +305,7 @@ func printSteps(w io.Writer, short string, before []*recording.Step, step *recor
 		}
 		fmt.Fprintf(w, "    %3d  %s\n", i, strings.ReplaceAll(line, "\n", " "))
 	}
-	fmt.Fprintf(w, "    end  %s\n", outcomeOf(step))
+	fmt.Fprintf(w, "    end  %s\n", step.Describe())
 }
 
 func clipBytes(b []byte) string {

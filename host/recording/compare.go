@@ -122,7 +122,7 @@ func Compare(want, got *Step) []string {
 		out = append(out, fmt.Sprintf("events: recorded %s, made %s", listOf(we), listOf(ge)))
 	}
 	if want.Outcome != got.Outcome || string(want.Result) != string(got.Result) {
-		out = append(out, fmt.Sprintf("result: recorded %s, made %s", describe(want), describe(got)))
+		out = append(out, fmt.Sprintf("result: recorded %s, made %s", want.Describe(), got.Describe()))
 	}
 	return out
 }
@@ -132,29 +132,6 @@ func listOf(s []string) string {
 		return "none"
 	}
 	return "[" + strings.Join(s, "; ") + "]"
-}
-
-func describe(s *Step) string {
-	if s.Outcome != Returned {
-		return s.Outcome + ": " + s.Error
-	}
-	if len(s.Result) == 0 {
-		return "success"
-	}
-	r, err := abi.DecodeResult(s.Result)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("%q", s.Result)
-	case r.Failed && r.Terminal:
-		return fmt.Sprintf("a terminal error %q", r.Err)
-	case r.Failed:
-		return fmt.Sprintf("an error %q", r.Err)
-	case r.RequeueAfter > 0:
-		return "requeue after " + r.RequeueAfter.String()
-	case r.Requeue:
-		return "requeue"
-	}
-	return "success"
 }
 
 // diffJSON lists where two JSON values differ, a line per field: "path: a -> b".

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/wasmrec/wasmrec/abi"
 )
 
 // Format names this version of the format. A reader refuses a recording of another.
@@ -80,6 +82,45 @@ type Step struct {
 func (s *Step) Add(e Event) {
 	s.Events = append(s.Events, e)
 	s.size += 32 + len(e.In) + len(e.Out)
+}
+
+// Describe says in words how the step ended: its outcome, and a reconcile's result.
+func (s *Step) Describe() string {
+	switch s.Outcome {
+	case Returned:
+	case TimedOut:
+		return "timed out"
+	case BadResult:
+		return "returned a malformed result"
+	default:
+		return s.Outcome
+	}
+	if s.Kind != StepReconcile {
+		return fmt.Sprintf("returned %d bytes", len(s.Result))
+	}
+	if len(s.Result) == 0 {
+		return "success"
+	}
+	r, err := abi.DecodeResult(s.Result)
+	if err != nil {
+		return fmt.Sprintf("returned %q", s.Result)
+	}
+	return DescribeResult(r)
+}
+
+// DescribeResult says a reconcile's result in words.
+func DescribeResult(r abi.Result) string {
+	switch {
+	case r.Failed && r.Terminal:
+		return fmt.Sprintf("a terminal error %q", r.Err)
+	case r.Failed:
+		return fmt.Sprintf("an error %q", r.Err)
+	case r.RequeueAfter > 0:
+		return "requeue after " + r.RequeueAfter.String()
+	case r.Requeue:
+		return "requeue"
+	}
+	return "success"
 }
 
 // Size is about how many bytes the step holds.

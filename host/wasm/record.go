@@ -176,9 +176,9 @@ func (r *replayer) endStep(got *recording.Step) error {
 		w := want.Events[len(got.Events)]
 		r.differ(len(got.Events), &w, nil, fmt.Sprintf("the guest ended (%s) before the recording's next event", got.Outcome))
 	case got.Outcome != want.Outcome:
-		r.differ(-1, nil, nil, fmt.Sprintf("the recording %s, the replay %s%s", describeOutcome(want), describeOutcome(got), errorOf(got)))
+		r.differ(-1, nil, nil, fmt.Sprintf("the recorded step: %s; the replay: %s%s", want.Describe(), got.Describe(), errorOf(got)))
 	case !bytes.Equal(got.Result, want.Result):
-		r.differ(-1, nil, nil, fmt.Sprintf("the recording returned %s, the replay %s", describeResult(want), describeResult(got)))
+		r.differ(-1, nil, nil, fmt.Sprintf("the recorded step: %s; the replay: %s", want.Describe(), got.Describe()))
 	}
 	if r.diff != nil {
 		r.diff.WantStep, r.diff.GotStep = want, got
@@ -188,54 +188,11 @@ func (r *replayer) endStep(got *recording.Step) error {
 	return nil
 }
 
-func describeOutcome(s *recording.Step) string {
-	switch s.Outcome {
-	case recording.Returned:
-		return "returned"
-	case recording.Trapped:
-		return "trapped"
-	case recording.TimedOut:
-		return "timed out"
-	case recording.BadResult:
-		return "returned a malformed result"
-	}
-	return s.Outcome
-}
-
 func errorOf(s *recording.Step) string {
 	if s.Error == "" {
 		return ""
 	}
 	return ": " + s.Error
-}
-
-func describeResult(s *recording.Step) string {
-	if s.Kind != recording.StepReconcile {
-		return fmt.Sprintf("%d bytes", len(s.Result))
-	}
-	if len(s.Result) == 0 {
-		return "success"
-	}
-	res, err := abi.DecodeResult(s.Result)
-	if err != nil {
-		return fmt.Sprintf("%q", s.Result)
-	}
-	return DescribeResult(res)
-}
-
-// DescribeResult says a reconcile's result in words.
-func DescribeResult(r abi.Result) string {
-	switch {
-	case r.Failed && r.Terminal:
-		return fmt.Sprintf("a terminal error %q", r.Err)
-	case r.Failed:
-		return fmt.Sprintf("an error %q", r.Err)
-	case r.RequeueAfter > 0:
-		return "requeue after " + r.RequeueAfter.String()
-	case r.Requeue:
-		return "requeue"
-	}
-	return "success"
 }
 
 // Difference is where a replay first did other than its recording.
