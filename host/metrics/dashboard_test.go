@@ -49,7 +49,7 @@ func served(t *testing.T) map[string]series {
 	m.WatchInformerObjects(func() []metrics.InformerObjects {
 		return []metrics.InformerObjects{{Kind: "ConfigMap.v1", Namespace: "default", Shard: "1/2", Objects: 1}}
 	})
-	m.RegisterPlugin("p", func() metrics.PluginStats { return metrics.PluginStats{Digest: "sha256:0"} })
+	m.RegisterPlugin("p", func() metrics.PluginStats { return metrics.PluginStats{Digest: "sha256:0", Records: true} })
 	_ = m.Handler() // registers promhttp_metric_handler_errors_total, as the host's /metrics does
 
 	c := m.Controller("p")

@@ -15,6 +15,10 @@ type PluginStats struct {
 	Instantiated, Discarded, Rec int64 // Rec: recycled
 	LogDroppedLines              int64 // guest output past the plugin's log limit
 	LogDroppedBytes              int64
+	// Records says the plugin records its reconciles; then Recordings were written,
+	// RecordingsDropped dropped (the writer behind), and RecordingsBytes are on disk.
+	Records                                        bool
+	Recordings, RecordingsDropped, RecordingsBytes int64
 }
 
 // pluginCollector reports wasmrec_plugin_* from the registered plugins.
@@ -23,6 +27,7 @@ type pluginCollector struct {
 	plugins map[string]func() PluginStats
 
 	info, instances, memory, traps, timeouts, badResults, instantiated, discarded, recycled, droppedLines, droppedBytes *prometheus.Desc
+	recordings, recordingsDropped, recordingsBytes                                                                      *prometheus.Desc
 }
 
 func newPluginCollector() *pluginCollector {
@@ -39,9 +44,13 @@ func newPluginCollector() *pluginCollector {
 		badResults:   d("wasmrec_plugin_bad_results_total", "Reconciles that returned a malformed result"),
 		instantiated: d("wasmrec_plugin_instantiations_total", "Instances created"),
 		discarded:    d("wasmrec_plugin_instances_discarded_total", "Instances thrown away after a fault"),
-		recycled:     d("wasmrec_plugin_instances_recycled_total", "Instances replaced because their memory grew past the bound"),
+		recycled:     d("wasmrec_plugin_instances_recycled_total", "Instances replaced because their memory, or the steps they recorded, grew past the bound"),
 		droppedLines: d("wasmrec_plugin_log_dropped_lines_total", "Lines of a plugin's output dropped past its log limit"),
 		droppedBytes: d("wasmrec_plugin_log_dropped_bytes_total", "Bytes of a plugin's output dropped past its log limit"),
+
+		recordings:        d("wasmrec_plugin_recordings_total", "Reconciles of a plugin recorded (its settings' record)"),
+		recordingsDropped: d("wasmrec_plugin_recordings_dropped_total", "Reconciles its settings keep that were not recorded: the writer was behind"),
+		recordingsBytes:   d("wasmrec_plugin_recordings_bytes", "What a plugin's recordings take on disk"),
 	}
 }
 
@@ -60,7 +69,7 @@ func (m *Metrics) UnregisterPlugin(name string) {
 }
 
 func (c *pluginCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled, c.droppedLines, c.droppedBytes} {
+	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled, c.droppedLines, c.droppedBytes, c.recordings, c.recordingsDropped, c.recordingsBytes} {
 		ch <- d
 	}
 }
@@ -81,5 +90,10 @@ func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.recycled, prometheus.CounterValue, float64(s.Rec), name)
 		ch <- prometheus.MustNewConstMetric(c.droppedLines, prometheus.CounterValue, float64(s.LogDroppedLines), name)
 		ch <- prometheus.MustNewConstMetric(c.droppedBytes, prometheus.CounterValue, float64(s.LogDroppedBytes), name)
+		if s.Records {
+			ch <- prometheus.MustNewConstMetric(c.recordings, prometheus.CounterValue, float64(s.Recordings), name)
+			ch <- prometheus.MustNewConstMetric(c.recordingsDropped, prometheus.CounterValue, float64(s.RecordingsDropped), name)
+			ch <- prometheus.MustNewConstMetric(c.recordingsBytes, prometheus.GaugeValue, float64(s.RecordingsBytes), name)
+		}
 	}
 }

@@ -65,12 +65,17 @@ func (p *Plugin) stats() metrics.PluginStats {
 	mod := p.Module()
 	s := mod.Stats()
 	_, mem := mod.Instances()
-	return metrics.PluginStats{
+	ps := metrics.PluginStats{
 		Digest: mod.Digest(), Instances: int(s.Live), InstanceMemoryBytes: mem,
 		Traps: s.Traps, Timeouts: s.Timeouts, BadResults: s.BadResults,
 		Instantiated: s.Instantiated, Discarded: s.Discarded, Rec: s.Recycled,
 		LogDroppedLines: s.LogDroppedLines, LogDroppedBytes: s.LogDroppedBytes,
 	}
+	if r := p.rec; r != nil {
+		ps.Records = true
+		ps.Recordings, ps.RecordingsDropped, ps.RecordingsBytes = r.store.Written(), r.store.Dropped(), r.store.Bytes()
+	}
+	return ps
 }
 
 // owned reports whether this replica may act for the plugin now: always, unless it shares

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 )
 
 // The modes of a Policy.
@@ -99,11 +100,12 @@ type Store struct {
 	units map[string]*unit // instance directories and module files, by name
 	bytes int64
 
-	queue   chan job
-	dropped atomic.Int64
-	written atomic.Int64
-	done    chan struct{}
-	close   sync.Once
+	queue    chan job
+	dropped  atomic.Int64
+	dropNote rate.Sometimes // says now and then that recordings were dropped
+	written  atomic.Int64
+	done     chan struct{}
+	close    sync.Once
 }
 
 // unit is what the store drops whole: an instance's directory, or a module's file.
@@ -148,7 +150,8 @@ func Open(dir string, maxBytes int64, log logr.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("recordings directory: %w", err)
 	}
-	s := &Store{dir: dir, maxBytes: maxBytes, log: log, units: map[string]*unit{}, queue: make(chan job, 1024), done: make(chan struct{})}
+	s := &Store{dir: dir, maxBytes: maxBytes, log: log, units: map[string]*unit{}, queue: make(chan job, 1024), done: make(chan struct{}),
+		dropNote: rate.Sometimes{First: 1, Interval: 30 * time.Second}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("recordings directory: %w", err)
@@ -194,6 +197,9 @@ func (s *Store) Put(rec *Recording, before []*Step) bool {
 		return true
 	default:
 		s.dropped.Add(1)
+		s.dropNote.Do(func() {
+			s.log.Info("dropped recordings the plugin's settings keep: the writer is behind (the disk slower than the reconciles); they are counted in wasmrec_plugin_recordings_dropped_total", "dropped", s.dropped.Load(), "dir", s.dir)
+		})
 		return false
 	}
 }
