@@ -185,8 +185,13 @@ current-context: c
 		t.Fatalf("alice replaying crud's recordings from the host: %v\n%s", err, out)
 	}
 	out, err = fetch("record")
-	if err == nil || !strings.Contains(out, "403 Forbidden") || !strings.Contains(out, "may not list configmaps in namespace "+nsB) || strings.Contains(out, "the same") {
+	if err == nil || !strings.Contains(out, "403 Forbidden") || !strings.Contains(out, `may not read the recordings of a plugin "record"`) || strings.Contains(out, "the same") || strings.Contains(out, nsB) {
 		t.Fatalf("alice fetching another team's recordings: %v; want 403 naming what she may not read:\n%s", err, out)
+	}
+	// A plugin the host does not run is refused in the same words: nothing says which exist.
+	out, err = fetch("nosuch")
+	if err == nil || !strings.Contains(out, `may not read the recordings of a plugin "nosuch": one needs to be allowed`) {
+		t.Fatalf("alice fetching a plugin that does not exist: %v\n%s", err, out)
 	}
 	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}).Get(host + "/recordings/crud/")
 	must(t, err)

@@ -310,6 +310,9 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	if err := serveTLS(mgr, log, "metrics", o.metricsAddr, metricsTLS, served); err != nil {
 		return err
 	}
+	if served[plugin.RecordingsPath] != nil {
+		log.Info("the metrics server serves the plugins' recordings too, to those who may read what each plugin reads", "path", plugin.RecordingsPath)
+	}
 	if err := serve(mgr, log, "pprof", o.pprofAddr, map[string]http.Handler{
 		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
 		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),

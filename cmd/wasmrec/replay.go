@@ -146,8 +146,8 @@ func listRecordings(w io.Writer, dir string, digests []string) error {
 		if l.Failed && outcome == recording.Returned {
 			outcome = "returned an error"
 		}
-		fmt.Fprintf(w, "%s  %s  %s  module %s  %s, after %d steps of instance %s\n", recording.ShortDigest(l.Digest), l.Time.Format(time.RFC3339),
-			requestName(l.Request), recording.ShortDigest(l.Module), outcome, l.Before, l.Instance)
+		fmt.Fprintf(w, "%s  %s  %s  module %s  %s, after %s of instance %s\n", recording.ShortDigest(l.Digest), l.Time.Format(time.RFC3339),
+			requestName(l.Request), recording.ShortDigest(l.Module), outcome, count(l.Before, "step"), l.Instance)
 	}
 	return nil
 }
@@ -220,7 +220,7 @@ func (r *replays) replay(ctx context.Context, dir, digest string) (bool, error) 
 		}
 		diffs := recording.Compare(rec.Step, got)
 		if len(diffs) == 0 {
-			fmt.Fprintf(r.out, "%s  %s  the same on %s: %s, %d writes\n", short, requestOf(rec.Step), r.modulePath, rec.Step.Describe(), len(rec.Step.Writes()))
+			fmt.Fprintf(r.out, "%s  %s  the same on %s: %s, %s\n", short, requestOf(rec.Step), r.modulePath, rec.Step.Describe(), count(len(rec.Step.Writes()), "write"))
 			return true, nil
 		}
 		fmt.Fprintf(r.out, "%s  %s  DIFFERS on %s:\n", short, requestOf(rec.Step), r.modulePath)
@@ -241,7 +241,7 @@ func (r *replays) replay(ctx context.Context, dir, digest string) (bool, error) 
 	case err != nil:
 		return false, fmt.Errorf("recording %s: %w", short, err)
 	}
-	fmt.Fprintf(r.out, "%s  %s  the same: %s, %d calls, after %d steps of its instance\n", short, requestOf(rec.Step), rec.Step.Describe(), countCalls(rec.Step), len(before))
+	fmt.Fprintf(r.out, "%s  %s  the same: %s, %s, after %s of its instance\n", short, requestOf(rec.Step), rec.Step.Describe(), count(countCalls(rec.Step), "call"), count(len(before), "step"))
 	return true, nil
 }
 
@@ -288,9 +288,9 @@ func describeBytesDiff(want, got []byte) string {
 // printSteps prints a recording's steps: the earlier ones in a line each, the reconcile event by
 // event.
 func printSteps(w io.Writer, short string, before []*recording.Step, step *recording.Step) {
-	fmt.Fprintf(w, "%s: %d steps before it on its instance\n", short, len(before))
+	fmt.Fprintf(w, "%s: %s before it on its instance\n", short, count(len(before), "step"))
 	for i, s := range before {
-		fmt.Fprintf(w, "  step %d  %s %s  %d events  %s\n", i, s.Kind, requestOf(s), len(s.Events), s.Describe())
+		fmt.Fprintf(w, "  step %d  %s %s  %s  %s\n", i, s.Kind, requestOf(s), count(len(s.Events), "event"), s.Describe())
 	}
 	fmt.Fprintf(w, "  step %d  reconcile %s\n", len(before), requestOf(step))
 	for i, e := range step.Events {
@@ -331,7 +331,7 @@ func localRecordings(arg string, digests []string) ([]replayTarget, error) {
 	}
 	if len(digests) == 0 {
 		if len(listed) == 0 {
-			return nil, fmt.Errorf("%s holds no recordings: is the plugin's record set (and not none), and has it reconciled since?", dir)
+			return nil, noRecordings(dir, arg)
 		}
 		for _, l := range listed {
 			digests = append(digests, l.Digest)
@@ -344,9 +344,34 @@ func localRecordings(arg string, digests []string) ([]replayTarget, error) {
 	return targets, nil
 }
 
+// noRecordings says that dir, given as arg, holds no recordings, and where they may be instead:
+// in the directories of the plugins under it (dir is a host's --recordings-dir), or in the
+// default directory's, if arg names a plugin there.
+func noRecordings(dir, arg string) error {
+	entries, _ := os.ReadDir(dir)
+	var plugins []string
+	for _, e := range entries {
+		if l, err := recording.List(filepath.Join(dir, e.Name())); e.IsDir() && err == nil && len(l) > 0 {
+			plugins = append(plugins, e.Name())
+		}
+	}
+	if len(plugins) > 0 {
+		return fmt.Errorf("%s holds the recordings of plugins, a directory each (%s): give one, as %s", dir, strings.Join(plugins, ", "), filepath.Join(dir, plugins[0]))
+	}
+	if other := filepath.Join(defaultRecordingsDir(), arg); !looksLikePath(arg) && other != dir {
+		if l, err := recording.List(other); err == nil && len(l) > 0 {
+			return fmt.Errorf("%s is a folder here with no recordings; plugin %s's are in %s: give that path", arg, arg, other)
+		}
+	}
+	return fmt.Errorf("%s holds no recordings: is the plugin's record set (and not none), and has it reconciled since? A host keeps a plugin's in its --recordings-dir, in a directory of the plugin's name", dir)
+}
+
 // fetchRecordings fetches a plugin's recordings from a host, those with these digests or all,
 // each into a directory of its own under the user cache directory's wasmrec/fetched.
 func fetchRecordings(ctx context.Context, from, plugin string, digests []string, kube *genericclioptions.ConfigFlags, listOnly bool, stdout io.Writer) ([]replayTarget, error) {
+	if u, err := url.Parse(from); err != nil || u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+		return nil, fmt.Errorf("--from %q: give the host's metrics address, https://HOST:PORT (its --metrics-bind-address; it serves recordings over HTTPS, with --metrics-auth)", from)
+	}
 	cfg, err := kube.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("--from needs a token the API server accepts, from the kubeconfig: %w", err)
@@ -382,8 +407,12 @@ func fetchRecordings(ctx context.Context, from, plugin string, digests []string,
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := client.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("--from %s: %w (with a host's own certificate, add --insecure-skip-tls-verify or --certificate-authority)", from, err)
+		var unverified *tls.CertificateVerificationError
+		switch {
+		case errors.As(err, &unverified):
+			return nil, fmt.Errorf("--from %s: %w: the host's certificate is its own unless it runs with --metrics-cert-dir: add --certificate-authority with its CA, or --insecure-skip-tls-verify", from, err)
+		case err != nil:
+			return nil, fmt.Errorf("--from %s: %w", from, err)
 		}
 		if resp.StatusCode != http.StatusOK {
 			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -422,10 +451,17 @@ func fetchRecordings(ctx context.Context, from, plugin string, digests []string,
 	if err != nil {
 		base = os.TempDir()
 	}
+	dir := filepath.Join(base, "wasmrec", "fetched", plugin)
+	have := map[string]bool{}
+	if listed, err := recording.List(dir); err == nil {
+		for _, l := range listed {
+			have[l.Digest] = true
+		}
+	}
 	var targets []replayTarget
+	fetched := 0
 	for _, d := range want {
-		dir := filepath.Join(base, "wasmrec", "fetched", plugin, recording.ShortDigest(d))
-		if _, err := os.Stat(dir); err != nil {
+		if !have[d] {
 			resp, err := get(plugin2path(plugin, d))
 			if err != nil {
 				return nil, err
@@ -433,16 +469,25 @@ func fetchRecordings(ctx context.Context, from, plugin string, digests []string,
 			err = recording.ReadBundle(resp.Body, dir, 1<<30)
 			resp.Body.Close()
 			if err != nil {
-				os.RemoveAll(dir)
 				return nil, fmt.Errorf("recording %s: %w", recording.ShortDigest(d), err)
 			}
+			fetched++
 		}
 		targets = append(targets, replayTarget{dir, d})
 	}
 	if !listOnly {
-		fmt.Fprintf(stdout, "fetched %d recordings of %s into %s\n", len(targets), plugin, filepath.Join(base, "wasmrec", "fetched", plugin))
+		fmt.Fprintf(stdout, "%s of %s from %s in %s (%d fetched now): `wasmrec replay %s` replays them offline\n",
+			count(len(targets), "recording"), plugin, from, dir, fetched, dir)
 	}
 	return targets, nil
+}
+
+// count is "1 recording", "2 recordings".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func plugin2path(plugin, digest string) string {

@@ -26,6 +26,9 @@ func writeRecordedCase(dir, recordings, digest string, stdout io.Writer) (string
 		if err != nil {
 			return "", err
 		}
+		if len(listed) == 0 {
+			return "", fmt.Errorf("--from-recording: %w", noRecordings(recDir, recordings))
+		}
 		for _, l := range listed { // the oldest first: the last failed is the newest
 			if l.Failed {
 				digest = l.Digest
@@ -55,6 +58,9 @@ func writeRecordedCase(dir, recordings, digest string, stdout io.Writer) (string
 		head.WriteString("# Note: " + n + ".\n")
 	}
 	path := filepath.Join(dir, "tests", "recorded-"+short+".yaml")
+	if _, err := os.Stat(path); err == nil {
+		return "", fmt.Errorf("%s exists (a case made of this recording, maybe edited since): remove it to make it again, or run the tests without --from-recording", relative(path))
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", err
 	}

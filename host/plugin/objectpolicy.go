@@ -190,8 +190,8 @@ func (p ObjectPolicy) Admit(what, namespace string, c Config) error {
 		return beyond("maxConcurrentReconciles", fmt.Sprint(c.MaxConcurrentReconciles), fmt.Sprint(p.MaxConcurrentReconciles), "pluginObjects.maxConcurrentReconciles in the host config")
 	case c.Timeout != nil && c.Timeout.Duration > p.MaxTimeout.Duration:
 		return beyond("timeout", c.Timeout.Duration.String(), p.MaxTimeout.Duration.String(), "pluginObjects.maxTimeout in the host config")
-	case c.Record != nil && c.Record.MaxBytes > p.MaxRecordBytes.Value():
-		return beyond("record.maxBytes", fmt.Sprint(c.Record.MaxBytes), fmt.Sprint(p.MaxRecordBytes.Value()), "pluginObjects.maxRecordBytes in the host config")
+	case c.Record != nil && c.Record.Bytes() > p.MaxRecordBytes.Value():
+		return beyond("record.maxBytes", c.Record.MaxBytes.String(), p.MaxRecordBytes.String(), "pluginObjects.maxRecordBytes in the host config")
 	case c.Shards > p.MaxShards:
 		return beyond("shards", fmt.Sprint(c.Shards), fmt.Sprint(p.MaxShards), "pluginObjects.maxShards in the host config")
 	case c.PollInterval != nil && c.PollInterval.Duration < p.MinPollInterval.Duration:

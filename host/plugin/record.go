@@ -23,20 +23,24 @@ func (h *Host) recorderFor(cfg Config) (*recorder, error) {
 	if pol == nil || !pol.On() {
 		return nil, nil
 	}
+	// A refusal for the settings stands until they change (RefusedError): no retry mends them.
 	if h.recordings == "" {
-		return nil, fmt.Errorf("plugin %q: record.mode is %s, but this host keeps no recordings: run it with --recordings-dir, or set record.mode none", cfg.Name, pol.Mode)
+		return nil, &RefusedError{Err: fmt.Errorf("plugin %q: record.mode is %s, but this host keeps no recordings: run it with --recordings-dir, or set record.mode none", cfg.Name, pol.Mode)}
 	}
-	limit := pol.MaxBytes
+	limit := pol.Bytes()
 	switch {
 	case limit == 0:
 		limit = h.recordMax
 	case limit > h.recordMax:
-		return nil, fmt.Errorf("plugin %q: record.maxBytes %d is more than this host lets one plugin keep (%d, run --recordings-max-bytes): ask for less, or leave it out", cfg.Name, limit, h.recordMax)
+		return nil, &RefusedError{Err: fmt.Errorf("plugin %q: record.maxBytes %d is more than this host lets one plugin keep (%d, run --recordings-max-bytes): ask for less, or leave it out", cfg.Name, limit, h.recordMax)}
 	}
-	store, err := recording.Open(filepath.Join(h.recordings, cfg.Name), limit, h.log.WithValues("plugin", cfg.Name))
+	dir := filepath.Join(h.recordings, cfg.Name)
+	log := h.log.WithValues("plugin", cfg.Name)
+	store, err := recording.Open(dir, limit, log)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", cfg.Name, err)
 	}
+	log.Info("recording reconciles", "mode", pol.Mode, "dir", dir, "maxBytes", limit, "bytesKept", store.Bytes())
 	return &recorder{policy: *pol, store: store}, nil
 }
 

@@ -60,17 +60,22 @@ func (s *recordingsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name, digest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, RecordingsPath), "/")
+	// One answer for a plugin the user may not read and one the host does not run: a refusal
+	// says nothing of which plugins exist, where, or what they read. The host's log says why.
+	forbidden := func(why string) {
+		s.log.V(1).Info("refused a client the recordings of a plugin", "user", user.Username, "plugin", name, "why", why)
+		http.Error(w, fmt.Sprintf("forbidden: %s may not read the recordings of a plugin %q: one needs to be allowed to get its Plugin or ClusterPlugin and to list every resource it reads, where it reads them", user.Username, name), http.StatusForbidden)
+	}
 	cfg, ok := s.host.running(name)
 	if !ok || s.host.recordings == "" {
-		// The same answer as for a plugin the user may not read: nothing said of which exist.
-		http.Error(w, fmt.Sprintf("forbidden: %s may not read the recordings of a plugin %q", user.Username, name), http.StatusForbidden)
+		forbidden("the host runs no such plugin, or keeps no recordings")
 		return
 	}
 	if why, err := s.mayRead(r, token, user, cfg); err != nil {
 		s.fail(w, err)
 		return
 	} else if why != "" {
-		http.Error(w, fmt.Sprintf("forbidden: %s may not read the recordings of a plugin %q: %s", user.Username, name, why), http.StatusForbidden)
+		forbidden(why)
 		return
 	}
 	dir := filepath.Join(s.host.recordings, cfg.Name)

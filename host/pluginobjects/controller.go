@@ -266,9 +266,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	if cfg.MaxModuleSize == nil {
 		cfg.MaxModuleSize = r.policy.MaxModuleSize
 	}
-	if rec := cfg.Record; rec != nil && rec.MaxBytes == 0 {
+	if rec := cfg.Record; rec != nil && rec.MaxBytes == nil {
 		bounded := *rec
-		bounded.MaxBytes = r.policy.MaxRecordBytes.Value()
+		bounded.MaxBytes = r.policy.MaxRecordBytes
 		cfg.Record = &bounded
 	}
 	if ns := u.GetNamespace(); ns != "" {

@@ -2,9 +2,11 @@ package recording
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -56,8 +58,10 @@ func WriteBundle(w io.Writer, dir, digest string) error {
 // bundleName is a name a bundle may hold.
 var bundleName = regexp.MustCompile(`^(i-[0-9a-f]{1,64}/(steps|recordings)\.log|module-[0-9a-f]{64}\.wasm\.zst)$`)
 
-// ReadBundle writes the files of a bundle (WriteBundle) into dir, at most max bytes of them.
-// A name a bundle does not hold is refused, and so is anything but a regular file.
+// ReadBundle adds the recording of a bundle (WriteBundle) to dir, a plugin's recordings
+// directory, reading at most max bytes: bundles of many recordings read into one directory
+// make a store of them, as the host's. A name a bundle does not hold is refused, and so is
+// anything but a regular file.
 func ReadBundle(r io.Reader, dir string, max int64) error {
 	tr := tar.NewReader(r)
 	var total int64
@@ -83,8 +87,33 @@ func ReadBundle(r io.Reader, dir string, max int64) error {
 		if err != nil {
 			return fmt.Errorf("reading the recording: %w", err)
 		}
-		if err := writeFile(p, b); err != nil {
+		if err := mergeFile(p, b); err != nil {
 			return err
 		}
 	}
+}
+
+// mergeFile adds b to the file at p: an instance's steps (each bundle holds a prefix of them:
+// the longer is kept), its recordings (those not there yet are appended), a module.
+func mergeFile(p string, b []byte) error {
+	have, err := os.ReadFile(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return writeFile(p, b)
+	case err != nil:
+		return err
+	}
+	switch filepath.Base(p) {
+	case stepsLog:
+		if len(b) <= len(have) {
+			return nil
+		}
+		return writeFile(p, b)
+	case recordingsLog:
+		if bytes.Contains(have, b) {
+			return nil
+		}
+		return writeFile(p, append(have, b...))
+	}
+	return nil // a module: named by its digest
 }

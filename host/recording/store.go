@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // The modes of a Policy.
@@ -34,9 +35,17 @@ type Policy struct {
 	Mode string `json:"mode,omitempty"`
 	// Sample is the share of reconciles kept in sample mode, in (0, 1].
 	Sample float64 `json:"sample,omitempty"`
-	// MaxBytes bounds the plugin's recordings on disk; the oldest go first. Defaults to
-	// DefaultMaxBytes.
-	MaxBytes int64 `json:"maxBytes,omitempty"`
+	// MaxBytes bounds the plugin's recordings on disk (a quantity: 64Mi); the oldest go first.
+	// Defaults to the host's bound (DefaultMaxBytes unless it says otherwise).
+	MaxBytes *resource.Quantity `json:"maxBytes,omitempty"`
+}
+
+// Bytes is MaxBytes in bytes, 0 if unset.
+func (p Policy) Bytes() int64 {
+	if p.MaxBytes == nil {
+		return 0
+	}
+	return p.MaxBytes.Value()
 }
 
 // Check refuses a policy that cannot be followed, naming the field.
@@ -53,8 +62,8 @@ func (p Policy) Check(field string) error {
 	default:
 		return fmt.Errorf("%s.mode %q: use none, failures, sample or all", field, p.Mode)
 	}
-	if p.MaxBytes < 0 {
-		return fmt.Errorf("%s.maxBytes %d: give a size in bytes, or leave it out for %d MiB", field, p.MaxBytes, DefaultMaxBytes>>20)
+	if p.MaxBytes != nil && p.MaxBytes.Sign() <= 0 {
+		return fmt.Errorf("%s.maxBytes %s: give a size, like 64Mi, or leave it out for the host's bound (%d MiB unless it says otherwise)", field, p.MaxBytes, DefaultMaxBytes>>20)
 	}
 	return nil
 }
@@ -508,6 +517,7 @@ func (s *Store) trim(keep string) {
 		}
 		s.bytes -= u.size
 		delete(s.units, u.name)
+		s.log.Info("dropped recordings past the store's bound, the least recently written first", "dropped", u.name, "bytes", u.size, "maxBytes", s.maxBytes)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func step(kind string, payload string) *Step {
@@ -64,13 +65,21 @@ func TestStoreRoundTrip(t *testing.T) {
 		t.Fatalf("the module came back as %q, %v", b, err)
 	}
 
-	// A bundle of one recording replays from where it is read.
-	var buf bytes.Buffer
-	must(t, WriteBundle(&buf, dir, listed[1].Digest))
+	// Bundles of recordings, read into one directory, replay from there, as from the store;
+	// a bundle read twice adds nothing.
 	other := t.TempDir()
-	must(t, ReadBundle(&buf, other, 1<<20))
-	if rec, before, err := Load(other, listed[1].Digest); err != nil || len(before) != listed[1].Before || rec.Request.Name != listed[1].Request.Name {
-		t.Fatalf("the bundle of %s: %v", listed[1].Digest, err)
+	for _, i := range []int{1, 0, 2, 1} {
+		var buf bytes.Buffer
+		must(t, WriteBundle(&buf, dir, listed[i].Digest))
+		must(t, ReadBundle(&buf, other, 1<<20))
+	}
+	if got, _ := List(other); len(got) != 3 {
+		t.Fatalf("the bundles of 3 recordings, one twice, read into a directory: %d recordings there", len(got))
+	}
+	for _, l := range listed {
+		if rec, before, err := Load(other, l.Digest); err != nil || len(before) != l.Before || rec.Request.Name != l.Request.Name {
+			t.Fatalf("the bundle of %s: %v", l.Digest, err)
+		}
 	}
 	if _, err := LoadModule(other, "sha256:"+strings.TrimPrefix(digestOf([]byte("\x00asm module bytes")), "sha256:")); err != nil {
 		t.Fatalf("the bundle has no module: %v", err)
@@ -163,7 +172,7 @@ func TestPolicy(t *testing.T) {
 	if kept < 800 || kept > 1200 {
 		t.Fatalf("a 0.1 sample kept %d of 10000", kept)
 	}
-	for _, p := range []Policy{{Mode: "everything"}, {Mode: ModeSample}, {Mode: ModeSample, Sample: 2}, {Mode: ModeAll, Sample: 0.5}, {Mode: ModeAll, MaxBytes: -1}} {
+	for _, p := range []Policy{{Mode: "everything"}, {Mode: ModeSample}, {Mode: ModeSample, Sample: 2}, {Mode: ModeAll, Sample: 0.5}, {Mode: ModeAll, MaxBytes: resource.NewQuantity(-1, resource.BinarySI)}} {
 		if err := p.Check("record"); err == nil || !strings.HasPrefix(err.Error(), "record.") {
 			t.Errorf("%+v: %v; want an error naming the field", p, err)
 		}

@@ -248,7 +248,12 @@ func DescribeEvent(e *recording.Event) string {
 	case recording.EventWrite:
 		return fmt.Sprintf("%s written to %s", clip(e.In), e.Fn)
 	case recording.EventLog:
-		return fmt.Sprintf("a log line at level %d: %s", e.N, clip(e.In))
+		text, kv := splitLog(e.In)
+		line := text
+		for i := 0; i+1 < len(kv); i += 2 {
+			line += fmt.Sprintf(" %v=%v", kv[i], kv[i+1])
+		}
+		return fmt.Sprintf("a log line at level %d: %s", e.N, clip([]byte(line)))
 	}
 	return e.Type
 }
