@@ -381,19 +381,26 @@ func TestFailingPluginFollowsTheBackoffSchedule(t *testing.T) {
 	t.Logf("retry gaps: %s", strings.Join(report, ", "))
 }
 
-// recordingTransport remembers every request the host sends to the API server.
+// recordingTransport remembers every request the host sends to the API server, through each
+// of its clients' transports (wrap): a client made after others have started sending changes
+// nothing they use.
 type recordingTransport struct {
-	rt   http.RoundTripper
 	mu   sync.Mutex
 	seen []string
 }
 
-func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r.mu.Lock()
-	r.seen = append(r.seen, req.Method+" "+req.URL.Path)
-	r.mu.Unlock()
-	return r.rt.RoundTrip(req)
+func (r *recordingTransport) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		r.mu.Lock()
+		r.seen = append(r.seen, req.Method+" "+req.URL.Path)
+		r.mu.Unlock()
+		return rt.RoundTrip(req)
+	})
 }
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // A trap, a loop, a memory bomb, garbage results and a call outside the grant are each a clear
 // error; the host keeps running and another plugin beside it keeps working. A forbidden call
@@ -403,7 +410,7 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 	logs := &logLines{}
 	recorder := &recordingTransport{}
 	restCfg := rest.CopyConfig(cfg)
-	restCfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { recorder.rt = rt; return recorder }
+	restCfg.WrapTransport = recorder.wrap
 	one := metav1.Duration{Duration: time.Second}
 	_, plugins := pluginHost(t, restCfg, logs.logger(),
 		plugin.Config{Name: "misbehave", Module: wasmFile(t, "testguests", "misbehave"), Namespaces: []string{ns}, MaxConcurrentReconciles: 3, Timeout: &one,
