@@ -218,3 +218,52 @@ func tenantToken(t *testing.T, ns, name string, rules []rbacv1.PolicyRule) strin
 	must(t, err)
 	return tr.Status.Token
 }
+
+// A rollout with a replay step runs the new version on the live one's latest recordings
+// before anything else: version 2 of the record guest writes a field more on every one, and is
+// rolled back at once, with no tolerance of differing writes, before its shadow step; the live
+// version serves on.
+func TestRolloutReplayStepRollsBack(t *testing.T) {
+	ns := namespace(t)
+	module := filepath.Join(t.TempDir(), "record.wasm")
+	writeModule(t, module, module2(t, "record-go"))
+	h := startHost(t, fmt.Sprintf(`plugins:
+  - name: rec
+    module: %s
+    namespaces: [%s]
+    record: {mode: all}
+    rollout:
+      replay: {recordings: 5}
+      shadow: {duration: 1m}
+      analysis: {tolerance: {differingWrites: 0}}
+    permissions:
+      - {group: "", resources: [configmaps], verbs: [get, list, watch, create, patch]}
+      - {group: "", resources: [events], verbs: [create]}
+`, module, ns), "--recordings-dir", t.TempDir())
+	h.waitOut(t, `msg="starting workers" plugin=rec`)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for i := range 3 {
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprint("r", i), Labels: map[string]string{"wasmrec.dev/record": "yes"}}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	eventually(t, 30*time.Second, "the three reconciled", func() error {
+		for i := range 3 {
+			if _, err := cs.CoreV1().ConfigMaps(ns).Get(context.Background(), fmt.Sprint("r", i, "-out"), metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	writeModule(t, module, module2(t, "record-v2-go"))
+	h.waitOut(t, "rollout: rolled back")
+	_, line, _ := strings.Cut(h.out.String(), "rollout: rolled back")
+	line, _, _ = strings.Cut(line, "\n")
+	if !strings.Contains(line, "recordings of the live version ran with other writes, Events or results on the new one") || !strings.Contains(line, `data.version: added \"2\"`) || !strings.Contains(line, "past the tolerance of 0") || !strings.Contains(line, `step=replay`) {
+		t.Fatalf("the rollback does not say what the replay step found: %s", line)
+	}
+	if strings.Contains(h.out.String(), `step=shadow`) {
+		t.Fatal("the new version reached its shadow step")
+	}
+}

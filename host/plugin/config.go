@@ -329,6 +329,9 @@ func (c *Config) Validate() error {
 		if err := c.Rollout.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("plugin %q: %w", c.Name, err))
 		}
+		if c.Rollout.Replay != nil && (c.Record == nil || !c.Record.On()) {
+			errs = append(errs, fmt.Errorf("plugin %q: rollout.replay runs a new version on the live one's recordings: set record (mode failures, sample or all), or leave rollout.replay out", c.Name))
+		}
 	}
 	if c.Signatures != nil {
 		if err := c.Signatures.Validate(c.Origin == ""); err != nil {

@@ -28,6 +28,7 @@ type RolloutConfig = rollout.Config
 
 // A rollout's stages, as RolloutStatus.Stage says them.
 const (
+	StageReplay     = "Replay"     // the new version runs on the live one's recordings, offline
 	StageShadow     = "Shadow"     // the new version shadows the live one, its writes dry-run
 	StageCanary     = "Canary"     // the new version reconciles a share of the keys
 	StagePromoted   = "Promoted"   // the new version serves every key
@@ -153,6 +154,14 @@ func (p *Plugin) drive(ro *rollingOut) {
 		case <-t.C:
 		}
 		w := ro.window.Load()
+		if w.step.Replay {
+			if why, ok := p.replayStep(ro); !ok {
+				p.endRollout(ro, StageRolledBack, "the new version did worse than the live one: "+why, true)
+			} else {
+				p.nextStepWhy(ro, w, "the replay step passed: "+why)
+			}
+			continue
+		}
 		v, why := p.cfg.Rollout.Analysis.Judge(w.judged(), w.live.Figures(), w.cand.Figures(), w.diffs.Differences())
 		switch {
 		case v == rollout.Beyond:
@@ -166,12 +175,16 @@ func (p *Plugin) drive(ro *rollingOut) {
 // nextStep moves ro on from the step of w, which passed, or promotes its candidate after the
 // last step.
 func (p *Plugin) nextStep(ro *rollingOut, w *window) {
+	p.nextStepWhy(ro, w, fmt.Sprintf("the %s step passed: the new version's %s, the live version's %s", w.step.Name(), w.cand.Figures(), w.live.Figures()))
+}
+
+// nextStepWhy is nextStep, passed saying why the step passed.
+func (p *Plugin) nextStepWhy(ro *rollingOut, w *window, passed string) {
 	p.swapMu.Lock()
 	defer p.swapMu.Unlock()
 	if p.ro.Load() != ro || ro.window.Load() != w {
 		return
 	}
-	passed := fmt.Sprintf("the %s step passed: the new version's %s, the live version's %s", w.step.Name(), w.cand.Figures(), w.live.Figures())
 	if w.step.Shadow() {
 		d := w.diffs.Differences()
 		ro.shadow.Store(&d)
@@ -188,10 +201,11 @@ func (p *Plugin) nextStep(ro *rollingOut, w *window) {
 	nw := newWindow(next, time.Now())
 	ro.window.Store(nw)
 	p.log.Info("rollout: "+passed, "candidate", ro.cand.mod.ShortDigest(), "step", next.Name())
-	// The keys the new version takes now are reconciled by it, as a swap would.
+	// The keys the new version takes now are reconciled by it, as a swap would; after the
+	// replay step, every key, for the next step's figures.
 	from := w.step.Share
 	nw.expect(p.enqueueAll(context.Background(), func(req reconcile.Request) bool {
-		return rollout.Candidate(req.Namespace, req.Name, next.Share) && !rollout.Candidate(req.Namespace, req.Name, from)
+		return w.step.Replay || rollout.Candidate(req.Namespace, req.Name, next.Share) && !rollout.Candidate(req.Namespace, req.Name, from)
 	}))
 	p.rolloutNews(ro, "RolloutStep", w, "", false)
 }
@@ -313,7 +327,10 @@ func (p *Plugin) rolloutStatus(ro *rollingOut, w *window, stage, why string, end
 		return st
 	}
 	st.Stage = StageCanary
-	if w.step.Shadow() {
+	switch {
+	case w.step.Replay:
+		st.Stage = StageReplay
+	case w.step.Shadow():
 		st.Stage = StageShadow
 	}
 	st.Message = *ro.message.Load()
@@ -350,7 +367,11 @@ func (p *Plugin) rolloutNews(ro *rollingOut, reason string, prev *window, stage 
 // key, else on the live version, with the candidate shadowing it in the shadow step.
 func (p *Plugin) reconcileRolling(ctx context.Context, req reconcile.Request, ro *rollingOut, call abi.Request, log logr.Logger) (abi.Result, error) {
 	w := ro.window.Load()
-	if w.step.Shadow() {
+	switch {
+	case w.step.Replay: // the live version's alone, while the new one runs on its recordings
+		res, _, err := p.run(ctx, req, call, nil, true, log, nil)
+		return res, err
+	case w.step.Shadow():
 		return p.shadowed(ctx, req, ro, w, call, log)
 	}
 	var rec rollout.Record

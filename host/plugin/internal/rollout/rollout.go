@@ -25,6 +25,10 @@ const (
 // Config is how a plugin's new module versions come in. Without one (nil), a new version takes
 // every key at once.
 type Config struct {
+	// Replay, if set, first runs the new version on the live version's latest recordings (the
+	// plugin's settings must record), offline: each recording's writes, Events and result
+	// against the live version's, judged by analysis.tolerance.differingWrites.
+	Replay *Replay `json:"replay,omitempty"`
 	// Shadow, if set, first runs the new version beside the live one: it reconciles the keys the
 	// live version reconciles, from the same cache, and its writes are sent with dryRun=All, so
 	// the API server validates them and stores nothing.
@@ -34,6 +38,23 @@ type Config struct {
 	Canary *Canary `json:"canary,omitempty"`
 	// Analysis bounds how much worse than the live version the new one may do at each step.
 	Analysis Analysis `json:"analysis,omitempty"`
+}
+
+// Replay is the replay step.
+type Replay struct {
+	// Recordings is how many of the live version's latest recordings it runs. Defaults to 20.
+	Recordings int `json:"recordings,omitempty"`
+}
+
+// DefaultReplayRecordings is Replay.Recordings when unset.
+const DefaultReplayRecordings = 20
+
+// Count is how many recordings the step runs.
+func (r *Replay) Count() int {
+	if r.Recordings > 0 {
+		return r.Recordings
+	}
+	return DefaultReplayRecordings
 }
 
 // Shadow is the shadow step.
@@ -76,7 +97,8 @@ type Tolerance struct {
 	// Defaults to 0.01.
 	RefusedWrites *float64 `json:"refusedWrites,omitempty"`
 	// DifferingWrites: in the shadow step, reconciles whose writes differ from the live
-	// version's. Defaults to none: differences are counted and shown, not judged.
+	// version's; in the replay step, recordings whose writes, Events or result differ. Defaults
+	// to none: differences are counted and shown, not judged.
 	DifferingWrites *float64 `json:"differingWrites,omitempty"`
 }
 
@@ -86,6 +108,9 @@ func (c *Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("rollout."+format, args...)) }
 	if c.Shadow == nil && c.Canary == nil {
 		bad("shadow or rollout.canary is required: a rollout without steps is a plain swap; leave rollout out for that")
+	}
+	if r := c.Replay; r != nil && r.Recordings < 0 {
+		bad("replay.recordings %d: must not be negative", r.Recordings)
 	}
 	if s := c.Shadow; s != nil {
 		if s.Duration != nil && s.Duration.Duration <= 0 {
@@ -122,8 +147,11 @@ func (c *Config) Validate() error {
 
 // Step is one step of a rollout.
 type Step struct {
-	// Share is the percent of keys the new version reconciles for real; 0 in the shadow step,
-	// where the live version reconciles every key and the new one shadows it.
+	// Replay marks the replay step: the live version reconciles every key, and the new one
+	// runs on its recordings.
+	Replay bool
+	// Share is the percent of keys the new version reconciles for real; 0 in the replay and
+	// shadow steps, where the live version reconciles every key (and the new one shadows it).
 	Share int
 	// Duration is the step's least length; MinReconciles the new version's least reconciles.
 	Duration      time.Duration
@@ -131,11 +159,14 @@ type Step struct {
 }
 
 // Shadow reports whether s is the shadow step.
-func (s Step) Shadow() bool { return s.Share == 0 }
+func (s Step) Shadow() bool { return s.Share == 0 && !s.Replay }
 
-// Name is "shadow" or "canary 25%".
+// Name is "replay", "shadow" or "canary 25%".
 func (s Step) Name() string {
-	if s.Shadow() {
+	switch {
+	case s.Replay:
+		return "replay"
+	case s.Shadow():
 		return "shadow"
 	}
 	return fmt.Sprintf("canary %d%%", s.Share)
@@ -145,6 +176,9 @@ func (s Step) Name() string {
 func (c *Config) Steps() []Step {
 	min := c.minReconciles()
 	var out []Step
+	if c.Replay != nil {
+		out = append(out, Step{Replay: true})
+	}
 	if s := c.Shadow; s != nil {
 		st := Step{Duration: DefaultShadowDuration, MinReconciles: min}
 		if s.Duration != nil {

@@ -16,13 +16,17 @@ func ptr[T any](v T) *T { return &v }
 func TestStepsFillInDefaults(t *testing.T) {
 	c := Config{Shadow: &Shadow{}, Canary: &Canary{Steps: []int{10, 50}, StepDuration: &metav1.Duration{Duration: 2 * time.Second}}}
 	got := fmt.Sprint(c.Steps())
-	want := fmt.Sprint([]Step{{0, time.Minute, 20}, {10, 2 * time.Second, 20}, {50, 2 * time.Second, 20}})
+	want := fmt.Sprint([]Step{{false, 0, time.Minute, 20}, {false, 10, 2 * time.Second, 20}, {false, 50, 2 * time.Second, 20}})
 	if got != want {
 		t.Errorf("steps %s, want %s", got, want)
 	}
 	c = Config{Shadow: &Shadow{Duration: &metav1.Duration{Duration: time.Second}, Reconciles: 100}, Analysis: Analysis{MinReconciles: 5}}
 	if s := c.Steps(); len(s) != 1 || s[0].MinReconciles != 100 || s[0].Duration != time.Second || !s[0].Shadow() {
 		t.Errorf("shadow only: %v", s)
+	}
+	c = Config{Replay: &Replay{}, Shadow: &Shadow{}}
+	if s := c.Steps(); len(s) != 2 || !s[0].Replay || s[0].Shadow() || s[0].Name() != "replay" || !s[1].Shadow() || c.Replay.Count() != DefaultReplayRecordings {
+		t.Errorf("replay, then shadow: %v", s)
 	}
 }
 
