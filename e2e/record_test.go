@@ -266,4 +266,5 @@ func TestRolloutReplayStepRollsBack(t *testing.T) {
 	if strings.Contains(h.out.String(), `step=shadow`) {
 		t.Fatal("the new version reached its shadow step")
 	}
+	t.Logf("rolled back%s", line)
 }
