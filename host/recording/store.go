@@ -110,11 +110,12 @@ type Store struct {
 	bytes int64
 
 	queue    chan job
+	sendMu   sync.RWMutex // held to send on queue (read) and to close it (write)
+	closed   bool         // queue is closed; guarded by sendMu
 	dropped  atomic.Int64
 	dropNote rate.Sometimes // says now and then that recordings were dropped
 	written  atomic.Int64
 	done     chan struct{}
-	close    sync.Once
 }
 
 // unit is what the store drops whole: an instance's directory, or a module's file.
@@ -201,24 +202,20 @@ func (s *Store) Dir() string { return s.dir }
 // written yet are written with it, then rec.Step, and rec's Before and Chain set from them.
 // It returns at once; false says the queue was full and rec was dropped.
 func (s *Store) Put(rec *Recording, before []*Step) bool {
-	select {
-	case s.queue <- job{rec: rec, before: before}:
+	if s.enqueue(job{rec: rec, before: before}, false) {
 		return true
-	default:
-		s.dropped.Add(1)
-		s.dropNote.Do(func() {
-			s.log.Info("dropped recordings the plugin's settings keep: the writer is behind (the disk slower than the reconciles); they are counted in wasmrec_plugin_recordings_dropped_total", "dropped", s.dropped.Load(), "dir", s.dir)
-		})
-		return false
 	}
+	s.dropped.Add(1)
+	s.dropNote.Do(func() {
+		s.log.Info("dropped recordings the plugin's settings keep: the writer is behind (the disk slower than the reconciles), or the store closed; they are counted in wasmrec_plugin_recordings_dropped_total", "dropped", s.dropped.Load(), "dir", s.dir)
+	})
+	return false
 }
 
 // KeepModule queues a module the plugin runs for writing, so that its recordings can be
 // replayed with nothing else; it is kept as long as recordings of it are written.
 func (s *Store) KeepModule(wasm []byte) {
-	select {
-	case s.queue <- job{module: wasm}:
-	default:
+	if !s.enqueue(job{module: wasm}, false) {
 		s.log.Info("not keeping the module beside the recordings: the writer's queue is full; `wasmrec replay` then needs --module", "digest", digestOf(wasm))
 	}
 }
@@ -226,10 +223,28 @@ func (s *Store) KeepModule(wasm []byte) {
 // Flush waits until what was Put before it is written.
 func (s *Store) Flush() {
 	ch := make(chan struct{})
-	select {
-	case s.queue <- job{flush: ch}:
+	if s.enqueue(job{flush: ch}, true) {
 		<-ch
-	case <-s.done:
+	}
+}
+
+// enqueue hands j to the writer, unless the store is closed or, without wait, its queue is
+// full. A reconcile still running when its plugin closes may Put after Close.
+func (s *Store) enqueue(j job, wait bool) bool {
+	s.sendMu.RLock()
+	defer s.sendMu.RUnlock()
+	if s.closed {
+		return false
+	}
+	if wait {
+		s.queue <- j
+		return true
+	}
+	select {
+	case s.queue <- j:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -248,10 +263,13 @@ func (s *Store) Bytes() int64 {
 
 // Close writes what is queued and stops the writer.
 func (s *Store) Close() {
-	s.close.Do(func() {
+	s.sendMu.Lock()
+	if !s.closed {
+		s.closed = true
 		close(s.queue)
-		<-s.done
-	})
+	}
+	s.sendMu.Unlock()
+	<-s.done
 }
 
 func (s *Store) write() {

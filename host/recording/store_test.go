@@ -45,6 +45,11 @@ func TestStoreRoundTrip(t *testing.T) {
 	s.Put(recordingOf("2", "a"), lineage[:1])
 	s.Close()
 
+	if s.Put(recordingOf("1", "late"), lineage) || s.Dropped() != 1 {
+		t.Fatal("a recording Put after Close was taken, or not counted as dropped")
+	}
+	s.Close() // twice: nothing more
+
 	listed := s.List()
 	if len(listed) != 3 {
 		t.Fatalf("%d recordings listed, want 3", len(listed))
