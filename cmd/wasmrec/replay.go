@@ -72,11 +72,7 @@ the build did differs from what was recorded: each write field by field, the Eve
 				return err
 			}
 			if list {
-				for _, t := range targets {
-					if err := listRecordings(stdout, t.dir, []string{t.digest}); err != nil {
-						return err
-					}
-				}
+				listRecordings(stdout, targets)
 				return nil
 			}
 			var module []byte
@@ -91,17 +87,15 @@ the build did differs from what was recorded: each write field by field, the Eve
 			}
 			defer r.close(cmd.Context())
 			differ := 0
-			for _, t := range targets {
-				same, err := r.replay(cmd.Context(), t.dir, t.digest)
+			for _, group := range byInstance(targets) {
+				n, err := r.replayInstance(cmd.Context(), group)
 				if err != nil {
 					return err
 				}
-				if !same {
-					differ++
-				}
+				differ += n
 			}
 			if differ > 0 {
-				return fmt.Errorf("%d of %d recordings replayed differently", differ, len(targets))
+				return fmt.Errorf("%d of %s replayed differently", differ, count(len(targets), "recording"))
 			}
 			return nil
 		},
@@ -131,25 +125,15 @@ func recordingsDirOf(arg string) (string, error) {
 	return "", fmt.Errorf("%s: no such directory: give a plugin's recordings directory (run --recordings-dir's, a directory per plugin)", arg)
 }
 
-func listRecordings(w io.Writer, dir string, digests []string) error {
-	listed, err := recording.List(dir)
-	if err != nil {
-		return err
-	}
-	for _, l := range listed {
-		if !slices.ContainsFunc(digests, func(d string) bool {
-			return strings.HasPrefix(strings.TrimPrefix(l.Digest, "sha256:"), strings.TrimPrefix(d, "sha256:"))
-		}) {
-			continue
-		}
-		outcome := l.Outcome
-		if l.Failed && outcome == recording.Returned {
+func listRecordings(w io.Writer, targets []replayTarget) {
+	for _, t := range targets {
+		outcome := t.Outcome
+		if t.Failed && outcome == recording.Returned {
 			outcome = "returned an error"
 		}
-		fmt.Fprintf(w, "%s  %s  %s  module %s  %s, after %s of instance %s\n", recording.ShortDigest(l.Digest), l.Time.Format(time.RFC3339),
-			requestName(l.Request), recording.ShortDigest(l.Module), outcome, count(l.Before, "step"), l.Instance)
+		fmt.Fprintf(w, "%s  %s  %s  module %s  %s, after %s of instance %s\n", recording.ShortDigest(t.Digest), t.Time.Format(time.RFC3339),
+			requestName(t.Request), recording.ShortDigest(t.Module), outcome, count(t.Before, "step"), t.Instance)
 	}
-	return nil
 }
 
 func requestName(r recording.Request) string {
@@ -197,52 +181,96 @@ func (r *replays) close(ctx context.Context) {
 	}
 }
 
-// replay replays one recording, prints what it found, and reports whether it was the same.
-func (r *replays) replay(ctx context.Context, dir, digest string) (bool, error) {
-	rec, before, err := recording.Load(dir, digest)
-	if err != nil {
-		return false, err
+// byInstance groups targets by the instance they were recorded on, each group by its steps'
+// order, the groups in the order of their first recording.
+func byInstance(targets []replayTarget) [][]replayTarget {
+	var groups [][]replayTarget
+	at := map[string]int{}
+	for _, t := range targets {
+		i, ok := at[t.InstanceDir()]
+		if !ok {
+			i = len(groups)
+			at[t.InstanceDir()] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], t)
 	}
-	short := recording.ShortDigest(digest)
+	for _, g := range groups {
+		slices.SortStableFunc(g, func(a, b replayTarget) int { return a.Before - b.Before })
+	}
+	return groups
+}
+
+// replayInstance replays the recordings of one instance, with one run of its steps up to the
+// last of them: each recording is a step of that run, checked as it passes (a recording of
+// the 1000th reconcile replays the 999 before it: replayed one by one, an instance's
+// recordings would cost the square of its steps). It prints what it found of each, and
+// returns how many differ.
+func (r *replays) replayInstance(ctx context.Context, group []replayTarget) (int, error) {
+	last := group[len(group)-1]
+	rec, before, err := last.Load()
+	if err != nil {
+		return 0, err
+	}
+	steps := append(before[:len(before):len(before)], rec.Step)
 	if r.show {
-		printSteps(r.out, short, before, rec.Step)
+		for _, t := range group {
+			printSteps(r.out, recording.ShortDigest(t.Digest), steps[:t.Before], steps[t.Before])
+		}
 	}
-	m, err := r.moduleFor(ctx, dir, rec)
+	m, err := r.moduleFor(ctx, last.dir, rec)
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
+	differ := 0
 	if r.module != nil { // another build: what it would have done, against what was done
-		got, err := m.Rerun(rctx, before, rec.Step)
+		got, err := m.RerunSteps(rctx, steps)
 		if err != nil {
-			return false, fmt.Errorf("recording %s: %w", short, err)
+			return 0, fmt.Errorf("recording %s: %w", recording.ShortDigest(last.Digest), err)
 		}
-		diffs := recording.Compare(rec.Step, got)
-		if len(diffs) == 0 {
-			fmt.Fprintf(r.out, "%s  %s  the same on %s: %s, %s\n", short, requestOf(rec.Step), r.modulePath, rec.Step.Describe(), count(len(rec.Step.Writes()), "write"))
-			return true, nil
+		for _, t := range group {
+			want := steps[t.Before]
+			short := recording.ShortDigest(t.Digest)
+			diffs := recording.Compare(want, got[t.Before])
+			if len(diffs) == 0 {
+				fmt.Fprintf(r.out, "%s  %s  the same on %s: %s, %s\n", short, requestOf(want), r.modulePath, want.Describe(), count(len(want.Writes()), "write"))
+				continue
+			}
+			differ++
+			fmt.Fprintf(r.out, "%s  %s  DIFFERS on %s:\n", short, requestOf(want), r.modulePath)
+			for _, d := range diffs {
+				fmt.Fprintf(r.out, "    %s\n", d)
+			}
 		}
-		fmt.Fprintf(r.out, "%s  %s  DIFFERS on %s:\n", short, requestOf(rec.Step), r.modulePath)
-		for _, d := range diffs {
-			fmt.Fprintf(r.out, "    %s\n", d)
-		}
-		return false, nil
+		return differ, nil
 	}
 	err = m.Replay(rctx, before, rec.Step)
 	var d *wasm.Difference
-	switch {
-	case errors.As(err, &d):
-		fmt.Fprintf(r.out, "%s  %s  DIFFERS: %v\n", short, requestOf(rec.Step), d)
-		if d.Want != nil && d.Got != nil && d.Want.Type == d.Got.Type {
-			fmt.Fprint(r.out, describeBytesDiff(d.Want.In, d.Got.In))
-		}
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("recording %s: %w", short, err)
+	if err != nil && !errors.As(err, &d) {
+		return 0, fmt.Errorf("recording %s: %w", recording.ShortDigest(last.Digest), err)
 	}
-	fmt.Fprintf(r.out, "%s  %s  the same: %s, %s, after %s of its instance\n", short, requestOf(rec.Step), rec.Step.Describe(), count(countCalls(rec.Step), "call"), count(len(before), "step"))
-	return true, nil
+	var first string
+	for _, t := range group {
+		want := steps[t.Before]
+		short := recording.ShortDigest(t.Digest)
+		switch {
+		case d == nil || d.Step > t.Before:
+			fmt.Fprintf(r.out, "%s  %s  the same: %s, %s, after %s of its instance\n", short, requestOf(want), want.Describe(), count(countCalls(want), "call"), count(t.Before, "step"))
+		case first == "":
+			differ++
+			first = short
+			fmt.Fprintf(r.out, "%s  %s  DIFFERS: %v\n", short, requestOf(want), d)
+			if d.Want != nil && d.Got != nil && d.Want.Type == d.Got.Type {
+				fmt.Fprint(r.out, describeBytesDiff(d.Want.In, d.Got.In))
+			}
+		default:
+			differ++
+			fmt.Fprintf(r.out, "%s  %s  DIFFERS: its instance's step %d differs, as for %s\n", short, requestOf(want), d.Step, first)
+		}
+	}
+	return differ, nil
 }
 
 func (r *replays) moduleFor(ctx context.Context, dir string, rec *recording.Recording) (*wasm.Module, error) {
@@ -316,7 +344,40 @@ func clipBytes(b []byte) string {
 }
 
 // replayTarget is a recording to replay: its digest, in a plugin's recordings directory.
-type replayTarget struct{ dir, digest string }
+type replayTarget struct {
+	dir string
+	recording.Listed
+}
+
+// resolve picks the recordings of listed (dir's) that the digests name (prefixes of their
+// digests), all of them for none.
+func resolve(dir string, listed []recording.Listed, digests []string) ([]replayTarget, error) {
+	var out []replayTarget
+	if len(digests) == 0 {
+		for _, l := range listed {
+			out = append(out, replayTarget{dir, l})
+		}
+		return out, nil
+	}
+	for _, d := range digests {
+		hex := strings.TrimPrefix(d, "sha256:")
+		var match []recording.Listed
+		for _, l := range listed {
+			if strings.HasPrefix(strings.TrimPrefix(l.Digest, "sha256:"), hex) {
+				match = append(match, l)
+			}
+		}
+		switch len(match) {
+		case 0:
+			return nil, fmt.Errorf("no recording %s in %s: `wasmrec replay %s --list` lists them", d, dir, dir)
+		case 1:
+			out = append(out, replayTarget{dir, match[0]})
+		default:
+			return nil, fmt.Errorf("%d recordings in %s begin with %s: give more of the digest", len(match), dir, hex)
+		}
+	}
+	return out, nil
+}
 
 // localRecordings are the recordings of arg (a directory, or a plugin's name) with these
 // digests, or all of them.
@@ -329,19 +390,10 @@ func localRecordings(arg string, digests []string) ([]replayTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(digests) == 0 {
-		if len(listed) == 0 {
-			return nil, noRecordings(dir, arg)
-		}
-		for _, l := range listed {
-			digests = append(digests, l.Digest)
-		}
+	if len(listed) == 0 {
+		return nil, noRecordings(dir, arg)
 	}
-	targets := make([]replayTarget, len(digests))
-	for i, d := range digests {
-		targets[i] = replayTarget{dir, d}
-	}
-	return targets, nil
+	return resolve(dir, listed, digests)
 }
 
 // noRecordings says that dir, given as arg, holds no recordings, and where they may be instead:
@@ -458,7 +510,6 @@ func fetchRecordings(ctx context.Context, from, plugin string, digests []string,
 			have[l.Digest] = true
 		}
 	}
-	var targets []replayTarget
 	fetched := 0
 	for _, d := range want {
 		if !have[d] {
@@ -473,7 +524,14 @@ func fetchRecordings(ctx context.Context, from, plugin string, digests []string,
 			}
 			fetched++
 		}
-		targets = append(targets, replayTarget{dir, d})
+	}
+	listed, err := recording.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	targets, err := resolve(dir, listed, want)
+	if err != nil {
+		return nil, err
 	}
 	if !listOnly {
 		fmt.Fprintf(stdout, "%s of %s from %s in %s (%d fetched now): `wasmrec replay %s` replays them offline\n",

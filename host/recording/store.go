@@ -633,6 +633,16 @@ func Load(dir, digest string) (*Recording, []*Step, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return l.Load()
+}
+
+// InstanceDir is the directory of the instance the recording was made on: recordings of one
+// instance share the steps before them.
+func (l Listed) InstanceDir() string { return l.dir }
+
+// Load reads a listed recording with its reconcile step and the steps before it, checked
+// against its chain, without listing its directory again.
+func (l Listed) Load() (*Recording, []*Step, error) {
 	short := ShortDigest(l.Digest)
 	frames, err := readFrames(filepath.Join(l.dir, stepsLog), l.Before+1)
 	if err != nil {
@@ -654,12 +664,12 @@ func Load(dir, digest string) (*Recording, []*Step, error) {
 	if chain.String() != l.Chain {
 		return nil, nil, fmt.Errorf("recording %s: the steps in its instance's log are not those it was recorded with (their chain is %s, the recording's %s)", short, ShortDigest(chain.String()), ShortDigest(l.Chain))
 	}
-	rec := l.Recording
+	rec := *l.Recording
 	rec.Step = steps[l.Before]
 	if rec.Step.Kind != StepReconcile {
 		return nil, nil, fmt.Errorf("recording %s: its step %d is a %s, not a reconcile", short, l.Before, rec.Step.Kind)
 	}
-	return rec, steps[:l.Before], nil
+	return &rec, steps[:l.Before], nil
 }
 
 // LoadModule reads the module of that digest from dir, a plugin's, if it was kept there.

@@ -137,7 +137,20 @@ func sameCall(want *recording.Step, got recording.Event) *recording.Event {
 // it can (see rerunner), to see what this build would have done. It returns the reconcile as
 // this build ran it, to compare with the recorded one (recording.Compare).
 func (m *Module) Rerun(ctx context.Context, before []*recording.Step, step *recording.Step) (*recording.Step, error) {
-	if len(before) == 0 || before[0].Kind != recording.StepInitialize {
+	got, err := m.RerunSteps(ctx, append(before[:len(before):len(before)], step))
+	if err != nil {
+		return nil, err
+	}
+	return got[len(got)-1], nil
+}
+
+// rerunSeed seeds the random bytes a rerun gives past the recorded ones.
+var rerunSeed = sha256.Sum256([]byte("wasmrec rerun"))
+
+// RerunSteps is Rerun of every reconcile of an instance's steps, its _initialize first, on one
+// new instance: what this build did at each, at the same index (nil for the other kinds).
+func (m *Module) RerunSteps(ctx context.Context, steps []*recording.Step) ([]*recording.Step, error) {
+	if len(steps) == 0 || steps[0].Kind != recording.StepInitialize {
 		return nil, errors.New("the recording does not start with its instance's _initialize")
 	}
 	select {
@@ -145,18 +158,18 @@ func (m *Module) Rerun(ctx context.Context, before []*recording.Step, step *reco
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
-	rp := &replayer{steps: append(before[:len(before):len(before)], step), rerun: &rerunner{seed: sha256.Sum256(step.Result)}}
+	rp := &replayer{steps: steps, rerun: &rerunner{seed: rerunSeed}}
 	inst, err := m.newInstance(ctx, rp)
 	if err != nil {
 		m.tokens <- struct{}{}
 		return nil, err
 	}
 	defer m.put(inst, false)
-	for _, want := range rp.steps[1:] {
+	out := make([]*recording.Step, len(steps))
+	for i, want := range steps[1:] {
 		switch want.Kind {
 		case recording.StepManifest:
 			_, _ = inst.readManifest(ctx)
-			_ = rp.endStep(nil)
 		case recording.StepReconcile:
 			if want.Request == nil {
 				return nil, fmt.Errorf("step %d, a reconcile, has no request", rp.at)
@@ -164,15 +177,15 @@ func (m *Module) Rerun(ctx context.Context, before []*recording.Step, step *reco
 			inst.step = &recording.Step{Kind: recording.StepReconcile, Request: want.Request}
 			c := &Call{Request: abi.Request{Namespace: want.Request.Namespace, Name: want.Request.Name, Retries: want.Request.Retries}, Logger: m.opts.Logger}
 			_, _, _ = inst.reconcile1(ctx, c)
-			got := inst.step
+			out[i+1] = inst.step
 			inst.endStep()
-			if rp.at == len(rp.steps)-1 {
-				return got, nil
-			}
-			_ = rp.endStep(nil)
 		default:
 			return nil, fmt.Errorf("step %d is of kind %q: only the first may be an _initialize", rp.at, want.Kind)
 		}
+		_ = rp.endStep(nil)
 	}
-	return nil, errors.New("the recording holds no reconcile to rerun")
+	if out[len(out)-1] == nil {
+		return nil, errors.New("the recording holds no reconcile to rerun")
+	}
+	return out, nil
 }
