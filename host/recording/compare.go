@@ -29,7 +29,7 @@ func (s *Step) Writes() []Write {
 		}
 		var body any
 		_ = json.Unmarshal(e.In, &body)
-		w := Write{Fn: e.Fn, Object: objectName(e.Fn, e.In), Body: body, Status: abi.Status(e.Status)}
+		w := Write{Fn: e.Fn, Object: ObjectOf(e.Fn, e.In), Body: body, Status: abi.Status(e.Status)}
 		if e.Fn == abi.ImportPatch { // the patch itself is what was written
 			if m, ok := body.(map[string]any); ok {
 				w.Body = m["patch"]
@@ -40,7 +40,9 @@ func (s *Step) Writes() []Write {
 	return out
 }
 
-func objectName(fn string, in []byte) string {
+// ObjectOf names the object a host call's request in is about, "v1 ConfigMap ns/name": its
+// ref, a created or updated object's metadata, or an event's object.
+func ObjectOf(fn string, in []byte) string {
 	var r struct {
 		abi.ObjectRef
 		Object   *abi.ObjectRef `json:"object"`

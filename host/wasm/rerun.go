@@ -99,17 +99,6 @@ func (rr *rerunner) answer(want *recording.Step, got recording.Event) *recording
 // sameCall finds the recorded answer to got: a read with the same request, or a write of the
 // same object by the same function.
 func sameCall(want *recording.Step, got recording.Event) *recording.Event {
-	ref := func(fn string, in []byte) string {
-		var r struct {
-			abi.ObjectRef
-			Metadata struct{ Namespace, Name string }
-		}
-		_ = json.Unmarshal(in, &r)
-		if r.Name == "" {
-			r.Name, r.Namespace = r.Metadata.Name, r.Metadata.Namespace
-		}
-		return fmt.Sprintf("%s %s %s/%s", r.APIVersion, r.Kind, r.Namespace, r.Name)
-	}
 	for i := range want.Events {
 		e := &want.Events[i]
 		if e.Type != recording.EventCall || e.Fn != got.Fn {
@@ -122,7 +111,7 @@ func sameCall(want *recording.Step, got recording.Event) *recording.Event {
 			}
 		case abi.ImportEvent:
 		default:
-			if ref(e.Fn, e.In) == ref(got.Fn, got.In) {
+			if recording.ObjectOf(e.Fn, e.In) == recording.ObjectOf(got.Fn, got.In) {
 				r := *e
 				r.In = got.In
 				return &r

@@ -46,6 +46,16 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 	after := map[string]map[string]any{}
 	var afterOrder []string
 	gone := map[string]Ref{}
+	// wrote takes o, what a create, update or patch sent, as what the object must hold after.
+	wrote := func(o map[string]any) {
+		k := refOf(o).String()
+		seen[k] = true
+		delete(gone, k)
+		if after[k] == nil {
+			afterOrder = append(afterOrder, k)
+		}
+		after[k] = mergeInto(after[k], o)
+	}
 	var events []Event
 	for i, e := range step.Events {
 		if e.Type != recording.EventCall || abi.Status(e.Status) != abi.StatusOK {
@@ -82,13 +92,7 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 					}
 				}
 			}
-			k := refOf(o).String()
-			seen[k] = true
-			delete(gone, k)
-			if after[k] == nil {
-				afterOrder = append(afterOrder, k)
-			}
-			after[k] = mergeInto(after[k], o)
+			wrote(o)
 		case abi.ImportPatch:
 			var p abi.PatchRequest
 			if err := json.Unmarshal(e.In, &p); err != nil {
@@ -109,12 +113,7 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 			if p.Namespace != "" {
 				md["namespace"] = p.Namespace
 			}
-			k := refOf(doc).String()
-			seen[k] = true
-			if after[k] == nil {
-				afterOrder = append(afterOrder, k)
-			}
-			after[k] = mergeInto(after[k], doc)
+			wrote(doc)
 		case abi.ImportDelete:
 			var d abi.DeleteRequest
 			if err := json.Unmarshal(e.In, &d); err != nil {
