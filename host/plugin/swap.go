@@ -389,7 +389,7 @@ func (p *Plugin) finishWatches(next watches.Sources) {
 // through by the running module's For predicates, and by only if set. It returns how many it
 // enqueued; ok is false if it could not (the controller does not run here, or a list failed).
 func (p *Plugin) enqueueAll(ctx context.Context, only func(reconcile.Request) bool) (n int, ok bool) {
-	preds, err := watches.Predicates(p.Module().Manifest().For.Predicates)
+	preds, err := predicate.FromManifest(p.Module().Manifest().For.Predicates)
 	if err != nil {
 		p.log.Error(err, "reading the For predicates to reconcile every object")
 		return 0, false

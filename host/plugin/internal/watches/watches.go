@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/abi"
@@ -77,7 +76,7 @@ func (pl Plugin) Sources(m *abi.Manifest) (Sources, error) {
 		if err != nil {
 			return err
 		}
-		preds, err := Predicates(w.Predicates)
+		preds, err := predicate.FromManifest(w.Predicates)
 		if err != nil {
 			return fmt.Errorf("%s: %w", gvk.Kind, err)
 		}
@@ -135,50 +134,4 @@ func ParseGVK(w abi.Watch) (schema.GroupVersionKind, error) {
 		return schema.GroupVersionKind{}, fmt.Errorf("apiVersion %q: %w", w.APIVersion, err)
 	}
 	return gv.WithKind(w.Kind), nil
-}
-
-// Predicates are the manifest's predicates as the host's.
-func Predicates(ps []abi.Predicate) ([]predicate.Predicate, error) {
-	out := make([]predicate.Predicate, 0, len(ps))
-	for _, p := range ps {
-		q, err := convert(p)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, q)
-	}
-	return out, nil
-}
-
-func convert(p abi.Predicate) (predicate.Predicate, error) {
-	switch p.Type {
-	case abi.PredicateGenerationChanged:
-		return predicate.GenerationChanged(), nil
-	case abi.PredicateAnnotationChanged:
-		return predicate.AnnotationChanged(), nil
-	case abi.PredicateLabelChanged:
-		return predicate.LabelChanged(), nil
-	case abi.PredicateNamespace:
-		return predicate.Namespace(p.Namespaces...), nil
-	case abi.PredicateLabelSelector:
-		var sel metav1.LabelSelector
-		b, _ := json.Marshal(p.Selector)
-		if err := json.Unmarshal(b, &sel); err != nil {
-			return nil, err
-		}
-		return predicate.LabelSelector(sel)
-	case abi.PredicateAnd, abi.PredicateOr, abi.PredicateNot:
-		inner, err := Predicates(p.Predicates)
-		if err != nil {
-			return nil, err
-		}
-		switch p.Type {
-		case abi.PredicateAnd:
-			return predicate.And(inner...), nil
-		case abi.PredicateOr:
-			return predicate.Or(inner...), nil
-		}
-		return predicate.Not(inner[0]), nil
-	}
-	return nil, fmt.Errorf("unknown predicate type %q", p.Type)
 }
