@@ -87,7 +87,10 @@ $(BIN)/kube-controller-manager: e2e/controlplane/kube-apiserver/go.mod e2e/contr
 
 GO_PLUGINS := app failing mirror rollout
 C_PLUGINS  := app-c
-TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go record-go record-v2-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5
+# The exploration corpus (internal/explore/testdata/corpus): each plugin with a bug, and its twin.
+CORPUS := twice staledelete forgetful stalestatus loop
+TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go record-go record-v2-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5 \
+	$(foreach p,$(CORPUS),explore-$(p) explore-$(p)-fixed)
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
 
@@ -130,6 +133,14 @@ $(BIN)/testguests/swap-v%.wasm: host/wasm/testdata/swap.c $(SDK_C) | c-toolchain
 $(BIN)/testguests/record-v2-go.wasm: $(wildcard host/wasm/testdata/recordgo/*) $(SDK_GO)
 	@mkdir -p $(@D)
 	cd host/wasm/testdata/recordgo && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-X=main.version=2 -o $@ .
+
+$(BIN)/testguests/explore-%.wasm: $$(wildcard internal/explore/testdata/corpus/$$*/*.go internal/explore/testdata/corpus/widget/*.go) $(SDK_GO)
+	@mkdir -p $(@D)
+	cd internal/explore/testdata/corpus/$* && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
+
+$(BIN)/testguests/explore-%-fixed.wasm: $$(wildcard internal/explore/testdata/corpus/$$*/*.go internal/explore/testdata/corpus/widget/*.go) $(SDK_GO)
+	@mkdir -p $(@D)
+	cd internal/explore/testdata/corpus/$* && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-X=github.com/wasmrec/wasmrec/internal/explore/testdata/corpus/widget.Fixed=true -o $@ .
 
 $(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO)
 	@mkdir -p $(@D)
@@ -215,7 +226,7 @@ ABI_MODULE := github.com/wasmrec/wasmrec/abi
 SDK_MODULE := github.com/wasmrec/wasmrec/sdk/go
 
 # Modules with Go code, and the two that only pin the control plane's versions.
-CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo host/wasm/testdata/hashtypedgo host/wasm/testdata/panicgo host/wasm/testdata/recordgo
+CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo host/wasm/testdata/hashtypedgo host/wasm/testdata/panicgo host/wasm/testdata/recordgo internal/explore/testdata/corpus
 MODULES      := $(CODE_MODULES) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check

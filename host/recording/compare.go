@@ -136,6 +136,10 @@ func listOf(s []string) string {
 	return "[" + strings.Join(s, "; ") + "]"
 }
 
+// DiffJSON lists where two decoded JSON values differ, a line per field: "data.b: "1" -> "2"",
+// "data.c: added "3"", "data.d: removed (was "4")".
+func DiffJSON(a, b any) []string { return diffJSON("", a, b) }
+
 // diffJSON lists where two JSON values differ, a line per field: "path: a -> b".
 func diffJSON(path string, a, b any) []string {
 	am, aok := a.(map[string]any)

@@ -46,6 +46,91 @@ type Case struct {
 	// Logs are texts that lines the plugin logged must hold, in order; other lines may come
 	// between and after them. A line reads "info marked object=default/sample".
 	Logs []string `json:"logs,omitempty"`
+	// Explore, if given, makes the case an exploration (wasmrec explore, docs/exploration.md):
+	// the plugin is driven from Before to convergence, every object of its For kind reconciled
+	// as the host would, then through the changes, under the faults given; the case passes if
+	// it ends as the same run without faults does, settles, and writes nothing more once
+	// settled. After and Gone are then checked on its end state; Request, Result, Events and
+	// Logs do not apply.
+	Explore *Exploration `json:"explore,omitempty"`
+}
+
+// Exploration is the workload and the fault schedule of an exploring case.
+type Exploration struct {
+	// Changes are made one at a time, as a user would make them, each once the plugin has
+	// settled after the one before.
+	Changes []Change `json:"changes,omitempty"`
+	// Faults are injected in the run, each at its place. None: the run without faults.
+	Faults []Fault `json:"faults,omitempty"`
+}
+
+// Change is a user's change to the cluster: exactly one of its fields.
+type Change struct {
+	// Put creates the object, or replaces it as kubectl replace does (its status kept).
+	Put map[string]any `json:"put,omitempty"`
+	// Delete deletes the object (marks it, if it has finalizers); the garbage collector then
+	// deletes what it alone owned.
+	Delete *Ref `json:"delete,omitempty"`
+}
+
+// Fault types.
+const (
+	// FaultCrash stops the host in a reconcile once AfterWrites of its writes are made (the next
+	// is not), or after it returns if it makes no more: the instance and the queue are lost,
+	// and the host starts again and lists every object.
+	FaultCrash = "crash"
+	// FaultStale answers the reconcile's reads of Object with its version before its latest
+	// write (absent if that write created it, there if it deleted it), as a lagging cache.
+	FaultStale = "stale"
+	// FaultConflict answers the reconcile's Write-th write with a conflict, as if another
+	// writer had changed the object first (its resourceVersion moves on).
+	FaultConflict = "conflict"
+	// FaultCoalesce makes Change and the one after it at once: the plugin never sees the state
+	// between them, as a watch that skips an intermediate state.
+	FaultCoalesce = "coalesce"
+)
+
+// Fault is one fault of a schedule.
+type Fault struct {
+	// Type is one of the Fault* constants.
+	Type string `json:"type"`
+	// Reconcile is the reconcile, counted from 1 in the run, of a crash, stale or conflict.
+	Reconcile int `json:"reconcile,omitempty"`
+	// AfterWrites (crash) is how many of the reconcile's writes are made before the crash.
+	AfterWrites int `json:"afterWrites,omitempty"`
+	// Write (conflict) is the write of the reconcile that conflicts, counted from 1.
+	Write int `json:"write,omitempty"`
+	// Object (stale) is the object read stale, and Read which of the reconcile's reads of it
+	// (a get, or a list holding it), counted from 1; 0: every one.
+	Object *Ref `json:"object,omitempty"`
+	Read   int  `json:"read,omitempty"`
+	// Change (coalesce) is the change, counted from 1, made at once with the next.
+	Change int `json:"change,omitempty"`
+}
+
+// String says what the fault does: "crash in reconcile 3 after 1 write".
+func (f Fault) String() string {
+	switch f.Type {
+	case FaultCrash:
+		return fmt.Sprintf("crash in reconcile %d after %d %s, then a restart that lists every object", f.Reconcile, f.AfterWrites, plural(f.AfterWrites, "write"))
+	case FaultStale:
+		if f.Read > 0 {
+			return fmt.Sprintf("stale read %d of %s in reconcile %d", f.Read, f.Object, f.Reconcile)
+		}
+		return fmt.Sprintf("stale reads of %s in reconcile %d", f.Object, f.Reconcile)
+	case FaultConflict:
+		return fmt.Sprintf("conflict on write %d of reconcile %d", f.Write, f.Reconcile)
+	case FaultCoalesce:
+		return fmt.Sprintf("changes %d and %d made at once (the state between them unseen)", f.Change, f.Change+1)
+	}
+	return f.Type
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
 }
 
 // Request is the request a case reconciles.
@@ -154,11 +239,62 @@ func Parse(path string, data []byte) (*File, error) {
 				}
 			}
 		}
+		if c.Explore != nil {
+			if err := checkExploration(c); err != nil {
+				return nil, fmt.Errorf("%s.explore%w", where, err)
+			}
+		}
 		if d := c.Result.RequeueAfter; d != nil && d.Duration < 0 {
 			return nil, fmt.Errorf("%s.result.requeueAfter: %s is negative", where, d.Duration)
 		}
 	}
 	return f, nil
+}
+
+// checkExploration checks an exploring case; its errors start with the field, after "explore".
+func checkExploration(c Case) error {
+	e := c.Explore
+	if c.Request != nil || c.Result != (Result{}) || c.Events != nil || c.Logs != nil {
+		return fmt.Errorf(": an exploring case reconciles every object of the plugin's kind: request, result, events and logs do not apply (check its end state with after and gone)")
+	}
+	for i, ch := range e.Changes {
+		switch {
+		case (ch.Put == nil) == (ch.Delete == nil):
+			return fmt.Errorf(".changes[%d]: give exactly one of put (an object) and delete (a reference)", i)
+		case ch.Put != nil:
+			if err := checkObject(ch.Put); err != nil {
+				return fmt.Errorf(".changes[%d].put: %w", i, err)
+			}
+		case ch.Delete.APIVersion == "" || ch.Delete.Kind == "" || ch.Delete.Name == "":
+			return fmt.Errorf(".changes[%d].delete: name an object with apiVersion, kind, name and (if namespaced) namespace", i)
+		}
+	}
+	for i, f := range e.Faults {
+		where := fmt.Sprintf(".faults[%d]", i)
+		switch f.Type {
+		case FaultCrash, FaultStale, FaultConflict:
+			if f.Reconcile < 1 {
+				return fmt.Errorf("%s.reconcile: give the reconcile of the %s, counted from 1", where, f.Type)
+			}
+		case FaultCoalesce:
+			if f.Change < 1 || f.Change >= len(e.Changes) {
+				return fmt.Errorf("%s.change: %d: give a change (from 1) that has one after it; there are %d", where, f.Change, len(e.Changes))
+			}
+		default:
+			return fmt.Errorf("%s.type: %q: use %s, %s, %s or %s", where, f.Type, FaultCrash, FaultStale, FaultConflict, FaultCoalesce)
+		}
+		switch {
+		case f.Type == FaultStale && (f.Object == nil || f.Object.Kind == "" || f.Object.Name == ""):
+			return fmt.Errorf("%s.object: a stale read names the object read (apiVersion, kind, namespace, name)", where)
+		case f.Type == FaultConflict && f.Write < 1:
+			return fmt.Errorf("%s.write: give the write that conflicts, counted from 1", where)
+		case f.Read < 0:
+			return fmt.Errorf("%s.read: %d is negative", where, f.Read)
+		case f.AfterWrites < 0:
+			return fmt.Errorf("%s.afterWrites: %d is negative", where, f.AfterWrites)
+		}
+	}
+	return nil
 }
 
 // checkObject says what an object of a case lacks to name one.

@@ -104,3 +104,7 @@ func show(v any) string {
 	}
 	return strings.ReplaceAll(s, "\n", " ")
 }
+
+// Match compares an object with the partial object a case expects (after:), and says how each
+// field differs.
+func Match(want, got map[string]any) []string { return match(normalize(want), normalize(got), "") }

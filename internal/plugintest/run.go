@@ -90,6 +90,12 @@ func Load(ctx context.Context, module []byte, opts Options) (*Suite, error) {
 	return s, nil
 }
 
+// Module is the module under test. Reconciles of it must not run alongside Run.
+func (s *Suite) Module() *wasm.Module { return s.module }
+
+// Options are the suite's options, with their defaults.
+func (s *Suite) Options() Options { return s.opts }
+
 // Manifest is the module's manifest.
 func (s *Suite) Manifest() *abi.Manifest { return s.module.Manifest() }
 
@@ -122,6 +128,9 @@ func (s *Suite) Run(ctx context.Context, c Case) (Outcome, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Outcome{Case: c.Name}
+	if c.Explore != nil {
+		return out, fmt.Errorf("the case explores: run it with wasmrec explore's package (internal/explore)")
+	}
 	cluster, req, err := s.cluster(c)
 	if err != nil {
 		return out, err
@@ -177,8 +186,9 @@ func (s *Suite) Run(ctx context.Context, c Case) (Outcome, error) {
 	return out, nil
 }
 
-// cluster makes the case's cluster and request.
-func (s *Suite) cluster(c Case) (_ *fake.Cluster, _ abi.Request, err error) {
+// NewCluster makes a cluster for the plugin, as the host serves it (its grant, namespaces and
+// kinds), holding objects.
+func (s *Suite) NewCluster(objects []map[string]any) (*fake.Cluster, error) {
 	m := *s.module.Manifest()
 	if m.Name == "" {
 		m.Name = s.opts.Name
@@ -187,10 +197,20 @@ func (s *Suite) cluster(c Case) (_ *fake.Cluster, _ abi.Request, err error) {
 	for _, k := range s.opts.Kinds {
 		cluster.RegisterKind(k.Group, k.Kind, k.Resource, k.Namespaced)
 	}
-	for i, o := range c.Before {
-		if err := put(cluster, o); err != nil {
-			return nil, abi.Request{}, fmt.Errorf("before[%d]: %w", i, err)
+	for i, o := range objects {
+		if err := Put(cluster, o); err != nil {
+			return nil, fmt.Errorf("before[%d]: %w", i, err)
 		}
+	}
+	return cluster, nil
+}
+
+// cluster makes the case's cluster and request.
+func (s *Suite) cluster(c Case) (_ *fake.Cluster, _ abi.Request, err error) {
+	m := *s.module.Manifest()
+	cluster, err := s.NewCluster(c.Before)
+	if err != nil {
+		return nil, abi.Request{}, err
 	}
 	if c.Request != nil {
 		return cluster, abi.Request{Namespace: c.Request.Namespace, Name: c.Request.Name, Retries: c.Request.Retries}, nil
@@ -208,8 +228,9 @@ func (s *Suite) cluster(c Case) (_ *fake.Cluster, _ abi.Request, err error) {
 	return cluster, abi.Request{Namespace: found[0].Namespace, Name: found[0].Name}, nil
 }
 
-// put stores o; the fake panics on an object it cannot hold.
-func put(c *fake.Cluster, o map[string]any) (err error) {
+// Put stores o in c as a test would (fake.Cluster.Put), with an error for an object c cannot
+// hold, where the fake panics.
+func Put(c *fake.Cluster, o map[string]any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s", strings.TrimPrefix(fmt.Sprint(r), "fake: Put: "))

@@ -1,0 +1,760 @@
+package explore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/event"
+	"github.com/wasmrec/wasmrec/host/predicate"
+	"github.com/wasmrec/wasmrec/host/recording"
+	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/plugintest"
+	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
+	"github.com/wasmrec/wasmrec/sdk/go/fake"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
+)
+
+// Bounds of one run.
+const (
+	// maxPerKey is how often one object may be reconciled between two changes (or before the
+	// first) before the run is taken to loop.
+	maxPerKey = 20
+	// maxRetries is how often a failing reconcile is retried before the run gives up on it.
+	maxRetries = 8
+)
+
+// key names an object: its API group, kind, namespace and name.
+type key struct{ group, kind, namespace, name string }
+
+func (k key) String() string {
+	n := k.name
+	if k.namespace != "" {
+		n = k.namespace + "/" + n
+	}
+	if k.group == "" {
+		return k.kind + " " + n
+	}
+	return k.kind + "." + k.group + " " + n
+}
+
+func keyOf(apiVersion, kind, namespace, name string) key {
+	gv, _ := schema.ParseGroupVersion(apiVersion)
+	return key{gv.Group, kind, namespace, name}
+}
+
+// watch is one of the manifest's watches, as the host's source of it.
+type watch struct {
+	role  string // "for", "owns" or "watches"
+	group string
+	kind  string
+	mode  string // watches: abi.MapSameName or abi.MapNamespace
+	preds []predicate.Predicate
+}
+
+// reconcileLog is what one reconcile of the run did, from which schedules are made.
+type reconcileLog struct {
+	n      int
+	req    key
+	writes []writeLog
+	stale  []staleRead // reads of objects that had a version before their latest write
+	check  bool        // a reconcile of the check once settled: no fault strikes it
+}
+
+// staleRead is the read-th read of an object in a reconcile (a get, or a list holding it).
+type staleRead struct {
+	object key
+	read   int
+}
+
+// writeLog is one write call, answered or not.
+type writeLog struct {
+	fn      string
+	target  key
+	existed bool // the object existed before it
+}
+
+// world is one run: the cluster, the module, the queue the host's workers take requests from,
+// the faults to inject, and what the checks need.
+type world struct {
+	suite    *plugintest.Suite
+	module   *wasm.Module
+	cluster  *fake.Cluster
+	forGK    key // group and kind of the For kind
+	watches  []watch
+	timeout  time.Duration
+	schedule []plugintest.Fault
+
+	queue   []key
+	queued  map[key]bool
+	retries map[key]int
+	perKey  map[key]int // reconciles since the last change
+
+	kinds     map[key]string   // group and kind -> an apiVersion, of every object seen
+	history   map[key][][]byte // versions of each object, oldest first; nil: absent
+	creations map[key]int
+
+	reconciles int
+	duration   time.Duration
+	log        []reconcileLog
+	failures   []string
+	settled    bool // checking that settled objects get no writes
+
+	// The reconcile in progress.
+	cur     *reconcileLog
+	made    int         // writes made (answered) in it
+	crashed bool        // the host stopped in it
+	served  []key       // objects it was answered stale
+	reads   map[key]int // reads of each object in it
+	wrote   []string
+
+	// phases are the end states of the run: once settled at the start, then after each change.
+	phases []phase
+}
+
+// phase is the state a run settled in.
+type phase struct {
+	objects   map[string][]any // endState
+	creations map[key]int      // how often each object was created, up to then
+}
+
+func newWorld(ctx context.Context, s *plugintest.Suite, before []map[string]any, schedule []plugintest.Fault) (*world, error) {
+	m := s.Manifest()
+	w := &world{
+		suite: s, module: s.Module(), timeout: s.Options().Timeout, schedule: schedule,
+		queued: map[key]bool{}, retries: map[key]int{}, perKey: map[key]int{},
+		kinds: map[key]string{}, history: map[key][][]byte{}, creations: map[key]int{},
+	}
+	var err error
+	if w.cluster, err = s.NewCluster(before); err != nil {
+		return nil, err
+	}
+	add := func(role string, wt abi.Watch) error {
+		preds, err := predicate.FromManifest(wt.Predicates)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", role, wt.Kind, err)
+		}
+		k := keyOf(wt.APIVersion, wt.Kind, "", "")
+		w.watches = append(w.watches, watch{role: role, group: k.group, kind: k.kind, mode: wt.Map, preds: preds})
+		w.kinds[key{group: k.group, kind: k.kind}] = wt.APIVersion
+		return nil
+	}
+	if err := add("for", m.For); err != nil {
+		return nil, err
+	}
+	w.forGK = keyOf(m.For.APIVersion, m.For.Kind, "", "")
+	for _, o := range m.Owns {
+		if err := add("owns", o); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range m.Watches {
+		if err := add("watches", o); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range before {
+		r := refOf(o)
+		k := keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name)
+		w.kinds[key{group: k.group, kind: k.kind}] = r.APIVersion
+		w.history[k] = [][]byte{w.current(k)}
+	}
+	// Every run starts on new instances: nothing of another run is in their memory.
+	if err := w.restartModule(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func refOf(o map[string]any) plugintest.Ref {
+	md, _ := o["metadata"].(map[string]any)
+	var r plugintest.Ref
+	r.APIVersion, _ = o["apiVersion"].(string)
+	r.Kind, _ = o["kind"].(string)
+	r.Namespace, _ = md["namespace"].(string)
+	r.Name, _ = md["name"].(string)
+	return r
+}
+
+// current is object k as stored now, as JSON; nil if there is none.
+func (w *world) current(k key) []byte {
+	apiVersion := w.kinds[key{group: k.group, kind: k.kind}]
+	if apiVersion == "" {
+		apiVersion = schema.GroupVersion{Group: k.group, Version: "v1"}.String()
+	}
+	o, ok := w.cluster.Get(apiVersion, k.kind, k.namespace, k.name)
+	if !ok {
+		return nil
+	}
+	b, _ := json.Marshal(o.Object)
+	return b
+}
+
+// restartModule drops the module's instances: the next reconcile starts a new one.
+func (w *world) restartModule(ctx context.Context) error {
+	if err := w.module.Retire(ctx); err != nil {
+		return err
+	}
+	w.module.Reactivate()
+	return nil
+}
+
+// relist enqueues every object of the For kind, as a starting host's informers do.
+func (w *world) relist() {
+	apiVersion := w.kinds[key{group: w.forGK.group, kind: w.forGK.kind}]
+	for _, o := range w.cluster.Objects(apiVersion, w.forGK.kind) {
+		r := refOf(o.Object)
+		w.enqueue(key{w.forGK.group, w.forGK.kind, r.Namespace, r.Name})
+	}
+}
+
+func (w *world) enqueue(k key) {
+	if ns := w.suite.Options().Namespaces; len(ns) > 0 && k.namespace != "" && !slices.Contains(ns, k.namespace) {
+		return
+	}
+	if !w.queued[k] {
+		w.queued[k] = true
+		w.queue = append(w.queue, k)
+	}
+}
+
+// settle reconciles until the queue is empty (requeues after a delay are left: the check that
+// follows reconciles every object anyway). It returns false when the run has stopped.
+func (w *world) settle(ctx context.Context) bool {
+	for len(w.queue) > 0 {
+		k := w.queue[0]
+		w.queue = w.queue[1:]
+		delete(w.queued, k)
+		w.perKey[k]++
+		if w.perKey[k] > maxPerKey {
+			w.fail("loop: %s was reconciled %d times without the plugin settling; its last reconcile wrote %s", k, maxPerKey, orNothing(w.lastWrites(k)))
+			return false
+		}
+		if !w.reconcile(ctx, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// check reconciles every object of the For kind once more, as a resync would: a settled plugin
+// writes nothing.
+func (w *world) check(ctx context.Context) bool {
+	apiVersion := w.kinds[key{group: w.forGK.group, kind: w.forGK.kind}]
+	w.settled = true
+	defer func() { w.settled = false }()
+	for _, o := range w.cluster.Objects(apiVersion, w.forGK.kind) {
+		r := refOf(o.Object)
+		k := key{w.forGK.group, w.forGK.kind, r.Namespace, r.Name}
+		if ns := w.suite.Options().Namespaces; len(ns) > 0 && !slices.Contains(ns, k.namespace) {
+			continue
+		}
+		w.wrote = nil
+		if !w.reconcile(ctx, k) {
+			return false
+		}
+		if len(w.wrote) > 0 {
+			w.fail("not idempotent: reconciled again once settled, %s wrote %s", k, strings.Join(w.wrote, ", "))
+			return false
+		}
+	}
+	return true
+}
+
+func (w *world) lastWrites(k key) []string {
+	for i := len(w.log) - 1; i >= 0; i-- {
+		if w.log[i].req == k {
+			var out []string
+			for _, wr := range w.log[i].writes {
+				out = append(out, wr.fn+" "+wr.target.String())
+			}
+			return out
+		}
+	}
+	return nil
+}
+
+func orNothing(s []string) string {
+	if len(s) == 0 {
+		return "nothing"
+	}
+	return strings.Join(s, ", ")
+}
+
+func (w *world) fail(format string, args ...any) {
+	w.failures = append(w.failures, fmt.Sprintf(format, args...))
+}
+
+// faultHere is the fault of type t scheduled for the reconcile in progress, if any.
+func (w *world) faultHere(t string, match func(plugintest.Fault) bool) bool {
+	if w.cur.check {
+		return false
+	}
+	for _, f := range w.schedule {
+		if f.Type == t && f.Reconcile == w.cur.n && (match == nil || match(f)) {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcile runs one reconcile of k, and acts on its result as the host's controller does. It
+// returns false when the run has stopped.
+func (w *world) reconcile(ctx context.Context, k key) bool {
+	w.reconciles++
+	w.cur = &reconcileLog{n: w.reconciles, req: k, check: w.settled}
+	w.made, w.crashed, w.served, w.reads = 0, false, nil, map[key]int{}
+	req := abi.Request{Namespace: k.namespace, Name: k.name, Retries: uint32(w.retries[k])}
+	var (
+		res    abi.Result
+		runErr error
+	)
+	_, err := w.cluster.Reconcile(ctx, wasmrec.ReconcilerFunc(func(ctx context.Context, _ wasmrec.Request) (wasmrec.Result, error) {
+		ctx, cancel := context.WithTimeout(ctx, w.timeout)
+		defer cancel()
+		res, runErr = w.module.Reconcile(ctx, &wasm.Call{Request: req, Host: w, Logger: logr.Discard()})
+		return wasmrec.Result{}, nil
+	}), wasmrec.Request{NamespacedName: types.NamespacedName{Namespace: k.namespace, Name: k.name}, Retries: int(req.Retries)})
+	w.log = append(w.log, *w.cur)
+	if err != nil {
+		w.fail("%v", err)
+		return false
+	}
+	if !w.crashed && w.faultHere(plugintest.FaultCrash, nil) {
+		w.crashed = true // after its last write: its result is lost with the host
+	}
+	// The cache catches up: the events of the objects read stale come now.
+	for _, s := range w.served {
+		h := w.history[s]
+		w.observe(h[len(h)-2], h[len(h)-1])
+	}
+	if w.crashed {
+		return w.restart(ctx)
+	}
+	if runErr != nil {
+		w.fail("limits: reconcile %d of %s did not return: %v", w.cur.n, k, runErr)
+		return false
+	}
+	switch {
+	case res.Failed && !res.Terminal:
+		w.retries[k]++
+		if w.retries[k] > maxRetries {
+			w.fail("does not settle: reconcile of %s failed %d times in a row: %s", k, w.retries[k], firstLine(res.Err))
+			return false
+		}
+		w.enqueue(k)
+	case res.Requeue && !res.Failed:
+		w.retries[k]++
+		w.enqueue(k)
+	default:
+		delete(w.retries, k)
+	}
+	return true
+}
+
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// restart is the host starting again: new instances, an empty queue, every object listed.
+func (w *world) restart(ctx context.Context) bool {
+	if err := w.restartModule(ctx); err != nil {
+		w.fail("restarting the module: %v", err)
+		return false
+	}
+	w.queue, w.queued, w.retries = nil, map[key]bool{}, map[key]int{}
+	w.relist()
+	return true
+}
+
+// Call serves one of the guest's host calls: through the cluster, with the faults of the
+// reconcile injected, and each write's watch event delivered.
+func (w *world) Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	if w.crashed {
+		return abi.StatusUnavailable, []byte(fn + ": the host has stopped")
+	}
+	switch fn {
+	case abi.ImportGet, abi.ImportList:
+		return w.read(ctx, fn, req)
+	case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus, abi.ImportPatch, abi.ImportDelete:
+		return w.write(ctx, fn, req)
+	}
+	return w.cluster.Call(ctx, fn, req)
+}
+
+// read answers a get or a list, stale for an object the schedule says.
+func (w *world) read(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	status, resp := w.cluster.Call(ctx, fn, req)
+	var r struct {
+		abi.ObjectRef
+		Namespace string `json:"namespace"`
+	}
+	if json.Unmarshal(req, &r) != nil {
+		return status, resp
+	}
+	if fn == abi.ImportGet {
+		k := keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name)
+		if status != abi.StatusOK && status != abi.StatusNotFound {
+			return status, resp
+		}
+		w.noteRead(k)
+		old, stale := w.staleVersion(k)
+		if !stale {
+			return status, resp
+		}
+		if old == nil {
+			return abi.StatusNotFound, fmt.Appendf(nil, "%s %q not found", k.kind, k.name)
+		}
+		return abi.StatusOK, old
+	}
+	if status != abi.StatusOK {
+		return status, resp
+	}
+	var list abi.ListResponse
+	if json.Unmarshal(resp, &list) != nil {
+		return status, resp
+	}
+	gk := keyOf(r.APIVersion, r.Kind, "", "")
+	changed := false
+	var items []json.RawMessage
+	seen := map[key]bool{}
+	for _, it := range list.Items {
+		var o map[string]any
+		_ = json.Unmarshal(it, &o)
+		ref := refOf(o)
+		k := key{gk.group, gk.kind, ref.Namespace, ref.Name}
+		seen[k] = true
+		w.noteRead(k)
+		if old, stale := w.staleVersion(k); stale {
+			changed = true
+			if old != nil {
+				items = append(items, old)
+			}
+			continue
+		}
+		items = append(items, it)
+	}
+	// An object deleted by its latest write is still in a stale list.
+	for _, f := range w.schedule {
+		if f.Type != plugintest.FaultStale || f.Reconcile != w.cur.n || f.Object == nil {
+			continue
+		}
+		k := keyOf(f.Object.APIVersion, f.Object.Kind, f.Object.Namespace, f.Object.Name)
+		if k.group != gk.group || k.kind != gk.kind || seen[k] || (r.Namespace != "" && k.namespace != r.Namespace) {
+			continue
+		}
+		w.noteRead(k)
+		if old, stale := w.staleVersion(k); stale && old != nil {
+			changed = true
+			items = append(items, old)
+		}
+	}
+	if !changed {
+		return status, resp
+	}
+	b, _ := json.Marshal(abi.ListResponse{Items: append([]json.RawMessage{}, items...)})
+	return abi.StatusOK, b
+}
+
+// noteRead counts a read of object k, and notes in the run's log a read that could be stale.
+func (w *world) noteRead(k key) {
+	w.reads[k]++
+	if h := w.history[k]; len(h) >= 2 {
+		w.cur.stale = append(w.cur.stale, staleRead{k, w.reads[k]})
+	}
+}
+
+// staleVersion is k's version before its latest write, if the schedule reads k stale here.
+func (w *world) staleVersion(k key) ([]byte, bool) {
+	h := w.history[k]
+	if len(h) < 2 {
+		return nil, false
+	}
+	if !w.faultHere(plugintest.FaultStale, func(f plugintest.Fault) bool {
+		return f.Object != nil && keyOf(f.Object.APIVersion, f.Object.Kind, f.Object.Namespace, f.Object.Name) == k &&
+			(f.Read == 0 || f.Read == w.reads[k])
+	}) {
+		return nil, false
+	}
+	if !slices.Contains(w.served, k) {
+		w.served = append(w.served, k)
+	}
+	return h[len(h)-2], true
+}
+
+// write makes a write, or crashes or conflicts where the schedule says, and delivers its event.
+func (w *world) write(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	target, ok := writeTarget(fn, req)
+	if !ok { // the cluster says what is wrong with it
+		return w.cluster.Call(ctx, fn, req)
+	}
+	if w.faultHere(plugintest.FaultCrash, func(f plugintest.Fault) bool { return f.AfterWrites == w.made }) {
+		w.crashed = true
+		return abi.StatusUnavailable, []byte(fn + ": the host has stopped")
+	}
+	w.made++
+	old := w.current(target)
+	w.cur.writes = append(w.cur.writes, writeLog{fn, target, old != nil})
+	if fn != abi.ImportCreate && w.faultHere(plugintest.FaultConflict, func(f plugintest.Fault) bool { return f.Write == w.made }) {
+		if cur := old; cur != nil {
+			// Another writer got there first: the object's resourceVersion moves on.
+			var o map[string]any
+			_ = json.Unmarshal(cur, &o)
+			if err := plugintest.Put(w.cluster, o); err == nil {
+				w.record(target, w.current(target), false)
+			}
+			return abi.StatusConflict, fmt.Appendf(nil, "Operation cannot be fulfilled on %s %q: the object has been modified; please apply your changes to the latest version and try again", target.kind, target.name)
+		}
+	}
+	status, resp := w.cluster.Call(ctx, fn, req)
+	if status != abi.StatusOK {
+		return status, resp
+	}
+	if fn == abi.ImportCreate {
+		var o map[string]any
+		if json.Unmarshal(resp, &o) == nil {
+			target.name = refOf(o).Name // generateName
+		}
+	}
+	now := w.current(target)
+	w.record(target, now, fn == abi.ImportCreate)
+	if !jsonEqual(old, now) {
+		w.wrote = append(w.wrote, fn+" "+target.String()+changes(old, now))
+	}
+	w.observe(old, now)
+	w.collect()
+	return status, resp
+}
+
+// writeTarget is the object a write names.
+func writeTarget(fn string, req []byte) (key, bool) {
+	switch fn {
+	case abi.ImportPatch, abi.ImportDelete:
+		var r abi.ObjectRef
+		if json.Unmarshal(req, &r) != nil || r.Name == "" {
+			return key{}, false
+		}
+		return keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name), true
+	}
+	var o map[string]any
+	if json.Unmarshal(req, &o) != nil {
+		return key{}, false
+	}
+	r := refOf(o)
+	if r.APIVersion == "" || r.Kind == "" {
+		return key{}, false
+	}
+	return keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name), true
+}
+
+// record adds object k's new version to its history.
+func (w *world) record(k key, now []byte, created bool) {
+	if _, ok := w.kinds[key{group: k.group, kind: k.kind}]; !ok && now != nil {
+		var o map[string]any
+		_ = json.Unmarshal(now, &o)
+		w.kinds[key{group: k.group, kind: k.kind}] = refOf(o).APIVersion
+	}
+	h := w.history[k]
+	if len(h) == 0 && now != nil {
+		h = [][]byte{nil} // absent before it was created
+	}
+	if len(h) > 0 && jsonEqual(h[len(h)-1], now) {
+		return
+	}
+	w.history[k] = append(h, now)
+	if created {
+		w.creations[k]++
+	}
+}
+
+// changes says how an object changed, in a few fields: " (status.size: "1" -> "2")".
+func changes(old, now []byte) string {
+	switch {
+	case old == nil:
+		return " (created)"
+	case now == nil:
+		return " (deleted)"
+	}
+	var a, b map[string]any
+	_ = json.Unmarshal(old, &a)
+	_ = json.Unmarshal(now, &b)
+	for _, o := range []map[string]any{a, b} {
+		if md, ok := o["metadata"].(map[string]any); ok {
+			delete(md, "resourceVersion")
+			delete(md, "managedFields")
+			delete(md, "generation")
+		}
+	}
+	d := recording.DiffJSON(a, b)
+	if len(d) > 3 {
+		d = append(d[:3], "...")
+	}
+	if len(d) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(d, "; ") + ")"
+}
+
+func jsonEqual(a, b []byte) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	var x, y any
+	_ = json.Unmarshal(a, &x)
+	_ = json.Unmarshal(b, &y)
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return string(xb) == string(yb)
+}
+
+// observe delivers the watch event of an object going from old to now (nil: absent) to the
+// manifest's watches: their predicates, then their handlers.
+func (w *world) observe(old, now []byte) {
+	oldObj, newObj := unstructuredOf(old), unstructuredOf(now)
+	var obj *unstructured.Unstructured
+	if obj = newObj; obj == nil {
+		obj = oldObj
+	}
+	if obj == nil {
+		return
+	}
+	gvk := obj.GroupVersionKind()
+	for _, wt := range w.watches {
+		if wt.group != gvk.Group || wt.kind != gvk.Kind || !passes(wt.preds, oldObj, newObj) {
+			continue
+		}
+		switch wt.role {
+		case "for":
+			w.enqueue(key{wt.group, wt.kind, obj.GetNamespace(), obj.GetName()})
+		case "owns":
+			for _, o := range []*unstructured.Unstructured{oldObj, newObj} {
+				if o == nil {
+					continue
+				}
+				for _, ref := range o.GetOwnerReferences() {
+					gv, _ := schema.ParseGroupVersion(ref.APIVersion)
+					if ref.Controller != nil && *ref.Controller && gv.Group == w.forGK.group && ref.Kind == w.forGK.kind {
+						w.enqueue(key{w.forGK.group, w.forGK.kind, o.GetNamespace(), ref.Name})
+					}
+				}
+			}
+		case "watches":
+			if wt.mode == abi.MapSameName {
+				w.enqueue(key{w.forGK.group, w.forGK.kind, obj.GetNamespace(), obj.GetName()})
+				continue
+			}
+			apiVersion := w.kinds[key{group: w.forGK.group, kind: w.forGK.kind}]
+			for _, f := range w.cluster.Objects(apiVersion, w.forGK.kind) {
+				if r := refOf(f.Object); r.Namespace == obj.GetNamespace() {
+					w.enqueue(key{w.forGK.group, w.forGK.kind, r.Namespace, r.Name})
+				}
+			}
+		}
+	}
+}
+
+func unstructuredOf(b []byte) *unstructured.Unstructured {
+	if b == nil {
+		return nil
+	}
+	u := &unstructured.Unstructured{}
+	if u.UnmarshalJSON(b) != nil {
+		return nil
+	}
+	return u
+}
+
+func passes(preds []predicate.Predicate, old, now *unstructured.Unstructured) bool {
+	for _, p := range preds {
+		var ok bool
+		switch {
+		case old == nil:
+			ok = p.Create(event.CreateEvent{Object: now})
+		case now == nil:
+			ok = p.Delete(event.DeleteEvent{Object: old})
+		default:
+			ok = p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: now})
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// collect is the garbage collector: an object whose owners are all gone is deleted (marked,
+// if it has finalizers), and so on down.
+func (w *world) collect() {
+	for {
+		live := map[string]bool{}
+		var all []map[string]any
+		for gk, apiVersion := range w.kinds {
+			for _, o := range w.cluster.Objects(apiVersion, gk.kind) {
+				all = append(all, o.Object)
+				if md, ok := o.Object["metadata"].(map[string]any); ok {
+					uid, _ := md["uid"].(string)
+					live[uid] = true
+				}
+			}
+		}
+		slices.SortFunc(all, func(a, b map[string]any) int {
+			ra, rb := refOf(a), refOf(b)
+			return cmp.Or(strings.Compare(ra.Kind, rb.Kind), strings.Compare(ra.Namespace, rb.Namespace), strings.Compare(ra.Name, rb.Name))
+		})
+		removed := false
+		for _, o := range all {
+			u := &unstructured.Unstructured{Object: o}
+			refs := u.GetOwnerReferences()
+			if len(refs) == 0 || u.GetDeletionTimestamp() != nil {
+				continue
+			}
+			orphan := true
+			for _, r := range refs {
+				orphan = orphan && !live[string(r.UID)]
+			}
+			if orphan {
+				r := refOf(o)
+				w.remove(keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name), r.APIVersion)
+				removed = true
+			}
+		}
+		if !removed {
+			return
+		}
+	}
+}
+
+// remove deletes an object as the API server does for a user or the garbage collector, and
+// delivers its event.
+func (w *world) remove(k key, apiVersion string) {
+	old := w.current(k)
+	if old == nil {
+		return
+	}
+	var o map[string]any
+	_ = json.Unmarshal(old, &o)
+	u := &unstructured.Unstructured{Object: o}
+	if len(u.GetFinalizers()) > 0 {
+		if u.GetDeletionTimestamp() == nil {
+			md := o["metadata"].(map[string]any)
+			md["deletionTimestamp"] = time.Now().UTC().Format(time.RFC3339)
+			md["deletionGracePeriodSeconds"] = 0
+			_ = plugintest.Put(w.cluster, o)
+		}
+	} else {
+		w.cluster.Remove(apiVersion, k.kind, k.namespace, k.name)
+	}
+	now := w.current(k)
+	w.record(k, now, false)
+	w.observe(old, now)
+}
