@@ -75,6 +75,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newNewCommand(stdout), newBuildCommand(stdout, stderr), newTestCommand(stdout, stderr), newDevCommand(stdout, stderr), newRunCommand(stdout, stderr), newInspectCommand(stdout), newPushCommand(stdout), newPullCommand(stdout), newSignCommand(stdout), newVerifyCommand(stdout), newKeygenCommand(stdout), newRBACCommand(stdout), newRolloutCommand(stdout), newReplayCommand(stdout), newVersionCommand(stdout))
+	root.AddCommand(newNewCommand(stdout), newBuildCommand(stdout, stderr), newTestCommand(stdout, stderr), newExploreCommand(stdout, stderr), newDevCommand(stdout, stderr), newRunCommand(stdout, stderr), newInspectCommand(stdout), newPushCommand(stdout), newPullCommand(stdout), newSignCommand(stdout), newVerifyCommand(stdout), newKeygenCommand(stdout), newRBACCommand(stdout), newRolloutCommand(stdout), newReplayCommand(stdout), newVersionCommand(stdout))
 	return root.ExecuteContext(ctx)
 }

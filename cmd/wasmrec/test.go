@@ -18,6 +18,7 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/internal/build"
+	"github.com/wasmrec/wasmrec/internal/explore"
 	"github.com/wasmrec/wasmrec/internal/plugintest"
 )
 
@@ -77,19 +78,12 @@ state the plugin kept from earlier reconciles, a JSON patch.`,
 }
 
 func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr io.Writer) error {
-	dir, files := ".", []string(nil)
-	for _, a := range args {
-		if strings.HasSuffix(a, ".yaml") || strings.HasSuffix(a, ".yml") {
-			files = append(files, a)
-		} else if len(args) == 1 {
-			dir = a
-		} else {
-			return fmt.Errorf("%s: give one plugin folder, or test files (.yaml) to run in the working directory's", a)
-		}
+	dir, files, err := testArgs(args)
+	if err != nil {
+		return err
 	}
 	var filter *regexp.Regexp
 	if o.run != "" {
-		var err error
 		if filter, err = regexp.Compile(o.run); err != nil {
 			return fmt.Errorf("--run: %w", err)
 		}
@@ -106,55 +100,11 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 			files = append(files, path)
 		}
 	}
-	if files == nil {
-		files, _ = filepath.Glob(filepath.Join(dir, "tests", "*.yaml"))
-		if len(files) == 0 {
-			return fmt.Errorf("no test cases: %s holds no tests/*.yaml (write one as docs/plugin-authors.md, \"Testing without a cluster\", shows)", filepath.Join(dir, "tests"))
-		}
-	}
-	// Every file is read before anything is built: a mistake in one is said at once.
-	var suites []*plugintest.File
-	for _, f := range files {
-		tf, err := plugintest.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		suites = append(suites, tf)
-	}
-
-	opts := plugintest.Options{CacheDir: o.cacheDir}
-	grantFrom, err := readGrant(dir, o.hostConfig, &opts)
+	s, suites, grantFrom, err := loadCases(ctx, dir, files, o, stdout, stderr)
 	if err != nil {
 		return err
-	}
-	if err := readKinds(dir, &opts); err != nil {
-		return err
-	}
-	path := o.module
-	if path == "" {
-		start := time.Now()
-		var upToDate bool
-		if path, err = build.Build(dir, build.Options{Warnings: stderr, UpToDate: &upToDate}); err != nil {
-			return err
-		}
-		if upToDate {
-			fmt.Fprintf(stdout, "%s is up to date\n", relative(path))
-		} else {
-			fmt.Fprintf(stdout, "built %s in %s\n", relative(path), time.Since(start).Round(10*time.Millisecond))
-		}
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	s, err := plugintest.Load(ctx, b, opts)
-	if err != nil {
-		return fmt.Errorf("%s is not a usable plugin: %w", relative(path), err)
 	}
 	defer s.Close(context.WithoutCancel(ctx))
-	if err := checkFolderKinds(dir, s.Manifest()); err != nil {
-		return fmt.Errorf("%s is not a usable plugin: %w", relative(path), err)
-	}
 
 	var ran, failed int
 	for _, tf := range suites {
@@ -164,7 +114,12 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 				continue
 			}
 			ran++
-			out, err := s.Run(ctx, c)
+			var out plugintest.Outcome
+			if c.Explore != nil {
+				out, err = explore.RunCase(ctx, s, c)
+			} else {
+				out, err = s.Run(ctx, c)
+			}
 			switch {
 			case errors.Is(err, plugintest.ErrRefused): // every case would say it
 				return fmt.Errorf("%w (the grant: %s)", err, grantFrom)
@@ -177,10 +132,12 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 				for _, f := range out.Failures {
 					fmt.Fprintln(stdout, indentBy(f, "        "))
 				}
-				printLogs(stdout, out.Logs)
+				if c.Explore == nil { // an exploration's runs log too much to show
+					printLogs(stdout, out.Logs)
+				}
 			default:
 				fmt.Fprintf(stdout, "  ok    %s (%s)\n", c.Name, roundDuration(out.Duration))
-				if o.verbose > 0 {
+				if o.verbose > 0 && c.Explore == nil {
 					printLogs(stdout, out.Logs)
 				}
 			}
@@ -194,6 +151,78 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 	}
 	fmt.Fprintf(stdout, "%s passed\n", cases(ran))
 	return nil
+}
+
+// testArgs reads test's and explore's arguments: one plugin folder, or test files (.yaml) to run
+// in the working directory's.
+func testArgs(args []string) (dir string, files []string, err error) {
+	dir = "."
+	for _, a := range args {
+		if strings.HasSuffix(a, ".yaml") || strings.HasSuffix(a, ".yml") {
+			files = append(files, a)
+		} else if len(args) == 1 {
+			dir = a
+		} else {
+			return "", nil, fmt.Errorf("%s: give one plugin folder, or test files (.yaml) to run in the working directory's", a)
+		}
+	}
+	return dir, files, nil
+}
+
+// loadCases reads the case files (files, or DIR/tests/*.yaml), then builds the plugin in dir
+// (or takes o.module) and loads it with the grant of its host config and the kinds of its CRDs.
+// It returns where the grant comes from.
+func loadCases(ctx context.Context, dir string, files []string, o testOptions, stdout, stderr io.Writer) (*plugintest.Suite, []*plugintest.File, string, error) {
+	if files == nil {
+		files, _ = filepath.Glob(filepath.Join(dir, "tests", "*.yaml"))
+		if len(files) == 0 {
+			return nil, nil, "", fmt.Errorf("no test cases: %s holds no tests/*.yaml (write one as docs/plugin-authors.md, \"Testing without a cluster\", shows)", filepath.Join(dir, "tests"))
+		}
+	}
+	// Every file is read before anything is built: a mistake in one is said at once.
+	var suites []*plugintest.File
+	for _, f := range files {
+		tf, err := plugintest.ReadFile(f)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		suites = append(suites, tf)
+	}
+
+	opts := plugintest.Options{CacheDir: o.cacheDir}
+	grantFrom, err := readGrant(dir, o.hostConfig, &opts)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := readKinds(dir, &opts); err != nil {
+		return nil, nil, "", err
+	}
+	path := o.module
+	if path == "" {
+		start := time.Now()
+		var upToDate bool
+		if path, err = build.Build(dir, build.Options{Warnings: stderr, UpToDate: &upToDate}); err != nil {
+			return nil, nil, "", err
+		}
+		if upToDate {
+			fmt.Fprintf(stdout, "%s is up to date\n", relative(path))
+		} else {
+			fmt.Fprintf(stdout, "built %s in %s\n", relative(path), time.Since(start).Round(10*time.Millisecond))
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	s, err := plugintest.Load(ctx, b, opts)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("%s is not a usable plugin: %w", relative(path), err)
+	}
+	if err := checkFolderKinds(dir, s.Manifest()); err != nil {
+		_ = s.Close(context.WithoutCancel(ctx))
+		return nil, nil, "", fmt.Errorf("%s is not a usable plugin: %w", relative(path), err)
+	}
+	return s, suites, grantFrom, nil
 }
 
 func cases(n int) string {

@@ -33,7 +33,7 @@ func workload(t *testing.T) plugintest.Case {
 func load(t *testing.T, name string) *plugintest.Suite {
 	t.Helper()
 	ctx := context.Background()
-	s, err := plugintest.Load(ctx, module(t, name), plugintest.Options{CacheDir: "-"})
+	s, err := plugintest.Load(ctx, module(t, name), plugintest.Options{}) // compiled modules kept in the user cache directory, as wasmrec test keeps them
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +54,7 @@ func TestCorpus(t *testing.T) {
 		{"forgetful", plugintest.FaultCrash, `status: removed (was {"phase":"Ready"})`},
 		{"stalestatus", plugintest.FaultStale, `status.size`},
 		{"loop", "", "loop: Widget.corpus.wasmrec.dev default/w was reconciled 20 times"},
+		{"edge", plugintest.FaultCoalesce, `status.resizes: 2 -> 1`},
 	} {
 		t.Run(tc.plugin, func(t *testing.T) {
 			ctx := context.Background()
@@ -64,6 +65,7 @@ func TestCorpus(t *testing.T) {
 			}
 			t.Logf("%s: %d reconciles without faults; %d of %d schedules failed, in %s", tc.plugin, rep.Baseline.Reconciles, len(rep.Failed), rep.Schedules, rep.Duration)
 			found := false
+			var saved *plugintest.Case // the first failing run, as a case
 			if tc.fault == "" {
 				found = strings.Contains(strings.Join(rep.Baseline.Problems, "\n"), tc.want)
 				t.Logf("without faults: %s", strings.Join(rep.Baseline.Problems, "\n"))
@@ -72,6 +74,7 @@ func TestCorpus(t *testing.T) {
 				if r.Faults[0].Type == tc.fault && strings.Contains(strings.Join(r.Problems, "\n"), tc.want) {
 					if !found {
 						t.Logf("%s:\n  %s", r.Faults[0], strings.Join(r.Problems, "\n  "))
+						saved = &plugintest.Case{Name: "saved", Before: c.Before, Explore: &plugintest.Exploration{Changes: c.Explore.Changes, Faults: r.Faults}}
 					}
 					found = true
 				}
@@ -83,7 +86,16 @@ func TestCorpus(t *testing.T) {
 				t.Errorf("no %q run found %q", tc.fault, tc.want)
 			}
 
-			fixed, err := explore.Explore(ctx, load(t, "explore-"+tc.plugin+"-fixed"), c, explore.Options{})
+			twin := load(t, "explore-"+tc.plugin+"-fixed")
+			if saved != nil { // the case wasmrec explore saves fails with the bug, passes without
+				if out, err := explore.RunCase(ctx, load(t, "explore-"+tc.plugin), *saved); err != nil || out.Passed() {
+					t.Errorf("the saved case passed with the bug: %v %v", out.Failures, err)
+				}
+				if out, err := explore.RunCase(ctx, twin, *saved); err != nil || !out.Passed() {
+					t.Errorf("the saved case failed on the twin: %v %v", out.Failures, err)
+				}
+			}
+			fixed, err := explore.Explore(ctx, twin, c, explore.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -153,6 +153,9 @@ func run(ctx context.Context, s *plugintest.Suite, before []map[string]any, chan
 		}
 	}
 	w.duration = time.Since(start)
+	if w.refused != nil {
+		return nil, w.refused
+	}
 	return w, nil
 }
 

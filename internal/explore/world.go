@@ -105,6 +105,7 @@ type world struct {
 
 	reconciles int
 	duration   time.Duration
+	refused    error // the host would refuse the plugin: no run can be made
 	log        []reconcileLog
 	failures   []string
 	settled    bool // checking that settled objects get no writes
@@ -325,8 +326,8 @@ func (w *world) reconcile(ctx context.Context, k key) bool {
 		return wasmrec.Result{}, nil
 	}), wasmrec.Request{NamespacedName: types.NamespacedName{Namespace: k.namespace, Name: k.name}, Retries: int(req.Retries)})
 	w.log = append(w.log, *w.cur)
-	if err != nil {
-		w.fail("%v", err)
+	if err != nil { // the host would refuse the plugin
+		w.refused = fmt.Errorf("%w: %s", plugintest.ErrRefused, strings.TrimPrefix(err.Error(), "fake: the host would refuse this plugin: "))
 		return false
 	}
 	if !w.crashed && w.faultHere(plugintest.FaultCrash, nil) {

@@ -33,7 +33,7 @@ type Case struct {
 	Request *Request `json:"request,omitempty"`
 	// Result is the Result expected. Left out, the reconcile must succeed with nothing to
 	// requeue.
-	Result Result `json:"result,omitempty"`
+	Result Result `json:"result,omitzero"`
 	// After are objects that must exist after the reconcile, with at least the fields given
 	// (a partial match: maps compare the keys given, lists item by item and must be as long,
 	// null means the field is absent).

@@ -310,6 +310,13 @@ func TestBadFiles(t *testing.T) {
 		{"cases:\n  - name: a\n  - name: a\n", `tests/x.yaml: cases[1] (a): another case has this name`},
 		{"cases:\n  - before: []\n", `tests/x.yaml: cases[0]: a case needs a name`},
 		{"cases: []\n", `tests/x.yaml: no cases`},
+		{"cases:\n  - name: e\n    explore: {changes: [{}]}\n", `tests/x.yaml: cases[0] (e).explore.changes[0]: give exactly one of put (an object) and delete (a reference)`},
+		{"cases:\n  - name: e\n    explore: {changes: [{delete: {kind: Widget, name: w}}]}\n", `cases[0] (e).explore.changes[0].delete: name an object with apiVersion`},
+		{"cases:\n  - name: e\n    explore: {faults: [{type: crash}]}\n", `cases[0] (e).explore.faults[0].reconcile: give the reconcile of the crash, counted from 1`},
+		{"cases:\n  - name: e\n    explore: {faults: [{type: crsh, reconcile: 1}]}\n", `cases[0] (e).explore.faults[0].type: "crsh": use crash, stale, conflict or coalesce`},
+		{"cases:\n  - name: e\n    explore: {faults: [{type: coalesce, change: 1}]}\n", `cases[0] (e).explore.faults[0].change: 1: give a change (from 1) that has one after it; there are 0`},
+		{"cases:\n  - name: e\n    explore: {faults: [{type: stale, reconcile: 2}]}\n", `cases[0] (e).explore.faults[0].object: a stale read names the object read`},
+		{"cases:\n  - name: e\n    request: {name: x}\n    explore: {}\n", `cases[0] (e).explore: an exploring case reconciles every object of the plugin's kind: request, result, events and logs do not apply`},
 		{"cases:\n  - name: x\n   before: []\n", `tests/x.yaml: line 1: did not find expected '-' indicator: the YAML does not parse`},
 	} {
 		_, err := Parse("tests/x.yaml", []byte(tc.yaml))
