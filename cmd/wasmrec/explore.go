@@ -90,7 +90,10 @@ func runExplore(ctx context.Context, args []string, o exploreOptions, stdout, st
 				continue // a case with faults is one explore saved: wasmrec test runs it
 			}
 			ran++
-			rep, err := explore.Explore(ctx, s, c, explore.Options{MaxSchedules: o.maxSchedules})
+			started := func(b explore.Run, n int) {
+				fmt.Fprintf(stdout, "  %s: %d reconciles and %d writes without faults; trying %d faults\n", c.Name, b.Reconciles, b.Writes, n)
+			}
+			rep, err := explore.Explore(ctx, s, c, explore.Options{MaxSchedules: o.maxSchedules, Started: started})
 			switch {
 			case errors.Is(err, plugintest.ErrRefused):
 				return fmt.Errorf("%w (the grant: %s)", err, grantFrom)
@@ -100,8 +103,8 @@ func runExplore(ctx context.Context, args []string, o exploreOptions, stdout, st
 				continue
 			}
 			b := rep.Baseline
-			fmt.Fprintf(stdout, "  %s: %d reconciles and %d writes without faults\n", c.Name, b.Reconciles, b.Writes)
 			if len(b.Problems) > 0 {
+				fmt.Fprintf(stdout, "  %s: %d reconciles and %d writes without faults\n", c.Name, b.Reconciles, b.Writes)
 				failed++
 				fmt.Fprintf(stdout, "    FAIL  without faults (%s)\n", roundDuration(b.Duration))
 				for _, p := range b.Problems {
@@ -116,10 +119,10 @@ func runExplore(ctx context.Context, args []string, o exploreOptions, stdout, st
 			}
 			tried := fmt.Sprintf("%d faults", rep.Schedules)
 			if rep.Schedules < rep.Possible {
-				tried = fmt.Sprintf("%d of %d faults (--max-schedules)", rep.Schedules, rep.Possible)
+				tried = fmt.Sprintf("%d faults (of %d: --max-schedules)", rep.Schedules, rep.Possible)
 			}
 			if len(rep.Failed) == 0 {
-				fmt.Fprintf(stdout, "    ok    under %s, in %s\n", tried, roundDuration(rep.Duration))
+				fmt.Fprintf(stdout, "    ok    under all %s, in %s\n", tried, roundDuration(rep.Duration))
 				continue
 			}
 			failed++

@@ -43,7 +43,8 @@ func TestExploreCommand(t *testing.T) {
 	}
 	saved := filepath.Join(dir, "tests", "explored-a-widget-resized-and-deleted-1.yaml")
 	for _, want := range []string{
-		"  a widget resized and deleted: 8 reconciles and 2 writes without faults\n",
+		"  a widget resized and deleted: 8 reconciles and 2 writes without faults; trying 14 faults\n",
+		"    FAIL  under 3 of 14 faults, in ",
 		"      crash in reconcile 1 after 1 write, then a restart that lists every object\n",
 		"          settled at the start: ConfigMap default/w-*: 2, without faults 1\n",
 		"          saved " + saved + "\n",

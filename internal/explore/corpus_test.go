@@ -12,7 +12,7 @@ import (
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
-func module(t *testing.T, name string) []byte {
+func module(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "bin", "testguests", name+".wasm"))
 	if err != nil {

@@ -19,6 +19,9 @@ type Options struct {
 	// MaxSchedules bounds the schedules run; past it, every n-th is run so that each fault type
 	// and reconcile keeps its share. Defaults to 2000.
 	MaxSchedules int
+	// Started, if set, is told of the run without faults and how many faults will be tried,
+	// before they are.
+	Started func(baseline Run, schedules int)
 }
 
 // Report is what an exploration of one case found.
@@ -67,6 +70,9 @@ func Explore(ctx context.Context, s *plugintest.Suite, c plugintest.Case, opts O
 	schedules := schedulesOf(base, len(changes))
 	rep.Possible = len(schedules)
 	schedules = thin(schedules, opts.MaxSchedules)
+	if opts.Started != nil {
+		opts.Started(rep.Baseline, len(schedules))
+	}
 	for _, f := range schedules {
 		if err := ctx.Err(); err != nil {
 			return nil, err

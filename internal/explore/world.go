@@ -533,7 +533,9 @@ func (w *world) write(ctx context.Context, fn string, req []byte) (abi.Status, [
 		w.wrote = append(w.wrote, fn+" "+target.String()+changes(old, now))
 	}
 	w.observe(old, now)
-	w.collect()
+	if now == nil || w.ownerGone(now) {
+		w.collect()
+	}
 	return status, resp
 }
 
@@ -691,6 +693,26 @@ func passes(preds []predicate.Predicate, old, now *unstructured.Unstructured) bo
 		}
 	}
 	return true
+}
+
+// ownerGone reports whether object o names an owner that is not there (by uid): the garbage
+// collector deletes an object whose owners are all gone.
+func (w *world) ownerGone(o []byte) bool {
+	u := unstructuredOf(o)
+	if u == nil {
+		return false
+	}
+	for _, r := range u.GetOwnerReferences() {
+		gv, _ := schema.ParseGroupVersion(r.APIVersion)
+		owner := unstructuredOf(w.current(key{gv.Group, r.Kind, u.GetNamespace(), r.Name}))
+		if owner == nil {
+			owner = unstructuredOf(w.current(key{gv.Group, r.Kind, "", r.Name})) // a cluster-scoped owner
+		}
+		if owner == nil || owner.GetUID() != r.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // collect is the garbage collector: an object whose owners are all gone is deleted (marked,
