@@ -1,20 +1,16 @@
 package plugintest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/recording"
+	"github.com/wasmrec/wasmrec/internal/kubeanswer"
 )
 
 // FromRecording makes a case of a recorded reconcile: before are the objects it read (each as
@@ -63,13 +59,13 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 		}
 		switch e.Fn {
 		case abi.ImportGet:
-			o, err := objectOf(e.Out)
+			o, err := kubeanswer.Object(e.Out)
 			if err != nil {
 				return Case{}, nil, fmt.Errorf("event %d, the answer of get: %w", i, err)
 			}
 			before(o)
 		case abi.ImportList:
-			items, err := itemsOf(e.Out)
+			items, err := kubeanswer.Items(e.Out)
 			if err != nil {
 				return Case{}, nil, fmt.Errorf("event %d, the answer of list: %w", i, err)
 			}
@@ -85,7 +81,7 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 				delete(md, "resourceVersion") // the fake cluster's differ
 			}
 			if e.Fn == abi.ImportCreate { // a generated name is the cluster's: take the answer's
-				if created, err := objectOf(e.Out); err == nil {
+				if created, err := kubeanswer.Object(e.Out); err == nil {
 					if md, ok := o["metadata"].(map[string]any); ok {
 						md["name"] = refOf(created).Name
 						delete(md, "generateName")
@@ -204,70 +200,4 @@ func mergeInto(dst, src map[string]any) map[string]any {
 		dst[k] = v
 	}
 	return dst
-}
-
-// protobufPrefix starts an answer in the Kubernetes protobuf encoding.
-var protobufPrefix = []byte("k8s\x00")
-
-// objectOf reads an object a host call answered, JSON or protobuf.
-func objectOf(b []byte) (map[string]any, error) {
-	if bytes.HasPrefix(b, protobufPrefix) {
-		obj, err := decodeProtobuf(b)
-		if err != nil {
-			return nil, err
-		}
-		return obj, nil
-	}
-	var o map[string]any
-	if err := json.Unmarshal(b, &o); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-// itemsOf reads the items of a list a host call answered, JSON or protobuf.
-func itemsOf(b []byte) ([]map[string]any, error) {
-	var list struct {
-		Items []map[string]any `json:"items"`
-	}
-	if bytes.HasPrefix(b, protobufPrefix) {
-		o, err := decodeProtobuf(b)
-		if err != nil {
-			return nil, err
-		}
-		kind, _ := o["kind"].(string)
-		apiVersion, _ := o["apiVersion"].(string)
-		raw, _ := json.Marshal(o)
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, err
-		}
-		for _, it := range list.Items { // a List's items carry no TypeMeta in protobuf
-			it["apiVersion"], it["kind"] = apiVersion, strings.TrimSuffix(kind, "List")
-		}
-		return list.Items, nil
-	}
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, err
-	}
-	return list.Items, nil
-}
-
-// decodeProtobuf decodes an object (or a List) of a built-in kind from the Kubernetes protobuf
-// envelope, into its JSON form with apiVersion and kind.
-func decodeProtobuf(b []byte) (map[string]any, error) {
-	obj, gvk, err := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Decode(b, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("decoding protobuf: %w", err)
-	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return nil, err
-	}
-	o := (&unstructured.Unstructured{Object: u})
-	o.SetAPIVersion(gvk.GroupVersion().String())
-	o.SetKind(gvk.Kind)
-	if md, ok := o.Object["metadata"].(map[string]any); ok && md["creationTimestamp"] == nil {
-		delete(md, "creationTimestamp") // the converter's zero, which JSON from the API server leaves out
-	}
-	return o.Object, nil
 }
