@@ -176,6 +176,16 @@ registry-tool:
 		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q docker-registry >/dev/null; }; \
 	fi
 
+# A browser for the tests of pages (wasmrec replay --page): Debian's Chromium, run headless.
+.PHONY: browser
+browser:
+	@if ! command -v chromium >/dev/null; then \
+		echo ">> installing Debian's Chromium with apt-get (the tests of recording pages load them in it, headless)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get install -y -q chromium >/dev/null || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; }; \
+	fi
+
 .PHONY: run
 run: controlplane build plugins ## Run the demo: a local control plane with the example controllers (Ctrl-C stops).
 	$(BIN)/wasmrec dev
@@ -194,7 +204,7 @@ FUZZTIME_OBJECT ?= 50000x
 FUZZTIME_INSTRUMENT ?= 20000x
 
 .PHONY: test
-test: controlplane build plugins testguests registry-tool $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
+test: controlplane build plugins testguests registry-tool browser $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
 	$(BIN)/sdk-c-test
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd (the scale-out e2e runs several host processes for about 2 minutes)"
 	@rm -f $(BIN)/scaleout.txt

@@ -20,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/chromedp/chromedp"
 	"github.com/wasmrec/wasmrec/host/recording"
+	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 // A host records its plugins' reconciles as their settings say, and `wasmrec replay` runs them
@@ -152,6 +154,24 @@ func TestRecordAndReplay(t *testing.T) {
 		t.Fatalf("replaying on version 2: %v; want its apply's new field:\n%s", err, out)
 	}
 	t.Logf("version 2:\n%s", out)
+	// The same, as a page, in a browser: a section per recording, version 2's write beside the
+	// recorded one and marked.
+	page := filepath.Join(t.TempDir(), "v2.html")
+	out, _ = replay(filepath.Join(recs, "record"), "--module", wasmFile(t, "testguests", "record-v2-go"), "--page", page)
+	if !strings.Contains(out, "wrote "+page) {
+		t.Fatalf("no page written:\n%s", out)
+	}
+	browser := testenv.Browser(t)
+	if err := chromedp.Do(browser, chromedp.Navigate("file://"+page), chromedp.WaitVisible(chromedp.CSS("section.recording"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := testenv.Eval[int](t, browser, `document.querySelectorAll("section.recording").length`); n != len(recordRecs) {
+		t.Errorf("the page shows %d recordings, want %d", n, len(recordRecs))
+	}
+	made := testenv.Eval[string](t, browser, `[...document.querySelectorAll(".pair.differs .made")].map(e => e.textContent).join("\n")`)
+	if !strings.Contains(made, `"version": "2"`) {
+		t.Errorf("version 2's writes on the page do not hold its new field:\n%s", made)
+	}
 	// The same build, run so, does what it did.
 	out, err = replay(filepath.Join(recs, "record"), "--module", wasmFile(t, "testguests", "record-go"))
 	if err != nil || !strings.Contains(out, "the same on") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -22,13 +23,14 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/recording"
 	"github.com/wasmrec/wasmrec/host/wasm"
+	"github.com/wasmrec/wasmrec/internal/recordpage"
 )
 
 func newReplayCommand(stdout io.Writer) *cobra.Command {
 	var (
-		modulePath, cacheDir, from string
-		list, show                 bool
-		timeout                    time.Duration
+		modulePath, cacheDir, from, page string
+		list, show                       bool
+		timeout                          time.Duration
 	)
 	kube := genericclioptions.NewConfigFlags(false)
 	cmd := &cobra.Command{
@@ -56,7 +58,8 @@ the build did differs from what was recorded: each write field by field, the Eve
   wasmrec replay app
   wasmrec replay ~/.cache/wasmrec/recordings/app 3f9a2c
   wasmrec replay app 3f9a2c --show
-  wasmrec replay app --module app-v2.wasm   # what v2 would have done, against each recording`,
+  wasmrec replay app --module app-v2.wasm   # what v2 would have done, against each recording
+  wasmrec replay app 3f9a2c --page 3f9a2c.html   # the same, as a page to open in a browser`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var (
@@ -81,7 +84,7 @@ the build did differs from what was recorded: each write field by field, the Eve
 					return fmt.Errorf("--module: %w", err)
 				}
 			}
-			r := &replays{module: module, modulePath: modulePath, timeout: timeout, show: show, out: stdout}
+			r := &replays{module: module, modulePath: modulePath, timeout: timeout, show: show, out: stdout, page: page != ""}
 			if r.engine, err = wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir}); err != nil {
 				return err
 			}
@@ -94,6 +97,11 @@ the build did differs from what was recorded: each write field by field, the Eve
 				}
 				differ += n
 			}
+			if page != "" {
+				if err := writePage(page, args[0], r.sections, stdout); err != nil {
+					return err
+				}
+			}
 			if differ > 0 {
 				return fmt.Errorf("%d of %s replayed differently", differ, count(len(targets), "recording"))
 			}
@@ -105,6 +113,7 @@ the build did differs from what was recorded: each write field by field, the Eve
 	cmd.Flags().StringVar(&modulePath, "module", "", "run the recordings on this build (a .wasm file) instead, and show how what it does differs: its writes field by field, its Events, its result")
 	cmd.Flags().BoolVar(&list, "list", false, "list the recordings instead of replaying them")
 	cmd.Flags().BoolVar(&show, "show", false, "print each recording's events, in order, before its replay")
+	cmd.Flags().StringVar(&page, "page", "", "also write the recordings as one HTML page to this file: each request, its timeline of host calls with their answers, its writes as field diffs, and with --module both builds' writes side by side")
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up a replay that runs this long")
 	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
 	return cmd
@@ -171,6 +180,8 @@ type replays struct {
 	timeout    time.Duration
 	show       bool
 	out        io.Writer
+	page       bool // keep sections for --page
+	sections   []recordpage.Section
 	engine     *wasm.Engine
 	modules    map[string]*wasm.Module // by digest and settings
 }
@@ -234,6 +245,7 @@ func (r *replays) replayInstance(ctx context.Context, group []replayTarget) (int
 			want := steps[t.Before]
 			short := recording.ShortDigest(t.Digest)
 			diffs := recording.Compare(want, got[t.Before])
+			r.addSection(t, want, "", &recordpage.Other{Module: r.modulePath, Step: got[t.Before], Differences: diffs})
 			if len(diffs) == 0 {
 				fmt.Fprintf(r.out, "%s  %s  the same on %s: %s, %s\n", short, requestOf(want), r.modulePath, want.Describe(), count(len(want.Writes()), "write"))
 				continue
@@ -257,20 +269,47 @@ func (r *replays) replayInstance(ctx context.Context, group []replayTarget) (int
 		short := recording.ShortDigest(t.Digest)
 		switch {
 		case d == nil || d.Step > t.Before:
+			r.addSection(t, want, "the same, replayed offline", nil)
 			fmt.Fprintf(r.out, "%s  %s  the same: %s, %s, after %s of its instance\n", short, requestOf(want), want.Describe(), count(countCalls(want), "call"), count(t.Before, "step"))
 		case first == "":
 			differ++
 			first = short
+			r.addSection(t, want, fmt.Sprintf("DIFFERS: %v", d), nil)
 			fmt.Fprintf(r.out, "%s  %s  DIFFERS: %v\n", short, requestOf(want), d)
 			if d.Want != nil && d.Got != nil && d.Want.Type == d.Got.Type {
 				fmt.Fprint(r.out, describeBytesDiff(d.Want.In, d.Got.In))
 			}
 		default:
 			differ++
+			r.addSection(t, want, fmt.Sprintf("DIFFERS: its instance's step %d differs, as for %s", d.Step, first), nil)
 			fmt.Fprintf(r.out, "%s  %s  DIFFERS: its instance's step %d differs, as for %s\n", short, requestOf(want), d.Step, first)
 		}
 	}
 	return differ, nil
+}
+
+// addSection keeps recording t, whose reconcile is step, for the page.
+func (r *replays) addSection(t replayTarget, step *recording.Step, replay string, other *recordpage.Other) {
+	if !r.page {
+		return
+	}
+	rec := *t.Recording
+	rec.Step = step
+	r.sections = append(r.sections, recordpage.Section{Digest: t.Digest, Recording: &rec, Replay: replay, Other: other})
+}
+
+// writePage writes the sections to path as a page.
+func writePage(path, what string, sections []recordpage.Section, stdout io.Writer) error {
+	title := fmt.Sprintf("%s: %s", what, count(len(sections), "recording"))
+	var b bytes.Buffer
+	if err := recordpage.Write(&b, recordpage.Page{Title: title, Sections: sections}); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil { // it holds what the plugin read
+		return fmt.Errorf("--page: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s (%s): open it in a browser\n", relative(path), count(len(sections), "recording"))
+	return nil
 }
 
 func (r *replays) moduleFor(ctx context.Context, dir string, rec *recording.Recording) (*wasm.Module, error) {
