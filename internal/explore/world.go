@@ -396,10 +396,7 @@ func (w *world) Call(ctx context.Context, fn string, req []byte) (abi.Status, []
 // read answers a get or a list, stale for an object the schedule says.
 func (w *world) read(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
 	status, resp := w.cluster.Call(ctx, fn, req)
-	var r struct {
-		abi.ObjectRef
-		Namespace string `json:"namespace"`
-	}
+	var r abi.ObjectRef // a get's; a list's apiVersion, kind and namespace
 	if json.Unmarshal(req, &r) != nil {
 		return status, resp
 	}
