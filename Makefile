@@ -207,9 +207,10 @@ FUZZTIME_INSTRUMENT ?= 20000x
 test: controlplane build plugins testguests registry-tool browser $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
 	$(BIN)/sdk-c-test
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd (the scale-out e2e runs several host processes for about 2 minutes)"
-	@rm -f $(BIN)/scaleout.txt
+	@rm -f $(BIN)/scaleout.txt $(BIN)/explore-corpus.txt
 	WASMREC_TEST_ALL=1 $(GO) test -race -count=1 -timeout 20m ./...
 	@cat $(BIN)/author-journey.txt 2>/dev/null || true
+	@cat $(BIN)/explore-corpus.txt 2>/dev/null || true
 	@cat $(BIN)/scaleout.txt 2>/dev/null || true
 	cd abi && $(GO) test -count=1 ./...
 	cd sdk/go && $(GO) test -count=1 ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...

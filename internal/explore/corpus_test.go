@@ -2,10 +2,12 @@ package explore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmrec/wasmrec/internal/explore"
 	"github.com/wasmrec/wasmrec/internal/plugintest"
@@ -43,7 +45,17 @@ func load(t *testing.T, name string) *plugintest.Suite {
 
 // Each plugin of the corpus has a bug of a kind Sieve and Kamera report; exploration finds it,
 // under the fault that shows it (the loop, without one), and passes its correct twin.
+//
+// What each exploration found, and in how long, goes to bin/explore-corpus.txt (make test prints
+// it).
 func TestCorpus(t *testing.T) {
+	var report strings.Builder
+	report.WriteString(">> the exploration corpus (internal/explore/testdata/corpus), compilation aside:\n")
+	defer func() {
+		if !t.Failed() {
+			_ = os.WriteFile(filepath.Join("..", "..", "bin", "explore-corpus.txt"), []byte(report.String()), 0o644)
+		}
+	}()
 	for _, tc := range []struct {
 		plugin string
 		fault  string // "" for the run without faults
@@ -79,6 +91,11 @@ func TestCorpus(t *testing.T) {
 					found = true
 				}
 			}
+			how := "without faults"
+			if saved != nil {
+				how = saved.Explore.Faults[0].String()
+			}
+			fmt.Fprintf(&report, "%-12s found in %s (%d of %d faults failed), first by: %s\n", tc.plugin, rep.Duration.Round(time.Millisecond), len(rep.Failed), rep.Schedules, how)
 			if !found {
 				for _, r := range rep.Failed {
 					t.Logf("%s: %s", r.Faults[0], strings.Join(r.Problems, "; "))
@@ -100,6 +117,7 @@ func TestCorpus(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("%s twin: %d of %d schedules failed, in %s", tc.plugin, len(fixed.Failed), fixed.Schedules, fixed.Duration)
+			fmt.Fprintf(&report, "%-12s its twin passes %d faults in %s\n", "", fixed.Schedules, fixed.Duration.Round(time.Millisecond))
 			for _, p := range fixed.Baseline.Problems {
 				t.Errorf("twin, without faults: %s", p)
 			}
