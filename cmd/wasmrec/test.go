@@ -137,6 +137,9 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 				}
 			default:
 				fmt.Fprintf(stdout, "  ok    %s (%s)\n", c.Name, roundDuration(out.Duration))
+				for _, n := range out.Notes {
+					fmt.Fprintln(stdout, indentBy("note: "+n, "        "))
+				}
 				if o.verbose > 0 && c.Explore == nil {
 					printLogs(stdout, out.Logs)
 				}

@@ -223,6 +223,16 @@ func (d *Difference) Error() string {
 	return fmt.Sprintf("%s: the recording has %s, the replay %s", where, DescribeEvent(d.Want), DescribeEvent(d.Got))
 }
 
+// LogText is a guest's log call's message (its text, a NUL, then its keys and values as a JSON
+// list) as the host logs it: "reconciled app=demo/web generation=2".
+func LogText(msg []byte) string {
+	text, kv := splitLog(msg)
+	for i := 0; i+1 < len(kv); i += 2 {
+		text += fmt.Sprintf(" %v=%v", kv[i], kv[i+1])
+	}
+	return text
+}
+
 // DescribeEvent says an event in a line.
 func DescribeEvent(e *recording.Event) string {
 	if e == nil {
@@ -248,12 +258,7 @@ func DescribeEvent(e *recording.Event) string {
 	case recording.EventWrite:
 		return fmt.Sprintf("%s written to %s", clip(e.In), e.Fn)
 	case recording.EventLog:
-		text, kv := splitLog(e.In)
-		line := text
-		for i := 0; i+1 < len(kv); i += 2 {
-			line += fmt.Sprintf(" %v=%v", kv[i], kv[i+1])
-		}
-		return fmt.Sprintf("a log line at level %d: %s", e.N, clip([]byte(line)))
+		return fmt.Sprintf("a log line at level %d: %s", e.N, clip([]byte(LogText(e.In))))
 	}
 	return e.Type
 }

@@ -108,8 +108,18 @@ func TestCorpus(t *testing.T) {
 				if out, err := explore.RunCase(ctx, load(t, "explore-"+tc.plugin), *saved); err != nil || out.Passed() {
 					t.Errorf("the saved case passed with the bug: %v %v", out.Failures, err)
 				}
-				if out, err := explore.RunCase(ctx, twin, *saved); err != nil || !out.Passed() {
+				out, err := explore.RunCase(ctx, twin, *saved)
+				if err != nil || !out.Passed() {
 					t.Errorf("the saved case failed on the twin: %v %v", out.Failures, err)
+				}
+				for _, n := range out.Notes { // the twin may no longer do what the fault struck
+					t.Logf("the saved case on the twin: %s", n)
+				}
+				// A fault past the end of the run tests nothing: the case fails, saying so.
+				past := *saved
+				past.Explore = &plugintest.Exploration{Changes: c.Explore.Changes, Faults: []plugintest.Fault{{Type: plugintest.FaultCrash, Reconcile: 500}}}
+				if out, err := explore.RunCase(ctx, twin, past); err != nil || out.Passed() || !strings.Contains(out.Failures[0], "never struck: the run made only") {
+					t.Errorf("a fault at reconcile 500: %v %v", out.Failures, err)
 				}
 			}
 			fixed, err := explore.Explore(ctx, twin, c, explore.Options{})

@@ -117,12 +117,36 @@ func RunCase(ctx context.Context, s *plugintest.Suite, c plugintest.Case) (plugi
 		return out, err
 	}
 	out.Failures = append(out.Failures, w.failures...)
+	for i, f := range c.Explore.Faults {
+		switch {
+		case w.struck[i]:
+		case f.Reconcile > w.reconciles && len(w.failures) == 0:
+			// The case no longer fits the plugin: it tests nothing.
+			out.Failures = append(out.Failures, fmt.Sprintf("explore.faults[%d]: %s never struck: the run made only %d reconciles (the plugin or the case changed since the case was saved: explore it again)",
+				i, f, w.reconciles))
+		case f.Reconcile <= w.reconciles:
+			// The plugin no longer does what the fault struck (a fix may have removed it).
+			out.Notes = append(out.Notes, fmt.Sprintf("explore.faults[%d]: %s never struck: %s", i, f, strikes(w, f)))
+		}
+	}
 	if len(w.failures) == 0 {
 		out.Failures = append(out.Failures, comparePhases(base, w, changes)...)
 	}
 	out.Failures = append(out.Failures, checkEnd(c, w)...)
 	out.Duration = time.Since(start)
 	return out, nil
+}
+
+// strikes says what a fault's reconcile did instead.
+func strikes(w *world, f plugintest.Fault) string {
+	l := w.log[f.Reconcile-1]
+	switch f.Type {
+	case plugintest.FaultStale:
+		return fmt.Sprintf("and reconcile %d (of %s) read no earlier version of %s there", f.Reconcile, l.req, f.Object)
+	case plugintest.FaultConflict, plugintest.FaultCrash:
+		return fmt.Sprintf("and reconcile %d (of %s) made %d writes", f.Reconcile, l.req, len(l.writes))
+	}
+	return "none of its kind"
 }
 
 func changesOf(c plugintest.Case) []plugintest.Change {
@@ -146,7 +170,8 @@ func run(ctx context.Context, s *plugintest.Suite, before []map[string]any, chan
 	}
 	for i := 0; ok && i < len(changes); i++ {
 		at := []plugintest.Change{changes[i]}
-		if slices.ContainsFunc(schedule, func(f plugintest.Fault) bool { return f.Type == plugintest.FaultCoalesce && f.Change == i+1 }) && i+1 < len(changes) {
+		if j := slices.IndexFunc(schedule, func(f plugintest.Fault) bool { return f.Type == plugintest.FaultCoalesce && f.Change == i+1 }); j >= 0 && i+1 < len(changes) {
+			w.struck[j] = true
 			at = append(at, changes[i+1])
 			i++
 		}
@@ -197,7 +222,11 @@ func (w *world) change(changes []plugintest.Change) error {
 		}
 		if ch.Delete != nil {
 			if w.current(k) == nil {
-				return fmt.Errorf("delete: %s does not exist then", k)
+				hint := ""
+				if k.namespace == "" {
+					hint = ": give its namespace, if its kind is namespaced"
+				}
+				return fmt.Errorf("delete: %s does not exist then%s", k, hint)
 			}
 			w.removeQuietly(k, apiVersion)
 			continue
@@ -407,6 +436,34 @@ func phaseName(i int, changes []plugintest.Change) string {
 	return fmt.Sprintf("settled after change %d (%s)", i, what)
 }
 
+// unmatched drops from a and b the objects both hold (as many times as both hold them), and
+// returns the rest of each, ordered by their JSON.
+func unmatched(a, b []any) ([]any, []any) {
+	enc := func(v any) string { j, _ := json.Marshal(v); return string(j) }
+	count := map[string]int{}
+	for _, v := range b {
+		count[enc(v)]++
+	}
+	var ra, rb []any
+	for _, v := range a {
+		if k := enc(v); count[k] > 0 {
+			count[k]--
+			continue
+		}
+		ra = append(ra, v)
+	}
+	for _, v := range b {
+		if k := enc(v); count[k] > 0 {
+			count[k]--
+			rb = append(rb, v)
+		}
+	}
+	byJSON := func(x, y any) int { return strings.Compare(enc(x), enc(y)) }
+	slices.SortFunc(ra, byJSON)
+	slices.SortFunc(rb, byJSON)
+	return ra, rb
+}
+
 // compareEnd says how a run's end state differs from the run without faults: objects missing,
 // extra, or with other fields, and objects deleted and created again.
 func compareEnd(wantPhase, gotPhase phase) []string {
@@ -430,6 +487,9 @@ func compareEnd(wantPhase, gotPhase phase) []string {
 		case len(b) > len(a):
 			out = append(out, fmt.Sprintf("%s: %d, without faults %d", id, len(b), len(a)))
 		default:
+			// Objects of one generated prefix are not told apart by name: those the same in
+			// both runs pair off, and the rest are compared in the order of their contents.
+			a, b = unmatched(a, b)
 			for i := range a {
 				for _, d := range recording.DiffJSON(a[i], b[i]) {
 					out = append(out, fmt.Sprintf("%s: %s (without faults -> with)", id, d))

@@ -22,7 +22,7 @@ func schedulesOf(base *world, changes int) []plugintest.Fault {
 			k := r.object
 			apiVersion := base.kinds[key{group: k.group, kind: k.kind}]
 			out = append(out, plugintest.Fault{Type: plugintest.FaultStale, Reconcile: l.n, Read: r.read,
-				Object: &plugintest.Ref{APIVersion: apiVersion, Kind: k.kind, Namespace: k.namespace, Name: k.name}})
+				Object: &plugintest.Ref{APIVersion: apiVersion, Kind: k.kind, Namespace: k.namespace, Name: base.refName(k)}})
 		}
 		for j, wr := range l.writes {
 			if wr.fn != abi.ImportCreate && wr.existed {

@@ -112,10 +112,11 @@ type world struct {
 
 	// The reconcile in progress.
 	cur     *reconcileLog
-	made    int         // writes made (answered) in it
-	crashed bool        // the host stopped in it
-	served  []key       // objects it was answered stale
-	reads   map[key]int // reads of each object in it
+	made    int          // writes made (answered) in it
+	crashed bool         // the host stopped in it
+	served  []key        // objects it was answered stale
+	struck  map[int]bool // the faults of the schedule that struck, by index
+	reads   map[key]int  // reads of each object in it
 	wrote   []string
 
 	// phases are the end states of the run: once settled at the start, then after each change.
@@ -133,7 +134,7 @@ func newWorld(ctx context.Context, s *plugintest.Suite, before []map[string]any,
 	w := &world{
 		suite: s, module: s.Module(), timeout: s.Options().Timeout, schedule: schedule,
 		queued: map[key]bool{}, retries: map[key]int{}, perKey: map[key]int{},
-		kinds: map[key]string{}, history: map[key][][]byte{}, creations: map[key]int{},
+		kinds: map[key]string{}, history: map[key][][]byte{}, creations: map[key]int{}, struck: map[int]bool{},
 	}
 	var err error
 	if w.cluster, err = s.NewCluster(before); err != nil {
@@ -300,12 +301,46 @@ func (w *world) faultHere(t string, match func(plugintest.Fault) bool) bool {
 	if w.cur.check {
 		return false
 	}
-	for _, f := range w.schedule {
+	for i, f := range w.schedule {
 		if f.Type == t && f.Reconcile == w.cur.n && (match == nil || match(f)) {
+			w.struck[i] = true
 			return true
 		}
 	}
 	return false
+}
+
+// names reports whether a fault's object reference names object k: by its name, or for an
+// object with a generated name, by its prefix and "*" (a generated name differs from run to run).
+func (w *world) names(r *plugintest.Ref, k key) bool {
+	if r == nil {
+		return false
+	}
+	rk := keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name)
+	if prefix, ok := strings.CutSuffix(r.Name, "*"); ok {
+		rk.name = k.name
+		return rk == k && prefix != "" && w.generateName(k) == prefix
+	}
+	return rk == k
+}
+
+// generateName is the prefix object k's name was generated from, "" if none.
+func (w *world) generateName(k key) string {
+	h := w.history[k]
+	for i := len(h) - 1; i >= 0; i-- {
+		if u := unstructuredOf(h[i]); u != nil {
+			return u.GetGenerateName()
+		}
+	}
+	return ""
+}
+
+// refName names object k in a fault: a generated name by its prefix and "*".
+func (w *world) refName(k key) string {
+	if g := w.generateName(k); g != "" && strings.HasPrefix(k.name, g) {
+		return g + "*"
+	}
+	return k.name
 }
 
 // reconcile runs one reconcile of k, and acts on its result as the host's controller does. It
@@ -443,14 +478,14 @@ func (w *world) read(ctx context.Context, fn string, req []byte) (abi.Status, []
 		items = append(items, it)
 	}
 	// An object deleted by its latest write is still in a stale list.
-	for _, f := range w.schedule {
-		if f.Type != plugintest.FaultStale || f.Reconcile != w.cur.n || f.Object == nil {
-			continue
+	var gone []key
+	for k, h := range w.history {
+		if k.group == gk.group && k.kind == gk.kind && !seen[k] && (r.Namespace == "" || k.namespace == r.Namespace) && h[len(h)-1] == nil {
+			gone = append(gone, k)
 		}
-		k := keyOf(f.Object.APIVersion, f.Object.Kind, f.Object.Namespace, f.Object.Name)
-		if k.group != gk.group || k.kind != gk.kind || seen[k] || (r.Namespace != "" && k.namespace != r.Namespace) {
-			continue
-		}
+	}
+	slices.SortFunc(gone, func(a, b key) int { return strings.Compare(a.String(), b.String()) })
+	for _, k := range gone {
 		w.noteRead(k)
 		if old, stale := w.staleVersion(k); stale && old != nil {
 			changed = true
@@ -479,8 +514,7 @@ func (w *world) staleVersion(k key) ([]byte, bool) {
 		return nil, false
 	}
 	if !w.faultHere(plugintest.FaultStale, func(f plugintest.Fault) bool {
-		return f.Object != nil && keyOf(f.Object.APIVersion, f.Object.Kind, f.Object.Namespace, f.Object.Name) == k &&
-			(f.Read == 0 || f.Read == w.reads[k])
+		return w.names(f.Object, k) && (f.Read == 0 || f.Read == w.reads[k])
 	}) {
 		return nil, false
 	}

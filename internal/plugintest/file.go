@@ -290,11 +290,34 @@ func checkExploration(c Case) error {
 			return fmt.Errorf("%s.write: give the write that conflicts, counted from 1", where)
 		case f.Read < 0:
 			return fmt.Errorf("%s.read: %d is negative", where, f.Read)
+		case len(foreignFields(f)) > 0:
+			return fmt.Errorf("%s: a %s fault takes no %s: %s", where, f.Type, strings.Join(foreignFields(f), ", "), faultFields[f.Type])
 		case f.AfterWrites < 0:
 			return fmt.Errorf("%s.afterWrites: %d is negative", where, f.AfterWrites)
 		}
 	}
 	return nil
+}
+
+// faultFields says which fields each type of fault takes.
+var faultFields = map[string]string{
+	FaultCrash:    "give reconcile and afterWrites",
+	FaultStale:    "give reconcile, object and read",
+	FaultConflict: "give reconcile and write",
+	FaultCoalesce: "give change",
+}
+
+// foreignFields are the fields f sets that its type does not take.
+func foreignFields(f Fault) []string {
+	var out []string
+	set := map[string]bool{"reconcile": f.Reconcile != 0, "afterWrites": f.AfterWrites != 0, "write": f.Write != 0,
+		"object": f.Object != nil, "read": f.Read != 0, "change": f.Change != 0}
+	for _, field := range []string{"reconcile", "afterWrites", "write", "object", "read", "change"} {
+		if set[field] && !strings.Contains(faultFields[f.Type], field) {
+			out = append(out, field)
+		}
+	}
+	return out
 }
 
 // checkObject says what an object of a case lacks to name one.

@@ -316,6 +316,7 @@ func TestBadFiles(t *testing.T) {
 		{"cases:\n  - name: e\n    explore: {faults: [{type: crsh, reconcile: 1}]}\n", `cases[0] (e).explore.faults[0].type: "crsh": use crash, stale, conflict or coalesce`},
 		{"cases:\n  - name: e\n    explore: {faults: [{type: coalesce, change: 1}]}\n", `cases[0] (e).explore.faults[0].change: 1: give a change (from 1) that has one after it; there are 0`},
 		{"cases:\n  - name: e\n    explore: {faults: [{type: stale, reconcile: 2}]}\n", `cases[0] (e).explore.faults[0].object: a stale read names the object read`},
+		{"cases:\n  - name: e\n    explore: {faults: [{type: crash, reconcile: 1, read: 3}]}\n", `cases[0] (e).explore.faults[0]: a crash fault takes no read: give reconcile and afterWrites`},
 		{"cases:\n  - name: e\n    request: {name: x}\n    explore: {}\n", `cases[0] (e).explore: an exploring case reconciles every object of the plugin's kind: request, result, events and logs do not apply`},
 		{"cases:\n  - name: x\n   before: []\n", `tests/x.yaml: line 1: did not find expected '-' indicator: the YAML does not parse`},
 	} {

@@ -109,6 +109,8 @@ type Outcome struct {
 	Case string
 	// Failures say what differed, one a line, each naming the field; none if the case passed.
 	Failures []string
+	// Notes say what the case did not check, though it passed.
+	Notes []string
 	// Logs are the lines the plugin logged.
 	Logs     []string
 	Duration time.Duration

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/recording"
+	"github.com/wasmrec/wasmrec/host/wasm"
 	"github.com/wasmrec/wasmrec/internal/kubeanswer"
 )
 
@@ -132,7 +133,13 @@ func build(s Section) section {
 			}
 		case recording.EventSleep:
 			ev.At = time.Duration(e.N).String()
-		default: // write (stdout, stderr), log
+		case recording.EventLog:
+			ev.Fn = logLevel(e.N)
+			ev.Inline = strings.ToValidUTF8(wasm.LogText(e.In), "\uFFFD")
+			if len(ev.Inline) > 200 {
+				ev.Inline, ev.Out = "", ev.Inline
+			}
+		default: // write: stdout, stderr
 			ev.Inline = strings.ToValidUTF8(string(e.In), "\uFFFD")
 			if len(ev.Inline) > 200 {
 				ev.Inline, ev.Out = "", ev.Inline
@@ -151,6 +158,12 @@ func build(s Section) section {
 		}
 		for _, w := range (&recording.Step{Events: []recording.Event{e}}).Writes() {
 			wr := write{Fn: w.Fn, Object: w.Object, Status: w.Status.String()}
+			if w.Fn == abi.ImportCreate && w.Status == abi.StatusOK { // a generated name is in the answer
+				if o, err := kubeanswer.Object(e.Out); err == nil {
+					b, _ := json.Marshal(o)
+					wr.Object = recording.ObjectOf(abi.ImportCreate, b)
+				}
+			}
 			prev, ok := seen[w.Object]
 			switch {
 			case w.Fn == abi.ImportDelete || w.Fn == abi.ImportEvent:
@@ -170,6 +183,18 @@ func build(s Section) section {
 		out.Other = buildOther(r.Step, s.Other)
 	}
 	return out
+}
+
+func logLevel(n int64) string {
+	switch {
+	case n <= abi.LogDebug:
+		return "debug"
+	case n == abi.LogInfo:
+		return "info"
+	case n == abi.LogWarn:
+		return "warn"
+	}
+	return "error"
 }
 
 // remember keeps the objects a call's answer holds, by name.
