@@ -116,8 +116,11 @@ type world struct {
 	crashed bool         // the host stopped in it
 	served  []key        // objects it was answered stale
 	struck  map[int]bool // the faults of the schedule that struck, by index
-	reads   map[key]int  // reads of each object in it
-	wrote   []string
+
+	writtenAt map[key]int  // the reconcile each object's latest version was written in (or after)
+	shown     map[key]bool // whether a read has answered an object's latest version
+	reads     map[key]int  // reads of each object in it
+	wrote     []string
 
 	// phases are the end states of the run: once settled at the start, then after each change.
 	phases []phase
@@ -135,6 +138,7 @@ func newWorld(ctx context.Context, s *plugintest.Suite, before []map[string]any,
 		suite: s, module: s.Module(), timeout: s.Options().Timeout, schedule: schedule,
 		queued: map[key]bool{}, retries: map[key]int{}, perKey: map[key]int{},
 		kinds: map[key]string{}, history: map[key][][]byte{}, creations: map[key]int{}, struck: map[int]bool{},
+		writtenAt: map[key]int{}, shown: map[key]bool{},
 	}
 	var err error
 	if w.cluster, err = s.NewCluster(before); err != nil {
@@ -502,20 +506,29 @@ func (w *world) read(ctx context.Context, fn string, req []byte) (abi.Status, []
 // noteRead counts a read of object k, and notes in the run's log a read that could be stale.
 func (w *world) noteRead(k key) {
 	w.reads[k]++
-	if h := w.history[k]; len(h) >= 2 {
+	if w.lagging(k) {
 		w.cur.stale = append(w.cur.stale, staleRead{k, w.reads[k]})
 	}
+}
+
+// lagging reports whether a cache could still hold object k's version before its latest: the
+// latest was written in this reconcile or the one before it (or by a user since), and no read
+// has shown it yet. A cache catches up, and never goes back to a version it has shown.
+func (w *world) lagging(k key) bool {
+	return len(w.history[k]) >= 2 && !w.shown[k] && w.writtenAt[k] >= w.cur.n-1
 }
 
 // staleVersion is k's version before its latest write, if the schedule reads k stale here.
 func (w *world) staleVersion(k key) ([]byte, bool) {
 	h := w.history[k]
-	if len(h) < 2 {
+	if !w.lagging(k) {
+		w.shown[k] = true
 		return nil, false
 	}
 	if !w.faultHere(plugintest.FaultStale, func(f plugintest.Fault) bool {
 		return w.names(f.Object, k) && (f.Read == 0 || f.Read == w.reads[k])
 	}) {
+		w.shown[k] = true
 		return nil, false
 	}
 	if !slices.Contains(w.served, k) {
@@ -606,6 +619,7 @@ func (w *world) record(k key, now []byte, created bool) {
 		return
 	}
 	w.history[k] = append(h, now)
+	w.writtenAt[k], w.shown[k] = w.reconciles, false
 	if created {
 		w.creations[k]++
 	}
