@@ -109,9 +109,15 @@ type Store struct {
 	units map[string]*unit // instance directories and module files, by name
 	bytes int64
 
-	queue    chan job
-	sendMu   sync.RWMutex // held to send on queue (read) and to close it (write)
-	closed   bool         // queue is closed; guarded by sendMu
+	// The writer's queue: Put appends, and wakes the writer if the queue was empty; the writer
+	// waits batchDelay for more, then writes all it holds together. A reconcile's recording
+	// thus costs no wake-up of its own, and a batch one write to each log.
+	qmu      sync.Mutex
+	jobs     []job
+	queued   int           // recordings in jobs
+	closed   bool          // no more jobs; guarded by qmu
+	wake     chan struct{} // the queue is no longer empty
+	urgent   chan struct{} // a flush, a module or Close: write now
 	dropped  atomic.Int64
 	dropNote rate.Sometimes // says now and then that recordings were dropped
 	written  atomic.Int64
@@ -130,7 +136,14 @@ type unit struct {
 	steps, recs *os.File
 	count       int
 	chain       Chain
+	// pendSteps and pendRecs are frames not yet written to steps.log and recordings.log: the
+	// writer writes what it was handed together, once its queue is empty.
+	pendSteps, pendRecs []byte
 }
+
+// maxPending is how many bytes of frames an instance holds before they are written, its
+// writer's queue empty or not.
+const maxPending = 1 << 20
 
 type job struct {
 	rec    *Recording
@@ -160,7 +173,7 @@ func Open(dir string, maxBytes int64, log logr.Logger) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("recordings directory: %w", err)
 	}
-	s := &Store{dir: dir, maxBytes: maxBytes, log: log, units: map[string]*unit{}, queue: make(chan job, 1024), done: make(chan struct{}),
+	s := &Store{dir: dir, maxBytes: maxBytes, log: log, units: map[string]*unit{}, wake: make(chan struct{}, 1), urgent: make(chan struct{}, 1), done: make(chan struct{}),
 		dropNote: rate.Sometimes{First: 1, Interval: 30 * time.Second}}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -228,23 +241,40 @@ func (s *Store) Flush() {
 	}
 }
 
-// enqueue hands j to the writer, unless the store is closed or, without wait, its queue is
-// full. A reconcile still running when its plugin closes may Put after Close.
-func (s *Store) enqueue(j job, wait bool) bool {
-	s.sendMu.RLock()
-	defer s.sendMu.RUnlock()
-	if s.closed {
+// maxQueue bounds the recordings queued for the writer; past it, Put drops them.
+const maxQueue = 1024
+
+// batchDelay is how long the writer waits, woken, for more recordings to write together.
+const batchDelay = 10 * time.Millisecond
+
+// enqueue hands j to the writer, unless the store is closed or, for a recording, its queue is
+// full; urgent wakes the writer at once. A reconcile still running when its plugin closes may
+// Put after Close.
+func (s *Store) enqueue(j job, urgent bool) bool {
+	s.qmu.Lock()
+	if s.closed || (j.rec != nil && s.queued >= maxQueue) {
+		s.qmu.Unlock()
 		return false
 	}
-	if wait {
-		s.queue <- j
-		return true
+	first := len(s.jobs) == 0
+	s.jobs = append(s.jobs, j)
+	if j.rec != nil {
+		s.queued++
 	}
+	s.qmu.Unlock()
+	if first {
+		signal(s.wake)
+	}
+	if urgent {
+		signal(s.urgent)
+	}
+	return true
+}
+
+func signal(ch chan struct{}) {
 	select {
-	case s.queue <- j:
-		return true
+	case ch <- struct{}{}:
 	default:
-		return false
 	}
 }
 
@@ -263,12 +293,10 @@ func (s *Store) Bytes() int64 {
 
 // Close writes what is queued and stops the writer.
 func (s *Store) Close() {
-	s.sendMu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.queue)
-	}
-	s.sendMu.Unlock()
+	s.qmu.Lock()
+	s.closed = true
+	s.qmu.Unlock()
+	signal(s.urgent)
 	<-s.done
 }
 
@@ -277,30 +305,78 @@ func (s *Store) write() {
 	defer s.closeIdle(time.Time{})
 	tick := time.NewTicker(idleInstance)
 	defer tick.Stop()
+	batch := time.NewTimer(batchDelay)
+	batch.Stop()
 	for {
-		var j job
 		select {
 		case <-tick.C:
 			s.closeIdle(time.Now().Add(-idleInstance))
 			continue
-		case next, ok := <-s.queue:
-			if !ok {
-				return
+		case <-s.wake:
+			batch.Reset(batchDelay)
+			select {
+			case <-batch.C:
+			case <-s.urgent:
+				batch.Stop()
 			}
-			j = next
+		case <-s.urgent:
 		}
-		switch {
-		case j.flush != nil:
-			close(j.flush)
-		case j.module != nil:
-			if err := s.writeModule(j.module); err != nil {
-				s.log.Error(err, "keeping the module beside the recordings")
-			}
-		default:
-			if err := s.writeRecording(j.rec, j.before); err != nil {
-				s.log.Error(err, "writing a recording", "reconcileID", j.rec.ReconcileID)
+		s.qmu.Lock()
+		jobs, closed := s.jobs, s.closed
+		s.jobs, s.queued = nil, 0
+		s.qmu.Unlock()
+		for _, j := range jobs {
+			switch {
+			case j.flush != nil:
+				s.writePending()
+				close(j.flush)
+			case j.module != nil:
+				if err := s.writeModule(j.module); err != nil {
+					s.log.Error(err, "keeping the module beside the recordings")
+				}
+			default:
+				if err := s.writeRecording(j.rec, j.before); err != nil {
+					s.log.Error(err, "writing a recording", "reconcileID", j.rec.ReconcileID)
+				}
 			}
 		}
+		s.writePending() // what came together is written together
+		if closed {
+			return
+		}
+	}
+}
+
+// writePending writes the frames the instances hold, each instance's steps before its
+// recordings, so that a recording on disk always finds its steps.
+func (s *Store) writePending() {
+	s.mu.Lock()
+	units := make([]*unit, 0, len(s.units))
+	for _, u := range s.units {
+		if len(u.pendSteps) > 0 || len(u.pendRecs) > 0 {
+			units = append(units, u)
+		}
+	}
+	s.mu.Unlock()
+	for _, u := range units {
+		s.writeUnit(u)
+	}
+}
+
+// writeUnit writes an instance's pending frames.
+func (s *Store) writeUnit(u *unit) {
+	defer func() { u.pendSteps, u.pendRecs = u.pendSteps[:0], u.pendRecs[:0] }()
+	if u.steps == nil { // dropped past the bound meanwhile
+		return
+	}
+	if _, err := u.steps.Write(u.pendSteps); err != nil {
+		s.log.Error(err, "writing recorded steps", "instance", u.name)
+		u.closeLogs()
+		return
+	}
+	if _, err := u.recs.Write(u.pendRecs); err != nil {
+		s.log.Error(err, "writing recordings", "instance", u.name)
+		u.closeLogs()
 	}
 }
 
@@ -310,6 +386,7 @@ func (s *Store) closeIdle(t time.Time) {
 	defer s.mu.Unlock()
 	for _, u := range s.units {
 		if u.steps != nil && (t.IsZero() || u.written.Before(t)) {
+			s.writeUnit(u)
 			u.closeLogs()
 		}
 	}
@@ -434,14 +511,11 @@ func (s *Store) writeRecording(rec *Recording, before []*Step) error {
 		return err
 	}
 	recFrame := appendFrame(nil, b)
-	if _, err := u.steps.Write(frames); err != nil {
-		u.closeLogs()
-		return err
-	}
+	u.pendSteps = append(u.pendSteps, frames...)
+	u.pendRecs = append(u.pendRecs, recFrame...)
 	u.count = len(before) + 1
-	if _, err := u.recs.Write(recFrame); err != nil {
-		u.closeLogs()
-		return err
+	if len(u.pendSteps)+len(u.pendRecs) > maxPending {
+		s.writeUnit(u)
 	}
 	s.mu.Lock()
 	n := int64(len(frames) + len(recFrame))
