@@ -300,7 +300,8 @@ func (w *world) fail(format string, args ...any) {
 	w.failures = append(w.failures, fmt.Sprintf(format, args...))
 }
 
-// faultHere is the fault of type t scheduled for the reconcile in progress, if any.
+// faultHere reports whether the schedule holds a fault of type t for the reconcile in progress
+// (and match, if given, takes it), and notes that it struck.
 func (w *world) faultHere(t string, match func(plugintest.Fault) bool) bool {
 	if w.cur.check {
 		return false
