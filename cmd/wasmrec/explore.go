@@ -130,7 +130,7 @@ func runExplore(ctx context.Context, args []string, o exploreOptions, stdout, st
 			}
 			if len(rep.Failed) == 0 {
 				if rep.Schedules == 0 {
-					fmt.Fprintf(stdout, "    ok    without faults; its run allows none (it writes nothing, and reads nothing twice), in %s\n", roundDuration(rep.Duration))
+					fmt.Fprintf(stdout, "    ok    without faults; its run allows none (it writes nothing, and reads no object a cache could lag on), in %s\n", roundDuration(rep.Duration))
 				} else {
 					fmt.Fprintf(stdout, "    ok    under all %s, in %s\n", tried, roundDuration(rep.Duration))
 				}
