@@ -207,7 +207,7 @@ func (w *world) change(changes []plugintest.Change) error {
 		var k key
 		var apiVersion string
 		if ch.Put != nil {
-			r := refOf(ch.Put)
+			r := plugintest.RefOf(ch.Put)
 			k, apiVersion = keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name), r.APIVersion
 		} else {
 			r := ch.Delete
@@ -309,7 +309,7 @@ func (w *world) removeQuietly(k key, apiVersion string) {
 func checkEnd(c plugintest.Case, w *world) []string {
 	var out []string
 	for i, want := range c.After {
-		r := refOf(want)
+		r := plugintest.RefOf(want)
 		got := w.current(keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name))
 		if got == nil {
 			out = append(out, fmt.Sprintf("after[%d] %s: not found", i, r))
@@ -339,14 +339,14 @@ func endState(w *world) map[string][]any {
 		for _, o := range w.cluster.Objects(apiVersion, gk.kind) {
 			all = append(all, o.Object)
 			md, _ := o.Object["metadata"].(map[string]any)
-			if g, _ := md["generateName"].(string); g != "" && strings.HasPrefix(refOf(o.Object).Name, g) {
-				generated[refOf(o.Object).Name] = g + "*"
+			if g, _ := md["generateName"].(string); g != "" && strings.HasPrefix(plugintest.RefOf(o.Object).Name, g) {
+				generated[plugintest.RefOf(o.Object).Name] = g + "*"
 			}
 		}
 	}
 	out := map[string][]any{}
 	for _, o := range all {
-		r := refOf(o)
+		r := plugintest.RefOf(o)
 		name := cmp.Or(generated[r.Name], r.Name)
 		id := keyOf(r.APIVersion, r.Kind, r.Namespace, name).String()
 		out[id] = append(out[id], stable(deepCopy(o), generated))
@@ -429,7 +429,7 @@ func phaseName(i int, changes []plugintest.Change) string {
 		return "settled at the start"
 	}
 	ch := changes[i-1]
-	what := "put " + refOf(ch.Put).String()
+	what := "put " + plugintest.RefOf(ch.Put).String()
 	if ch.Delete != nil {
 		what = "delete " + ch.Delete.String()
 	}

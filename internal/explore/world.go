@@ -169,7 +169,7 @@ func newWorld(ctx context.Context, s *plugintest.Suite, before []map[string]any,
 		}
 	}
 	for _, o := range before {
-		r := refOf(o)
+		r := plugintest.RefOf(o)
 		k := keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name)
 		w.kinds[key{group: k.group, kind: k.kind}] = r.APIVersion
 		w.history[k] = [][]byte{w.current(k)}
@@ -179,16 +179,6 @@ func newWorld(ctx context.Context, s *plugintest.Suite, before []map[string]any,
 		return nil, err
 	}
 	return w, nil
-}
-
-func refOf(o map[string]any) plugintest.Ref {
-	md, _ := o["metadata"].(map[string]any)
-	var r plugintest.Ref
-	r.APIVersion, _ = o["apiVersion"].(string)
-	r.Kind, _ = o["kind"].(string)
-	r.Namespace, _ = md["namespace"].(string)
-	r.Name, _ = md["name"].(string)
-	return r
 }
 
 // current is object k as stored now, as JSON; nil if there is none.
@@ -218,7 +208,7 @@ func (w *world) restartModule(ctx context.Context) error {
 func (w *world) relist() {
 	apiVersion := w.kinds[key{group: w.forGK.group, kind: w.forGK.kind}]
 	for _, o := range w.cluster.Objects(apiVersion, w.forGK.kind) {
-		r := refOf(o.Object)
+		r := plugintest.RefOf(o.Object)
 		w.enqueue(key{w.forGK.group, w.forGK.kind, r.Namespace, r.Name})
 	}
 }
@@ -259,7 +249,7 @@ func (w *world) check(ctx context.Context) bool {
 	w.settled = true
 	defer func() { w.settled = false }()
 	for _, o := range w.cluster.Objects(apiVersion, w.forGK.kind) {
-		r := refOf(o.Object)
+		r := plugintest.RefOf(o.Object)
 		k := key{w.forGK.group, w.forGK.kind, r.Namespace, r.Name}
 		if ns := w.suite.Options().Namespaces; len(ns) > 0 && !slices.Contains(ns, k.namespace) {
 			continue
@@ -469,7 +459,7 @@ func (w *world) read(ctx context.Context, fn string, req []byte) (abi.Status, []
 	for _, it := range list.Items {
 		var o map[string]any
 		_ = json.Unmarshal(it, &o)
-		ref := refOf(o)
+		ref := plugintest.RefOf(o)
 		k := key{gk.group, gk.kind, ref.Namespace, ref.Name}
 		seen[k] = true
 		w.noteRead(k)
@@ -569,7 +559,7 @@ func (w *world) write(ctx context.Context, fn string, req []byte) (abi.Status, [
 	if fn == abi.ImportCreate {
 		var o map[string]any
 		if json.Unmarshal(resp, &o) == nil {
-			target.name = refOf(o).Name // generateName
+			target.name = plugintest.RefOf(o).Name // generateName
 		}
 	}
 	now := w.current(target)
@@ -598,7 +588,7 @@ func writeTarget(fn string, req []byte) (key, bool) {
 	if json.Unmarshal(req, &o) != nil {
 		return key{}, false
 	}
-	r := refOf(o)
+	r := plugintest.RefOf(o)
 	if r.APIVersion == "" || r.Kind == "" {
 		return key{}, false
 	}
@@ -610,7 +600,7 @@ func (w *world) record(k key, now []byte, created bool) {
 	if _, ok := w.kinds[key{group: k.group, kind: k.kind}]; !ok && now != nil {
 		var o map[string]any
 		_ = json.Unmarshal(now, &o)
-		w.kinds[key{group: k.group, kind: k.kind}] = refOf(o).APIVersion
+		w.kinds[key{group: k.group, kind: k.kind}] = plugintest.RefOf(o).APIVersion
 	}
 	h := w.history[k]
 	if len(h) == 0 && now != nil {
@@ -704,7 +694,7 @@ func (w *world) observe(old, now []byte) {
 			}
 			apiVersion := w.kinds[key{group: w.forGK.group, kind: w.forGK.kind}]
 			for _, f := range w.cluster.Objects(apiVersion, w.forGK.kind) {
-				if r := refOf(f.Object); r.Namespace == obj.GetNamespace() {
+				if r := plugintest.RefOf(f.Object); r.Namespace == obj.GetNamespace() {
 					w.enqueue(key{w.forGK.group, w.forGK.kind, r.Namespace, r.Name})
 				}
 			}
@@ -777,7 +767,7 @@ func (w *world) collect() {
 			}
 		}
 		slices.SortFunc(all, func(a, b map[string]any) int {
-			ra, rb := refOf(a), refOf(b)
+			ra, rb := plugintest.RefOf(a), plugintest.RefOf(b)
 			return cmp.Or(strings.Compare(ra.Kind, rb.Kind), strings.Compare(ra.Namespace, rb.Namespace), strings.Compare(ra.Name, rb.Name))
 		})
 		removed := false
@@ -792,7 +782,7 @@ func (w *world) collect() {
 				orphan = orphan && !live[string(r.UID)]
 			}
 			if orphan {
-				r := refOf(o)
+				r := plugintest.RefOf(o)
 				w.remove(keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name), r.APIVersion)
 				removed = true
 			}

@@ -345,8 +345,8 @@ func checkObject(o map[string]any) error {
 	return nil
 }
 
-// refOf names object o.
-func refOf(o map[string]any) Ref {
+// RefOf names object o, an object of a case.
+func RefOf(o map[string]any) Ref {
 	md, _ := o["metadata"].(map[string]any)
 	r := Ref{}
 	r.APIVersion, _ = o["apiVersion"].(string)

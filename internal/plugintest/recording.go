@@ -33,7 +33,7 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 	// what was there before it.
 	seen := map[string]bool{}
 	before := func(o map[string]any) {
-		k := refOf(o).String()
+		k := RefOf(o).String()
 		if !seen[k] {
 			seen[k] = true
 			c.Before = append(c.Before, o)
@@ -44,7 +44,7 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 	gone := map[string]Ref{}
 	// wrote takes o, what a create, update or patch sent, as what the object must hold after.
 	wrote := func(o map[string]any) {
-		k := refOf(o).String()
+		k := RefOf(o).String()
 		seen[k] = true
 		delete(gone, k)
 		if after[k] == nil {
@@ -83,7 +83,7 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 			if e.Fn == abi.ImportCreate { // a generated name is the cluster's: take the answer's
 				if created, err := kubeanswer.Object(e.Out); err == nil {
 					if md, ok := o["metadata"].(map[string]any); ok {
-						md["name"] = refOf(created).Name
+						md["name"] = RefOf(created).Name
 						delete(md, "generateName")
 					}
 				}

@@ -166,7 +166,7 @@ func (s *Suite) Run(ctx context.Context, c Case) (Outcome, error) {
 	}
 	out.Failures = append(out.Failures, compareResult(c.Result, res)...)
 	for i, want := range c.After {
-		r := refOf(want)
+		r := RefOf(want)
 		got, ok := cluster.Get(r.APIVersion, r.Kind, r.Namespace, r.Name)
 		if !ok {
 			out.Failures = append(out.Failures, fmt.Sprintf("after[%d] %s: not found", i, r))
@@ -219,7 +219,7 @@ func (s *Suite) cluster(c Case) (_ *fake.Cluster, _ abi.Request, err error) {
 	}
 	var found []Ref
 	for _, o := range c.Before {
-		r := refOf(o)
+		r := RefOf(o)
 		if sameKind(r.APIVersion, r.Kind, m.For) {
 			found = append(found, r)
 		}
