@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -221,9 +222,11 @@ func TestATenantsPluginGetsNoMoreThanItsServiceAccount(t *testing.T) {
 	for _, name := range []string{"second", "third"} {
 		must(t, alice.plugin(name, map[string]any{"module": module, "serviceAccountName": "reader", "permissions": star}))
 	}
-	// 256Mi of instances, and their compiled code (under a MiB each for this C guest).
-	if m := degraded(t, teamA, "third", 30*time.Second); !strings.Contains(m, "the Plugins of "+teamA+" hold 258Mi of the operator's budget of 300Mi for one namespace") {
-		t.Errorf("third: %s", m)
+	// 256Mi of instances, and the compiled code of those loaded (under a MiB each for this C
+	// guest): peek, given its binding back above, and second may each still be loading.
+	held := regexp.MustCompile(`the Plugins of ` + teamA + ` hold 25[678]Mi of the operator's budget of 300Mi for one namespace`)
+	if m := degraded(t, teamA, "third", 30*time.Second); !held.MatchString(m) {
+		t.Errorf("third: %s\nwant it to match %s", m, held)
 	}
 	must(t, alice.dyn.Resource(pluginobjects.GVR).Namespace(teamA).Delete(ctx, "second", metav1.DeleteOptions{}))
 	for _, name := range []string{"third", "peek"} {
