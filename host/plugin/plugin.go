@@ -227,7 +227,7 @@ func (h *Host) load(ctx context.Context, cfg Config, wasmBytes []byte, src *mods
 	}
 	p.setKeys(p.srcs, nil)
 	p.warm = &warmer{p: p}
-	p.rec.keepModule(wasmBytes)
+	p.rec.keepModule(mod, wasmBytes)
 	if cfg.Rollout != nil { // once loaded: the host keeps no module it failed to load
 		h.oci.Keep(wasmBytes) // for a restart in the middle of a rollout (SuperviseOptions.Live)
 	}

@@ -45,9 +45,9 @@ func (h *Host) recorderFor(cfg Config) (*recorder, error) {
 }
 
 // keepModule keeps a module the plugin runs beside its recordings.
-func (r *recorder) keepModule(wasmBytes []byte) {
+func (r *recorder) keepModule(mod *wasm.Module, wasmBytes []byte) {
 	if r != nil {
-		r.store.KeepModule(wasmBytes)
+		r.store.KeepModule(mod.Digest(), wasmBytes)
 	}
 }
 

@@ -112,7 +112,6 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 			}
 			return p.swapRefused(p.Module().Digest(), err) // it names the plugin
 		}
-		p.rec.keepModule(wasmBytes)
 	}
 	// giveBack undoes the take above for a module that does not get to serve.
 	giveBack := func() {
@@ -175,6 +174,7 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 			p.log.Error(err, "holding the informers of the new watches warm")
 		}
 	}
+	p.rec.keepModule(mod, wasmBytes) // it serves now, or is a rollout's candidate
 	if reused {
 		mod.Reactivate()
 	}

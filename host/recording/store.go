@@ -94,8 +94,9 @@ func (p Policy) Keep(failed bool) bool {
 // store drops whole instances' directories, the least recently written first (never the one
 // being written): a recording is kept with all it needs, or not at all. What is in the
 // directory when a Store opens it is kept, in the order of the directories' times. Beside them
-// are the modules the recordings were made with (module-<hex>.wasm.zst), kept while a
-// recording of them is written.
+// are the modules the recordings were made with (module-<hex>.wasm.zst): the store holds the
+// modules the plugin runs (KeepModule) and writes one with the first recording made with it,
+// so that a store that writes nothing, in failures mode while nothing fails, costs nothing.
 //
 // Put hands a recording to the Store's writer and never waits for the disk: a reconcile is not
 // slowed by its recording. A recording the writer has no room for in its queue is dropped and
@@ -108,6 +109,9 @@ type Store struct {
 	mu    sync.Mutex
 	units map[string]*unit // instance directories and module files, by name
 	bytes int64
+	// offered are the modules the plugin runs (KeepModule), the last offered last: a module
+	// is written beside the first recording made with it, and again after the bound dropped it.
+	offered []offeredModule
 
 	// The writer's queue: Put appends, and wakes the writer if the queue was empty; the writer
 	// waits batchDelay for more, then writes all it holds together. A reconcile's recording
@@ -148,9 +152,16 @@ const maxPending = 1 << 20
 type job struct {
 	rec    *Recording
 	before []*Step
-	module []byte
 	flush  chan struct{}
 }
+
+type offeredModule struct {
+	digest string
+	wasm   []byte
+}
+
+// maxOffered is how many modules a store holds to write: the live version and a rollout's.
+const maxOffered = 2
 
 // Names in a store's directory.
 const (
@@ -225,11 +236,17 @@ func (s *Store) Put(rec *Recording, before []*Step) bool {
 	return false
 }
 
-// KeepModule queues a module the plugin runs for writing, so that its recordings can be
-// replayed with nothing else; it is kept as long as recordings of it are written.
-func (s *Store) KeepModule(wasm []byte) {
-	if !s.enqueue(job{module: wasm}, false) {
-		s.log.Info("not keeping the module beside the recordings: the writer's queue is full; `wasmrec replay` then needs --module", "digest", digestOf(wasm))
+// KeepModule says the plugin runs wasm, of that digest ("sha256:<hex>"): it is written beside
+// the first recording made with it, so that its recordings replay with nothing else, and kept
+// as long as recordings of it are written. The store holds wasm, unchanged, until two other
+// modules are offered after it.
+func (s *Store) KeepModule(digest string, wasm []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offered = slices.DeleteFunc(s.offered, func(m offeredModule) bool { return m.digest == digest })
+	s.offered = append(s.offered, offeredModule{digest, wasm})
+	if len(s.offered) > maxOffered {
+		s.offered = slices.Delete(s.offered, 0, len(s.offered)-maxOffered)
 	}
 }
 
@@ -330,10 +347,6 @@ func (s *Store) write() {
 			case j.flush != nil:
 				s.writePending()
 				close(j.flush)
-			case j.module != nil:
-				if err := s.writeModule(j.module); err != nil {
-					s.log.Error(err, "keeping the module beside the recordings")
-				}
 			default:
 				if err := s.writeRecording(j.rec, j.before); err != nil {
 					s.log.Error(err, "writing a recording", "reconcileID", j.rec.ReconcileID)
@@ -404,14 +417,25 @@ func moduleFile(digest string) string {
 	return modulePrefix + strings.TrimPrefix(digest, "sha256:") + moduleSuffix
 }
 
-func (s *Store) writeModule(wasm []byte) error {
-	name := moduleFile(digestOf(wasm))
+// keepModuleOf writes the module of that digest, if the store does not have it and it was
+// offered, or marks its file as just written.
+func (s *Store) keepModuleOf(digest string) error {
+	name := moduleFile(digest)
 	s.mu.Lock()
 	_, have := s.units[name]
+	var wasm []byte
+	for _, m := range s.offered {
+		if m.digest == digest {
+			wasm = m.wasm
+		}
+	}
 	s.mu.Unlock()
-	if have {
+	switch {
+	case have:
 		s.touch(name)
 		return nil
+	case wasm == nil:
+		return nil // not offered: `wasmrec replay` says to give it with --module
 	}
 	z := compress(nil, wasm)
 	if err := writeFile(filepath.Join(s.dir, name), z); err != nil {
@@ -524,7 +548,9 @@ func (s *Store) writeRecording(rec *Recording, before []*Step) error {
 	s.bytes += n
 	s.mu.Unlock()
 	if rec.Module != "" {
-		s.touch(moduleFile(rec.Module))
+		if err := s.keepModuleOf(rec.Module); err != nil {
+			s.log.Error(err, "keeping the module beside the recordings", "digest", rec.Module)
+		}
 	}
 	s.written.Add(1)
 	s.trim(u.name)

@@ -36,7 +36,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	lineage := []*Step{step(StepInitialize, "init"), step(StepManifest, "manifest")}
-	s.KeepModule([]byte("\x00asm module bytes"))
+	s.KeepModule(digestOf(testModule), testModule)
 	a := recordingOf("1", "a")
 	s.Put(a, lineage)
 	lineage = append(lineage, a.Step)
@@ -190,5 +190,38 @@ func TestDecodeRefuses(t *testing.T) {
 		if _, err := DecodeRecording([]byte(b)); err == nil {
 			t.Errorf("%s: decoded", b)
 		}
+	}
+}
+
+// A module the plugin runs is written with the first recording made with it, not before: a
+// store that records nothing (failures mode while nothing fails) writes nothing. The store
+// holds the last two modules offered, no more.
+func TestStoreWritesAModuleWithItsFirstRecording(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, 0, logr.Discard())
+	must(t, err)
+	defer s.Close()
+	s.KeepModule(digestOf(testModule), testModule)
+	s.Flush()
+	if _, err := LoadModule(dir, digestOf(testModule)); err == nil {
+		t.Fatal("the module was written before any recording made with it")
+	}
+	s.Put(recordingOf("1", "a"), []*Step{step(StepInitialize, "init")})
+	s.Flush()
+	if b, err := LoadModule(dir, digestOf(testModule)); err != nil || !bytes.Equal(b, testModule) {
+		t.Fatalf("after a recording made with it, the module came back as %q, %v", b, err)
+	}
+
+	old := []byte("\x00asm an older version")
+	s.KeepModule(digestOf(old), old)
+	for _, v := range []string{"v2", "v3"} {
+		s.KeepModule(digestOf([]byte(v)), []byte(v))
+	}
+	rec := recordingOf("2", "b")
+	rec.Module = digestOf(old)
+	s.Put(rec, []*Step{step(StepInitialize, "init")})
+	s.Flush()
+	if _, err := LoadModule(dir, digestOf(old)); err == nil {
+		t.Fatal("a module offered before the last two was still held and written")
 	}
 }
