@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -130,32 +131,79 @@ func median(fs []hashFigures) hashFigures {
 // holds its hash; then it stops impl and deletes the ConfigMaps.
 func hashRun(b *testing.B, impl hashImpl, n int) hashFigures {
 	b.Helper()
-	ns := namespace(b)
-	cs := benchClient(b)
-	want := createHashConfigMaps(b, cs, ns, n)
-	// The benchmark watches metadata only: the API server encodes that for it alone, whatever
-	// encoding the controller under test asks for.
-	md := metadata.NewForConfigOrDie(benchConfig()).Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns)
-	list, err := md.List(context.Background(), metav1.ListOptions{Limit: 1})
-	must(b, err)
-	w, err := md.Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	must(b, err)
-	defer w.Stop()
+	return hashRunTogether(b, []hashImpl{impl}, n)[0]
+}
 
-	began := time.Now()
-	cmd := impl.start(b, ns)
-	private := samplePrivate(cmd.Process.Pid)
+// hashRunTogether is hashRun for several controllers at once, each on its own namespace of n
+// ConfigMaps: they start together and share the API server and the machine as they run, so
+// that a difference between them is not a difference between two moments of the machine. Each
+// is stopped as soon as its ConfigMaps hold their hashes.
+func hashRunTogether(b *testing.B, impls []hashImpl, n int) []hashFigures {
+	b.Helper()
+	cs := benchClient(b)
+	type run struct {
+		name string
+		ns   string
+		want map[string]string
+		w    watch.Interface
+		cmd  *exec.Cmd
+		f    hashFigures
+		err  error
+	}
+	runs := make([]*run, len(impls))
+	for i, impl := range impls {
+		r := &run{name: impl.name, ns: namespace(b)}
+		r.want = createHashConfigMaps(b, cs, r.ns, n)
+		// The benchmark watches metadata only: the API server encodes that for it alone, whatever
+		// encoding the controller under test asks for.
+		md := metadata.NewForConfigOrDie(benchConfig()).Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(r.ns)
+		list, err := md.List(context.Background(), metav1.ListOptions{Limit: 1})
+		must(b, err)
+		r.w, err = md.Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		must(b, err)
+		defer r.w.Stop()
+		runs[i] = r
+	}
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		began := time.Now()
+		r.cmd = impls[i].start(b, r.ns)
+		private := samplePrivate(r.cmd.Process.Pid)
+		wg.Go(func() {
+			r.f, r.err = waitForHashes(r.w, r.cmd, r.want, began, private)
+			if r.err != nil {
+				r.err = fmt.Errorf("%s on %d ConfigMaps: %w", r.name, n, r.err)
+			}
+		})
+	}
+	wg.Wait()
+	figures := make([]hashFigures, len(runs))
+	for i, r := range runs {
+		if r.err != nil {
+			b.Fatal(r.err)
+		}
+		figures[i] = r.f
+		deleteConfigMaps(b, cs, r.ns)
+	}
+	return figures
+}
+
+// waitForHashes waits until every ConfigMap of want holds its hash, then reads cmd's peak RSS,
+// stops it and reads its CPU time.
+func waitForHashes(w watch.Interface, cmd *exec.Cmd, want map[string]string, began time.Time, private func() float64) (hashFigures, error) {
 	var f hashFigures
 	done := map[string]bool{}
 	timeout := time.After(10 * time.Minute)
-	for len(done) < n {
+	for len(done) < len(want) {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				b.Fatalf("%s on %d ConfigMaps: the watch ended", impl.name, n)
+				_ = cmd.Process.Kill()
+				return f, errors.New("the watch ended")
 			}
 			if ev.Type == watch.Error {
-				b.Fatalf("%s on %d ConfigMaps: watch error %v", impl.name, n, ev.Object)
+				_ = cmd.Process.Kill()
+				return f, fmt.Errorf("watch error %v", ev.Object)
 			}
 			cm, ok := ev.Object.(*metav1.PartialObjectMetadata)
 			if !ok || ev.Type == watch.Deleted || cm.Annotations["bench/hash"] != want[cm.Name] {
@@ -167,19 +215,25 @@ func hashRun(b *testing.B, impl hashImpl, n int) hashFigures {
 			done[cm.Name] = true
 		case <-timeout:
 			_ = cmd.Process.Kill()
-			b.Fatalf("%s on %d ConfigMaps: %d converged after 10 minutes", impl.name, n, len(done))
+			return f, fmt.Errorf("%d converged after 10 minutes", len(done))
 		}
 	}
 	f.converge = time.Since(began)
-	f.rssMiB, f.privateMiB = peakResidentMiB(b, cmd.Process.Pid), private()
-	must(b, cmd.Process.Signal(syscall.SIGTERM))
+	rss, err := readProcStatusMiB(cmd.Process.Pid, "VmHWM")
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return f, err
+	}
+	f.rssMiB, f.privateMiB = rss, private()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return f, err
+	}
 	if err := cmd.Wait(); err != nil {
-		b.Fatalf("%s exited with %v:\n%s", impl.name, err, tail(cmd.Stdout.(*lockedBuffer).String(), 30))
+		return f, fmt.Errorf("exited with %v:\n%s", err, tail(cmd.Stdout.(*lockedBuffer).String(), 30))
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	f.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	deleteConfigMaps(b, cs, ns)
-	return f
+	return f, nil
 }
 
 // deleteConfigMaps deletes every ConfigMap of ns. A delete of tens of thousands runs past the API
