@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/wasmrec/wasmrec/internal/crdgen"
+	"github.com/wasmrec/wasmrec/internal/rbacgen"
 	"github.com/wasmrec/wasmrec/internal/sdkproxy"
 	"github.com/wasmrec/wasmrec/sdk"
 )
@@ -141,13 +142,27 @@ func buildGo(dir string, o Options) error {
 }
 
 // Generate writes the codec and deep copies of the Go plugin's own API types in dir (package
-// crdgen), and reports whether a file changed.
+// crdgen) and the permissions its kubebuilder RBAC markers ask for (package rbacgen), and
+// reports whether a file changed.
 func Generate(dir string, o Options) (changed bool, err error) {
 	cmd, err := goCommand(dir)
 	if err != nil {
 		return false, err
 	}
 	files, err := crdgen.Generate(dir, cmd.Env)
+	if err == nil {
+		var rbac string
+		var warnings []string
+		rbac, warnings, err = rbacgen.Generate(dir)
+		if rbac != "" {
+			files = append(files, rbac)
+		}
+		if o.Log != nil {
+			for _, w := range warnings {
+				fmt.Fprintf(o.Log, "warning: %s\n", w)
+			}
+		}
+	}
 	if o.Log != nil {
 		for _, f := range files {
 			fmt.Fprintf(o.Log, "generated %s\n", f)

@@ -77,12 +77,18 @@ func hostLog(level int32, line []byte) {
 //go:wasmexport wasmrec_abi_v1
 func abiV1() {}
 
+// manifestBytes holds the manifest's JSON for the host to copy.
+var manifestBytes []byte
+
 //go:wasmexport wasmrec_manifest
 func manifest() uint64 {
 	if registered.r == nil {
 		panic("wasmrec: no reconciler registered: call wasmrec.Register from init")
 	}
-	m := registered.manifest
+	if manifestBytes == nil {
+		manifestBytes = manifestJSON()
+	}
+	m := manifestBytes
 	return abi.PackPtrLen(uint32(uintptr(ptr(m))), uint32(len(m)))
 }
 

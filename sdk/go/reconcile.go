@@ -55,8 +55,9 @@ type (
 )
 
 var registered struct {
-	r        Reconciler
-	manifest []byte
+	r     Reconciler
+	m     Manifest
+	added []Permission // AddPermissions
 }
 
 // TerminalError wraps err so the host does not retry (until the object changes).

@@ -14,9 +14,30 @@ func Register(m Manifest, r Reconciler) {
 	if err := m.Validate(); err != nil {
 		panic(fmt.Sprintf("wasmrec: %v", err))
 	}
+	registered.r, registered.m = r, m
+}
+
+// AddPermissions adds ps to the permissions of the manifest given to Register, before or after
+// it: `wasmrec build` writes a call of it from the module's kubebuilder RBAC markers
+// (+kubebuilder:rbac:groups=...,resources=...,verbs=...), in zz_generated.wasmrec_rbac.go.
+// Call it from init.
+func AddPermissions(ps ...Permission) {
+	registered.added = append(registered.added, ps...)
+}
+
+// AddedPermissions are the permissions AddPermissions added.
+func AddedPermissions() []Permission { return registered.added }
+
+// manifestJSON is the manifest the host reads: Register's, with the permissions added.
+func manifestJSON() []byte {
+	m := registered.m
+	m.Permissions = append(m.Permissions[:len(m.Permissions):len(m.Permissions)], registered.added...)
+	if err := m.Validate(); err != nil {
+		panic(fmt.Sprintf("wasmrec: %v", err))
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		panic(fmt.Sprintf("wasmrec: encoding the manifest: %v", err))
 	}
-	registered.r, registered.manifest = r, b
+	return b
 }

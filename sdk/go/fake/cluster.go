@@ -100,9 +100,11 @@ func (l LogLine) String() string {
 	return b.String()
 }
 
-// NewCluster returns a cluster for a plugin with manifest m, holding objs (see Put). It panics
-// if the manifest is not valid, as wasmrec.Register does.
+// NewCluster returns a cluster for a plugin with manifest m, holding objs (see Put). The
+// permissions wasmrec.AddPermissions added (the module's RBAC markers) join m's, as they join
+// the manifest the host reads. It panics if the manifest is not valid, as wasmrec.Register does.
 func NewCluster(m wasmrec.Manifest, objs ...*wasmrec.Object) *Cluster {
+	m.Permissions = append(m.Permissions[:len(m.Permissions):len(m.Permissions)], wasmrec.AddedPermissions()...)
 	if err := m.Validate(); err != nil {
 		panic("fake: " + err.Error())
 	}

@@ -1,0 +1,101 @@
+package rbacgen
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// module copies the module in testdata/name to a temporary folder, with the SDK taken from
+// this tree, and returns its folder.
+func module(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", name))); err != nil {
+		t.Fatal(err)
+	}
+	sdk, _ := filepath.Abs("../../sdk/go")
+	abi, _ := filepath.Abs("../../abi")
+	f, err := os.OpenFile(filepath.Join(dir, "go.mod"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("\nreplace github.com/wasmrec/wasmrec/sdk/go => " + sdk + "\n\nreplace github.com/wasmrec/wasmrec/abi => " + abi + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The markers of kubebuilder's CronJob tutorial, and markers in the other forms controller-gen
+// reads, become one call of wasmrec.AddPermissions in the main package; the module's own test
+// finds them added, and those of tests and of files a wasm build leaves out not. What a plugin
+// cannot carry is said, naming the marker's file and line.
+func TestMarkersBecomePermissions(t *testing.T) {
+	dir := module(t, "cronjob")
+	changed, warnings, err := Generate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, FileName); changed != want {
+		t.Fatalf("changed %q, want %q", changed, want)
+	}
+	for _, want := range []string{
+		"internal/controller/cronjob_controller.go:24: verbs=deletecollection: a plugin never calls it",
+		"internal/controller/cronjob_controller.go:24: namespace=team-a: a plugin's namespaces are set where it runs",
+		"internal/controller/cronjob_controller.go:26: urls=/metrics: a plugin makes no request of a non-resource URL; left out",
+	} {
+		if !slices.ContainsFunc(warnings, func(w string) bool { return strings.HasPrefix(w, want) }) {
+			t.Errorf("no warning %q in\n%s", want, strings.Join(warnings, "\n"))
+		}
+	}
+	if len(warnings) != 3 {
+		t.Errorf("%d warnings, want 3:\n%s", len(warnings), strings.Join(warnings, "\n"))
+	}
+	cmd := exec.Command("go", "test", "-count=1", ".")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		src, _ := os.ReadFile(filepath.Join(dir, FileName))
+		t.Fatalf("the module's test: %v\n%s\n%s", err, out, src)
+	}
+
+	// Once more: nothing changes. Without markers, the file goes.
+	if changed, _, err := Generate(dir); changed != "" || err != nil {
+		t.Errorf("second run: changed %q, %v", changed, err)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "internal", "controller", "cronjob_controller.go"), []byte("package controller\n"), 0o644))
+	if changed, _, err := Generate(dir); changed == "" || err != nil {
+		t.Errorf("after the markers went: changed %q, %v", changed, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, FileName)); !os.IsNotExist(err) {
+		t.Errorf("%s is still there: %v", FileName, err)
+	}
+}
+
+// A marker that cannot be read stops the generation, naming its file, its line and what is
+// wrong.
+func TestMarkerErrors(t *testing.T) {
+	for _, tc := range []struct{ marker, want string }{
+		{`groups=apps,resources=deployments`, "no verbs: say which, verbs=get;list;watch"},
+		{`groups=apps,resources=deployments,verb=get`, `unknown argument "verb"`},
+		{`groups=apps,resources deployments,verbs=get`, `"resources deployments" is not key=value`},
+		{`groups="apps,resources=deployments,verbs=get`, `groups: "apps`},
+	} {
+		dir := t.TempDir()
+		must(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\n// +kubebuilder:rbac:"+tc.marker+"\n"), 0o644))
+		_, _, err := Generate(dir)
+		if err == nil || !strings.Contains(err.Error(), "main.go:3: +kubebuilder:rbac:"+tc.marker+": ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want main.go:3 and %q", tc.marker, err, tc.want)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !wasip1
+
+package controller
+
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
