@@ -25,11 +25,11 @@ func WriteBundle(w io.Writer, dir, digest string) error {
 		return err
 	}
 	inst := filepath.Base(l.dir)
-	steps, err := frameBytes(filepath.Join(l.dir, stepsLog), 0, l.Before+1)
+	steps, err := docBytes(filepath.Join(l.dir, stepsLog), 0, l.Before+1)
 	if err != nil {
 		return err
 	}
-	rec, err := frameBytes(filepath.Join(l.dir, recordingsLog), l.index, l.index+1)
+	rec, err := docBytes(filepath.Join(l.dir, recordingsLog), l.index, l.index+1)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,12 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 )
 
-// Format names this version of the format. A reader refuses a recording of another.
-const Format = "wasmrec.dev/recording/v1"
+// Format names this version of the format. A reader refuses a recording of another, but reads
+// formatV1's: the same documents, a log's entry holding one each (v2's may hold several).
+const (
+	Format   = "wasmrec.dev/recording/v2"
+	formatV1 = "wasmrec.dev/recording/v1"
+)
 
 // The kinds of Step.
 const (
@@ -209,8 +213,8 @@ func DecodeRecording(b []byte) (*Recording, error) {
 	if err := strictDecode(b, &r); err != nil {
 		return nil, fmt.Errorf("not a recording: %w", err)
 	}
-	if r.Format != Format {
-		return nil, fmt.Errorf("a recording of format %q; this wasmrec reads %q", r.Format, Format)
+	if r.Format != Format && r.Format != formatV1 {
+		return nil, fmt.Errorf("a recording of format %q; this wasmrec reads %q and %q", r.Format, Format, formatV1)
 	}
 	if r.Instance == "" || r.Before < 0 {
 		return nil, fmt.Errorf("a recording that names no instance, or a negative step")

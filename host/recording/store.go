@@ -1,8 +1,8 @@
 package recording
 
 import (
+	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -122,6 +122,7 @@ type Store struct {
 	closed   bool          // no more jobs; guarded by qmu
 	wake     chan struct{} // the queue is no longer empty
 	urgent   chan struct{} // a flush, a module or Close: write now
+	entry    []byte // an entry being written; the writer's
 	dropped  atomic.Int64
 	dropNote rate.Sometimes // says now and then that recordings were dropped
 	written  atomic.Int64
@@ -140,12 +141,13 @@ type unit struct {
 	steps, recs *os.File
 	count       int
 	chain       Chain
-	// pendSteps and pendRecs are frames not yet written to steps.log and recordings.log: the
-	// writer writes what it was handed together, once its queue is empty.
+	// pendSteps and pendRecs are the JSON documents not yet written to steps.log and
+	// recordings.log, each followed by a newline: the writer writes each as one entry once its
+	// queue is empty, so that a batch is compressed together.
 	pendSteps, pendRecs []byte
 }
 
-// maxPending is how many bytes of frames an instance holds before they are written, its
+// maxPending is how many bytes of documents an instance holds before they are written, its
 // writer's queue empty or not.
 const maxPending = 1 << 20
 
@@ -372,25 +374,44 @@ func (s *Store) writePending() {
 	}
 	s.mu.Unlock()
 	for _, u := range units {
-		s.writeUnit(u)
+		s.account(u, s.writeUnit(u))
 	}
 }
 
-// writeUnit writes an instance's pending frames.
-func (s *Store) writeUnit(u *unit) {
+// account adds n bytes written to u's size and the store's, and trims the store to its bound.
+func (s *Store) account(u *unit, n int64) {
+	s.mu.Lock()
+	u.size += n
+	s.bytes += n
+	s.mu.Unlock()
+	s.trim(u.name)
+}
+
+// writeUnit writes an instance's pending documents, its steps' as one entry of steps.log, then
+// its recordings' as one of recordings.log, and returns the bytes written. A log that cannot be
+// written is closed: the next recording opens it again and reads what it holds.
+func (s *Store) writeUnit(u *unit) (written int64) {
 	defer func() { u.pendSteps, u.pendRecs = u.pendSteps[:0], u.pendRecs[:0] }()
 	if u.steps == nil { // dropped past the bound meanwhile
-		return
+		return 0
 	}
-	if _, err := u.steps.Write(u.pendSteps); err != nil {
-		s.log.Error(err, "writing recorded steps", "instance", u.name)
-		u.closeLogs()
-		return
+	for _, l := range []struct {
+		f    *os.File
+		docs []byte
+		what string
+	}{{u.steps, u.pendSteps, "writing recorded steps"}, {u.recs, u.pendRecs, "writing recordings"}} {
+		if len(l.docs) == 0 {
+			continue
+		}
+		s.entry = appendEntry(s.entry[:0], l.docs)
+		if _, err := l.f.Write(s.entry); err != nil {
+			s.log.Error(err, l.what, "instance", u.name)
+			u.closeLogs()
+			return written
+		}
+		written += int64(len(s.entry))
 	}
-	if _, err := u.recs.Write(u.pendRecs); err != nil {
-		s.log.Error(err, "writing recordings", "instance", u.name)
-		u.closeLogs()
-	}
+	return written
 }
 
 // closeIdle closes the logs of the instances last written before t (all, for the zero t).
@@ -399,7 +420,9 @@ func (s *Store) closeIdle(t time.Time) {
 	defer s.mu.Unlock()
 	for _, u := range s.units {
 		if u.steps != nil && (t.IsZero() || u.written.Before(t)) {
-			s.writeUnit(u)
+			n := s.writeUnit(u)
+			u.size += n
+			s.bytes += n
 			u.closeLogs()
 		}
 	}
@@ -486,7 +509,7 @@ func (s *Store) instance(id string) (*unit, error) {
 	if u == nil {
 		u = &unit{name: name, written: time.Now()}
 	} else { // its logs were closed while it was idle: its steps are read again for their chain
-		steps, err := readFrames(filepath.Join(path, stepsLog), -1)
+		steps, err := readDocs(filepath.Join(path, stepsLog), -1)
 		if err != nil {
 			return nil, err
 		}
@@ -518,96 +541,91 @@ func (s *Store) writeRecording(rec *Recording, before []*Step) error {
 	if len(before) < u.count {
 		return fmt.Errorf("instance %s: a recording after %d steps, but its log holds %d already", rec.Instance, len(before), u.count)
 	}
-	var frames []byte
+	pending, chain := len(u.pendSteps), u.chain
 	for _, st := range append(before[u.count:len(before):len(before)], rec.Step) {
-		b, err := json.Marshal(st)
-		if err != nil {
-			return fmt.Errorf("encoding a recorded step: %w", err)
-		}
-		frames = appendFrame(frames, b)
-		u.chain = u.chain.Next(b)
+		at := len(u.pendSteps)
+		u.pendSteps = st.appendJSON(u.pendSteps)
+		u.chain = u.chain.Next(u.pendSteps[at:])
+		u.pendSteps = append(u.pendSteps, '\n')
 	}
 	rec.Before, rec.Chain = len(before), u.chain.String()
 	rec.Request = *rec.Step.Request
 	rec.Outcome = rec.Step.Outcome
 	b, _, err := rec.Encode()
 	if err != nil {
+		u.pendSteps, u.chain = u.pendSteps[:pending], chain
 		return err
 	}
-	recFrame := appendFrame(nil, b)
-	u.pendSteps = append(u.pendSteps, frames...)
-	u.pendRecs = append(u.pendRecs, recFrame...)
+	u.pendRecs = append(append(u.pendRecs, b...), '\n')
 	u.count = len(before) + 1
-	if len(u.pendSteps)+len(u.pendRecs) > maxPending {
-		s.writeUnit(u)
-	}
 	s.mu.Lock()
-	n := int64(len(frames) + len(recFrame))
-	u.size += n
 	u.written = time.Now()
-	s.bytes += n
 	s.mu.Unlock()
+	if len(u.pendSteps)+len(u.pendRecs) > maxPending {
+		s.account(u, s.writeUnit(u))
+	}
 	if rec.Module != "" {
 		if err := s.keepModuleOf(rec.Module); err != nil {
 			s.log.Error(err, "keeping the module beside the recordings", "digest", rec.Module)
 		}
 	}
 	s.written.Add(1)
-	s.trim(u.name)
 	return nil
 }
 
-// appendFrame appends a frame of b (its JSON) to dst: the compressed length, then b compressed.
-func appendFrame(dst, b []byte) []byte {
+// appendEntry appends an entry of a log holding docs (JSON documents, each followed by a
+// newline) to dst: the length of the zstd frame, then the frame.
+func appendEntry(dst, docs []byte) []byte {
 	at := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
-	dst = compress(dst, b)
+	dst = compress(dst, docs)
 	binary.LittleEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
 	return dst
 }
 
-// readFrames reads the JSON of the first n frames of a log (all for n < 0). A frame cut short
-// at the end (the host stopped while writing it) ends the log.
-func readFrames(path string, n int) ([][]byte, error) {
+// readDocs reads the first n JSON documents of a log (all for n < 0). An entry cut short at
+// the end (the host stopped while writing it) ends the log.
+func readDocs(path string, n int) ([][]byte, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	var out [][]byte
-	for len(raw) >= 4 && (n < 0 || len(out) < n) {
+	for entry := 0; len(raw) >= 4 && (n < 0 || len(out) < n); entry++ {
 		size := binary.LittleEndian.Uint32(raw)
 		if uint64(size) > uint64(len(raw)-4) {
 			break
 		}
 		b, err := decompress(raw[4 : 4+size])
 		if err != nil {
-			return nil, fmt.Errorf("%s, entry %d: %w", path, len(out), err)
+			return nil, fmt.Errorf("%s, entry %d: %w", path, entry, err)
 		}
-		out = append(out, b)
+		// One document, or several each followed by a newline (a JSON document as written
+		// here holds none of its own).
+		for doc := range bytes.SplitSeq(b, []byte{'\n'}) {
+			if len(doc) > 0 && (n < 0 || len(out) < n) {
+				out = append(out, doc)
+			}
+		}
 		raw = raw[4+size:]
 	}
 	return out, nil
 }
 
-// frameBytes returns the bytes of frames [from, to) of a log, as they are on disk.
-func frameBytes(path string, from, to int) ([]byte, error) {
-	raw, err := os.ReadFile(path)
+// docBytes returns documents [from, to) of a log as a log of their own, one entry each.
+func docBytes(path string, from, to int) ([]byte, error) {
+	docs, err := readDocs(path, -1)
 	if err != nil {
 		return nil, err
 	}
-	offs := []int{0} // where each whole frame starts, and where the last ends
-	for off := 0; off+4 <= len(raw); {
-		end := off + 4 + int(binary.LittleEndian.Uint32(raw[off:]))
-		if end > len(raw) {
-			break
-		}
-		off = end
-		offs = append(offs, off)
+	if from < 0 || to < from || to > len(docs) {
+		return nil, fmt.Errorf("%s holds %d documents, not %d", path, len(docs), to)
 	}
-	if from < 0 || to < from || to >= len(offs) {
-		return nil, fmt.Errorf("%s holds %d entries, not %d", path, len(offs)-1, to)
+	var out []byte
+	for _, d := range docs[from:to] {
+		out = appendEntry(out, append(d[:len(d):len(d)], '\n'))
 	}
-	return raw[offs[from]:offs[to]], nil
+	return out, nil
 }
 
 // trim drops the least recently written units, but keep, until the store is within its bound.
@@ -687,7 +705,7 @@ func List(dir string) ([]Listed, error) {
 			continue
 		}
 		idir := filepath.Join(dir, in.Name())
-		frames, err := readFrames(filepath.Join(idir, recordingsLog), -1)
+		frames, err := readDocs(filepath.Join(idir, recordingsLog), -1)
 		if err != nil {
 			continue
 		}
@@ -744,7 +762,7 @@ func (l Listed) InstanceDir() string { return l.dir }
 // against its chain, without listing its directory again.
 func (l Listed) Load() (*Recording, []*Step, error) {
 	short := ShortDigest(l.Digest)
-	frames, err := readFrames(filepath.Join(l.dir, stepsLog), l.Before+1)
+	frames, err := readDocs(filepath.Join(l.dir, stepsLog), l.Before+1)
 	if err != nil {
 		return nil, nil, fmt.Errorf("recording %s: %w", short, err)
 	}

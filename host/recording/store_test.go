@@ -3,8 +3,10 @@ package recording
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,7 +56,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	if len(listed) != 3 {
 		t.Fatalf("%d recordings listed, want 3", len(listed))
 	}
-	if frames, _ := readFrames(filepath.Join(dir, "i-1", stepsLog), -1); len(frames) != 5 {
+	if frames, _ := readDocs(filepath.Join(dir, "i-1", stepsLog), -1); len(frames) != 5 {
 		t.Fatalf("instance 1's log holds %d steps, want 5: each once", len(frames))
 	}
 	for _, l := range listed {
@@ -91,10 +93,12 @@ func TestStoreRoundTrip(t *testing.T) {
 	}
 
 	// A step changed: the chain does not match.
-	raw, _ := os.ReadFile(filepath.Join(dir, "i-1", stepsLog))
-	first, _ := frameBytes(filepath.Join(dir, "i-1", stepsLog), 0, 1)
-	second, _ := frameBytes(filepath.Join(dir, "i-1", stepsLog), 1, 2)
-	swapped := append(append(append([]byte(nil), second...), first...), raw[len(first)+len(second):]...)
+	log := filepath.Join(dir, "i-1", stepsLog)
+	docs, _ := readDocs(log, -1)
+	first, _ := docBytes(log, 0, 1)
+	second, _ := docBytes(log, 1, 2)
+	rest, _ := docBytes(log, 2, len(docs))
+	swapped := slices.Concat(second, first, rest)
 	must(t, os.WriteFile(filepath.Join(dir, "i-1", stepsLog), swapped, 0o600))
 	if _, _, err := Load(dir, listed[1].Digest); err == nil || !strings.Contains(err.Error(), "not those it was recorded with") {
 		t.Fatalf("loading with two steps swapped: %v", err)
@@ -113,7 +117,7 @@ func TestStoreBound(t *testing.T) {
 	for i := range 40 {
 		inst := fmt.Sprint(i / 4)
 		if lineages[inst] == nil {
-			lineages[inst] = []*Step{step(StepInitialize, fmt.Sprintf("init %s %s", inst, strings.Repeat("x", i*37)))}
+			lineages[inst] = []*Step{step(StepInitialize, fmt.Sprintf("init %s %s", inst, incompressible(i*37)))}
 		}
 		rec := recordingOf(inst, fmt.Sprint(i))
 		s.Put(rec, lineages[inst])
@@ -140,6 +144,16 @@ func TestStoreBound(t *testing.T) {
 	if kept := loadAll(t, dir); len(kept) >= len(names) {
 		t.Fatalf("reopened with a smaller bound, the store kept %d recordings of %d", len(kept), len(names))
 	}
+}
+
+// incompressible is n bytes that zstd cannot make smaller.
+func incompressible(n int) string {
+	r := rand.New(rand.NewPCG(uint64(n), 1))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(r.IntN(26))
+	}
+	return string(b)
 }
 
 // loadAll loads every recording in dir, and returns the names they reconciled.
@@ -223,5 +237,19 @@ func TestStoreWritesAModuleWithItsFirstRecording(t *testing.T) {
 	s.Flush()
 	if _, err := LoadModule(dir, digestOf(old)); err == nil {
 		t.Fatal("a module offered before the last two was still held and written")
+	}
+}
+
+// A log of format v1, one document per entry and no newline, reads as v2's.
+func TestReadDocsOfV1(t *testing.T) {
+	path := filepath.Join(t.TempDir(), stepsLog)
+	var v1 []byte
+	for _, doc := range []string{`{"kind":"initialize"}`, `{"kind":"reconcile"}`} {
+		v1 = appendEntry(v1, []byte(doc))
+	}
+	must(t, os.WriteFile(path, append(v1, 9, 0, 0, 0, 1), 0o600)) // and an entry cut short
+	docs, err := readDocs(path, -1)
+	if err != nil || len(docs) != 2 || string(docs[1]) != `{"kind":"reconcile"}` {
+		t.Fatalf("read %q, %v", docs, err)
 	}
 }
