@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 // WriteBundle writes to w, as a tar, what replaying the recording of that digest in dir (a
@@ -37,11 +38,13 @@ func WriteBundle(w io.Writer, dir, digest string) error {
 		name string
 		data []byte
 	}{{path.Join(inst, stepsLog), steps}, {path.Join(inst, recordingsLog), rec}}
-	if m, err := os.ReadFile(filepath.Join(dir, moduleFile(l.Module))); err == nil {
+	// The module travels compressed, as a store of format v1 kept it: a bundle is made when
+	// asked for, where a store writes its modules on a reconcile's path.
+	if m, err := LoadModule(dir, l.Module); err == nil {
 		files = append(files, struct {
 			name string
 			data []byte
-		}{moduleFile(l.Module), m})
+		}{strings.TrimSuffix(moduleFile(l.Module), moduleSuffix) + zstSuffix, compress(nil, m)})
 	}
 	tw := tar.NewWriter(w)
 	for _, f := range files {
@@ -56,7 +59,7 @@ func WriteBundle(w io.Writer, dir, digest string) error {
 }
 
 // bundleName is a name a bundle may hold.
-var bundleName = regexp.MustCompile(`^(i-[0-9a-f]{1,64}/(steps|recordings)\.log|module-[0-9a-f]{64}\.wasm\.zst)$`)
+var bundleName = regexp.MustCompile(`^(i-[0-9a-f]{1,64}/(steps|recordings)\.log|module-[0-9a-f]{64}\.wasm(\.zst)?)$`)
 
 // ReadBundle adds the recording of a bundle (WriteBundle) to dir, a plugin's recordings
 // directory, reading at most max bytes: bundles of many recordings read into one directory

@@ -3,7 +3,9 @@ package recording
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -88,13 +90,15 @@ func (p Policy) Keep(failed bool) bool {
 //
 // Each instance the plugin ran has a directory of its own, i-<instance>, with two logs: the
 // steps it ran (steps.log, its _initialize first), and its recordings (recordings.log), each
-// entry a frame: its length (4 bytes, little-endian), then its JSON, compressed with zstd. A
-// recording of the instance's 100th reconcile needs the 99 steps before it: they are written
-// with the first recording that needs them, and shared by those after. Past its bound, the
-// store drops whole instances' directories, the least recently written first (never the one
-// being written): a recording is kept with all it needs, or not at all. What is in the
+// entry its length (4 bytes, little-endian), then a zstd frame of JSON documents, each followed
+// by a newline: the writer writes what it was handed in one batch (batchDelay) as one entry of
+// each log, compressed together. A recording of the instance's 100th reconcile needs the 99
+// steps before it: they are written with the first recording that needs them, and shared by
+// those after. Past its bound, the store drops whole instances' directories, the least recently
+// written first (never the one written last): a recording is kept with all it needs, or not at
+// all. What is in the
 // directory when a Store opens it is kept, in the order of the directories' times. Beside them
-// are the modules the recordings were made with (module-<hex>.wasm.zst): the store holds the
+// are the modules the recordings were made with (module-<hex>.wasm): the store holds the
 // modules the plugin runs (KeepModule) and writes one with the first recording made with it,
 // so that a store that writes nothing, in failures mode while nothing fails, costs nothing.
 //
@@ -122,7 +126,7 @@ type Store struct {
 	closed   bool          // no more jobs; guarded by qmu
 	wake     chan struct{} // the queue is no longer empty
 	urgent   chan struct{} // a flush, a module or Close: write now
-	entry    []byte // an entry being written; the writer's
+	entry    []byte        // an entry being written; the writer's
 	dropped  atomic.Int64
 	dropNote rate.Sometimes // says now and then that recordings were dropped
 	written  atomic.Int64
@@ -171,7 +175,9 @@ const (
 	stepsLog       = "steps.log"
 	recordingsLog  = "recordings.log"
 	modulePrefix   = "module-"
-	moduleSuffix   = ".wasm.zst"
+	moduleSuffix   = ".wasm"
+	// zstSuffix ends the name of a module a store of format v1 kept, compressed with zstd.
+	zstSuffix = ".wasm.zst"
 )
 
 // idleInstance is how long the writer keeps an instance's logs open with nothing to write.
@@ -264,7 +270,7 @@ func (s *Store) Flush() {
 const maxQueue = 1024
 
 // batchDelay is how long the writer waits, woken, for more recordings to write together.
-const batchDelay = 10 * time.Millisecond
+const batchDelay = 100 * time.Millisecond
 
 // enqueue hands j to the writer, unless the store is closed or, for a recording, its queue is
 // full; urgent wakes the writer at once. A reconcile still running when its plugin closes may
@@ -373,18 +379,22 @@ func (s *Store) writePending() {
 		}
 	}
 	s.mu.Unlock()
-	for _, u := range units {
-		s.account(u, s.writeUnit(u))
+	if len(units) == 0 {
+		return
 	}
-}
-
-// account adds n bytes written to u's size and the store's, and trims the store to its bound.
-func (s *Store) account(u *unit, n int64) {
-	s.mu.Lock()
-	u.size += n
-	s.bytes += n
-	s.mu.Unlock()
-	s.trim(u.name)
+	// All are written before the store is trimmed: a unit's size is known once it is written.
+	newest := units[0]
+	for _, u := range units {
+		n := s.writeUnit(u)
+		s.mu.Lock()
+		u.size += n
+		s.bytes += n
+		if u.written.After(newest.written) {
+			newest = u
+		}
+		s.mu.Unlock()
+	}
+	s.trim(newest.name)
 }
 
 // writeUnit writes an instance's pending documents, its steps' as one entry of steps.log, then
@@ -460,13 +470,14 @@ func (s *Store) keepModuleOf(digest string) error {
 	case wasm == nil:
 		return nil // not offered: `wasmrec replay` says to give it with --module
 	}
-	z := compress(nil, wasm)
-	if err := writeFile(filepath.Join(s.dir, name), z); err != nil {
+	// As it is: compressing a module of 3.7 MB took 25 ms of the host's CPU (zstd's fastest
+	// level), a third of its size on disk.
+	if err := writeFile(filepath.Join(s.dir, name), wasm); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.units[name] = &unit{name: name, size: int64(len(z)), written: time.Now(), touched: time.Now()}
-	s.bytes += int64(len(z))
+	s.units[name] = &unit{name: name, size: int64(len(wasm)), written: time.Now(), touched: time.Now()}
+	s.bytes += int64(len(wasm))
 	s.mu.Unlock()
 	return nil
 }
@@ -562,7 +573,7 @@ func (s *Store) writeRecording(rec *Recording, before []*Step) error {
 	u.written = time.Now()
 	s.mu.Unlock()
 	if len(u.pendSteps)+len(u.pendRecs) > maxPending {
-		s.account(u, s.writeUnit(u))
+		s.writePending()
 	}
 	if rec.Module != "" {
 		if err := s.keepModuleOf(rec.Module); err != nil {
@@ -793,10 +804,12 @@ func (l Listed) Load() (*Recording, []*Step, error) {
 // LoadModule reads the module of that digest from dir, a plugin's, if it was kept there.
 func LoadModule(dir, digest string) ([]byte, error) {
 	b, err := os.ReadFile(filepath.Join(dir, moduleFile(digest)))
-	if err != nil {
-		return nil, err
+	if errors.Is(err, fs.ErrNotExist) { // kept by a store of format v1
+		if z, zerr := os.ReadFile(filepath.Join(dir, strings.TrimSuffix(moduleFile(digest), moduleSuffix)+zstSuffix)); zerr == nil {
+			return decompress(z)
+		}
 	}
-	return decompress(b)
+	return b, err
 }
 
 // ShortDigest is a digest's first 12 hex digits.
