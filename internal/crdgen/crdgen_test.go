@@ -7,30 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 // module copies the module in testdata/name to a temporary folder, with the SDK taken from
 // this tree, and returns its folder.
 func module(t *testing.T, name string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), name)
-	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", name))); err != nil {
-		t.Fatal(err)
-	}
-	sdk, err := filepath.Abs("../../sdk/go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	abi, _ := filepath.Abs("../../abi")
-	f, err := os.OpenFile(filepath.Join(dir, "go.mod"), os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString("\nreplace github.com/wasmrec/wasmrec/sdk/go => " + sdk + "\n\nreplace github.com/wasmrec/wasmrec/abi => " + abi + "\n"); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return testenv.PluginModule(t, filepath.Join("testdata", name))
 }
 
 // env runs go outside this tree's workspace and offline.
