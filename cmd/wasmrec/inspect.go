@@ -130,7 +130,7 @@ func printInspection(w io.Writer, in *inspection) {
 	}
 	fmt.Fprintf(w, "ABI version:  %d (host speaks %d)\n", in.ABIVersion, abi.Version)
 	fmt.Fprintf(w, "exports:\n  %s\n", strings.Join(in.Exports, "\n  "))
-	fmt.Fprintf(w, "imports:\n  %s\n", strings.Join(in.Imports, "\n  "))
+	fmt.Fprintf(w, "imports:\n  %s\n", strings.Join(once(in.Imports), "\n  "))
 	if m := in.Manifest; m != nil {
 		fmt.Fprintf(w, "manifest:\n  name: %s\n  for: %s\n", m.Name, watchString(m.For))
 		for _, o := range m.Owns {
@@ -141,6 +141,24 @@ func printInspection(w io.Writer, in *inspection) {
 		}
 		fmt.Fprintf(w, "permissions requested:\n  %s\n", strings.Join(in.Permissions, "\n  "))
 	}
+}
+
+// once lists each of ss once, in order, saying how many times it came (Go's runtime and its
+// syscall package each import fd_write).
+func once(ss []string) []string {
+	count := map[string]int{}
+	var out []string
+	for _, s := range ss {
+		if count[s]++; count[s] == 1 {
+			out = append(out, s)
+		}
+	}
+	for i, s := range out {
+		if n := count[s]; n > 1 {
+			out[i] = fmt.Sprintf("%s (imported %d times)", s, n)
+		}
+	}
+	return out
 }
 
 func watchString(x abi.Watch) string {

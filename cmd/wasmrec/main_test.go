@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -228,3 +229,13 @@ func TestUnknownCommand(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }
+
+// inspect lists an import a module declares twice (Go's runtime and syscall both import
+// fd_write) once, with the count.
+func TestInspectListsAnImportOnce(t *testing.T) {
+	got := once([]string{"a", "fd_write", "b", "fd_write"})
+	want := []string{"a", "fd_write (imported 2 times)", "b"}
+	if !slices.Equal(got, want) {
+		t.Errorf("once: %q, want %q", got, want)
+	}
+}
