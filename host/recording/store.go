@@ -96,8 +96,8 @@ func (p Policy) Keep(failed bool) bool {
 // steps before it: they are written with the first recording that needs them, and shared by
 // those after. Past its bound, the store drops whole instances' directories, the least recently
 // written first (never the one written last): a recording is kept with all it needs, or not at
-// all. What is in the
-// directory when a Store opens it is kept, in the order of the directories' times. Beside them
+// all. What is in the directory when a Store opens it is kept, in the order of the directories'
+// times. Beside them
 // are the modules the recordings were made with (module-<hex>.wasm): the store holds the
 // modules the plugin runs (KeepModule) and writes one with the first recording made with it,
 // so that a store that writes nothing, in failures mode while nothing fails, costs nothing.
@@ -125,7 +125,7 @@ type Store struct {
 	queued   int           // recordings in jobs
 	closed   bool          // no more jobs; guarded by qmu
 	wake     chan struct{} // the queue is no longer empty
-	urgent   chan struct{} // a flush, a module or Close: write now
+	urgent   chan struct{} // a flush or Close: write now
 	entry    []byte        // an entry being written; the writer's
 	dropped  atomic.Int64
 	dropNote rate.Sometimes // says now and then that recordings were dropped
@@ -266,8 +266,9 @@ func (s *Store) Flush() {
 	}
 }
 
-// maxQueue bounds the recordings queued for the writer; past it, Put drops them.
-const maxQueue = 1024
+// maxQueue bounds the recordings queued for the writer; past it, Put drops them. The writer
+// empties the queue every batchDelay at least: 4096 in 100 ms.
+const maxQueue = 4096
 
 // batchDelay is how long the writer waits, woken, for more recordings to write together.
 const batchDelay = 100 * time.Millisecond
