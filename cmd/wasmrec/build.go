@@ -30,7 +30,12 @@ func newBuildCommand(stdout, stderr io.Writer) *cobra.Command {
 a Go plugin (DIR holds go.mod) with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath,
 a C plugin (DIR holds .c files) with clang --target=wasm32-wasi -mexec-model=reactor, wasi-libc
 and the C SDK that comes with wasmrec. It then checks the module as the host does at load (ABI,
-exports, imports, manifest) and prints what it found.`,
+exports, imports, manifest) and prints what it found.
+
+Before compiling a Go plugin it generates, as controller-gen would: zz_generated.wasmrec.go (the
+codec and deep copies) in each package of API types marked +kubebuilder:object:root or
+:generate, and zz_generated.wasmrec_rbac.go in the main package from the module's
++kubebuilder:rbac markers, whose permissions join the manifest's (docs/plugin-authors.md).`,
 		Example: `  # Build the plugin in the working directory:
   wasmrec build
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -139,7 +140,7 @@ func printInspection(w io.Writer, in *inspection) {
 		for _, x := range m.Watches {
 			fmt.Fprintf(w, "  watches: %s\n", watchString(x))
 		}
-		fmt.Fprintf(w, "permissions requested:\n  %s\n", strings.Join(in.Permissions, "\n  "))
+		fmt.Fprintf(w, "permissions requested:\n  %s\n", cmp.Or(strings.Join(in.Permissions, "\n  "), "(none)"))
 	}
 }
 
@@ -188,7 +189,13 @@ func printGrant(ctx context.Context, path string, b []byte, output, cacheDir str
 	if output == "text" {
 		output = "yaml"
 	}
-	return printAs(stdout, output, map[string][]entry{"plugins": {{in.Manifest.Name, path, in.Manifest.Permissions}}}, nil)
+	if err := printAs(stdout, output, map[string][]entry{"plugins": {{in.Manifest.Name, path, in.Manifest.Permissions}}}, nil); err != nil {
+		return err
+	}
+	if output == "yaml" { // what the module cannot say: where its plugin may act
+		_, err = fmt.Fprint(stdout, "  # namespaces: [team-a]   # the namespaces it acts in; without them, every namespace\n")
+	}
+	return err
 }
 
 // looksLikePath tells a file name from an OCI reference: a .wasm name, or a path that starts at

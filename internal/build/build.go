@@ -2,6 +2,7 @@ package build
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -157,9 +158,9 @@ func Generate(dir string, o Options) (changed bool, err error) {
 		if rbac != "" {
 			files = append(files, rbac)
 		}
-		if o.Log != nil {
+		if out := cmp.Or(o.Warnings, o.Log); out != nil {
 			for _, w := range warnings {
-				fmt.Fprintf(o.Log, "warning: %s\n", w)
+				fmt.Fprintf(out, "warning: %s\n", w)
 			}
 		}
 	}

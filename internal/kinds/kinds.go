@@ -73,6 +73,19 @@ func BuiltInGroup(group string) bool {
 	return false
 }
 
+// Resources are the resources of group's built-in kinds ("" is core), sorted: none for a group
+// that is not built in.
+func Resources(group string) []string {
+	var out []string
+	for gvk := range builtIn() {
+		if gvk.Group == group {
+			out = append(out, Lookup(gvk).Resource)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // NotBuiltIn says that gvk, of a built-in group, does not exist, and what was most likely
 // meant: "v1 has no kind ConfigMaps: did you mean ConfigMap?".
 func NotBuiltIn(gvk schema.GroupVersionKind) string {

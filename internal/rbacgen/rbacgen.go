@@ -22,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
 // FileName is the file written in the module's main package.
@@ -145,7 +146,7 @@ func parseRule(s string) (rule, error) {
 	for _, arg := range splitTop(s) {
 		key, value, ok := strings.Cut(arg, "=")
 		if !ok {
-			return r, fmt.Errorf("%q is not key=value", arg)
+			return r, fmt.Errorf("%q is not key=value: separate a list's items with ; (verbs=get;list) or write them in braces (verbs={get,list})", arg)
 		}
 		items, err := listItems(value)
 		if err != nil {
@@ -169,11 +170,27 @@ func parseRule(s string) (rule, error) {
 			return r, fmt.Errorf("unknown argument %q (known: groups, resources, resourceNames, verbs, urls, namespace, roleName)", key)
 		}
 	}
-	if len(r.verbs) == 0 {
+	switch {
+	case len(r.verbs) == 0 || slices.Equal(r.verbs, []string{""}):
 		return r, errors.New("no verbs: say which, verbs=get;list;watch")
+	case len(r.groups) == 0 && len(r.urls) == 0:
+		return r, errors.New(`no groups: say which API group, groups=apps (groups="" or groups=core for the core group)`)
+	case len(r.resources) == 0 && len(r.urls) == 0:
+		return r, errors.New("no resources: say which, resources=deployments;deployments/status")
+	}
+	for _, v := range r.verbs {
+		if v != "*" && !slices.Contains(abi.Verbs, v) && !slices.Contains(otherVerbs, v) {
+			if m := kinds.Closest(v, append(slices.Clone(abi.Verbs), otherVerbs...)); m != "" {
+				return r, fmt.Errorf("verbs: %q is not a Kubernetes verb: did you mean %s?", v, m)
+			}
+			return r, fmt.Errorf("verbs: %q is not a Kubernetes verb (a plugin calls %s)", v, strings.Join(abi.Verbs, ", "))
+		}
 	}
 	return r, nil
 }
+
+// otherVerbs are Kubernetes verbs a plugin never calls.
+var otherVerbs = []string{"deletecollection", "escalate", "bind", "impersonate", "use", "approve", "sign", "attest", "proxy"}
 
 // splitTop splits s at the commas outside braces and quotes.
 func splitTop(s string) []string {
@@ -199,8 +216,14 @@ func splitTop(s string) []string {
 func listItems(v string) ([]string, error) {
 	v = strings.TrimSpace(v)
 	sep := ";"
-	if strings.HasPrefix(v, "{") && strings.HasSuffix(v, "}") {
+	switch {
+	case strings.HasPrefix(v, "{") && strings.HasSuffix(v, "}"):
 		v, sep = v[1:len(v)-1], ","
+	case len(v) > 1 && strings.HasPrefix(v, `"`) && strings.HasSuffix(v, `"`) && strings.Count(v, `"`) == 2:
+		v = v[1 : len(v)-1] // "get;list": the whole list quoted
+		if v == "" {
+			return []string{""}, nil // groups="": the core group
+		}
 	}
 	var out []string
 	for _, item := range strings.Split(v, sep) {
@@ -208,9 +231,15 @@ func listItems(v string) ([]string, error) {
 		if strings.HasPrefix(item, `"`) {
 			u, err := strconv.Unquote(item)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", item, err)
+				return nil, fmt.Errorf("%s is not a quoted string: quote each item whole, or none", item)
 			}
 			item = u
+		}
+		if item == "" && v != "" {
+			return nil, errors.New("an empty item: drop the extra separator")
+		}
+		if strings.ContainsAny(item, " \t") {
+			return nil, fmt.Errorf("%q holds a space: a marker's value ends at the end of the line (no comment after it)", item)
 		}
 		out = append(out, item)
 	}
@@ -231,14 +260,7 @@ func permissions(rules []rule) ([]abi.Permission, []string) {
 		if len(r.urls) > 0 {
 			warn(r, "urls=%s: a plugin makes no request of a non-resource URL; left out", strings.Join(r.urls, ";"))
 		}
-		if len(r.resources) == 0 {
-			if len(r.urls) == 0 {
-				warn(r, "no resources=: the marker grants nothing; left out")
-			}
-			continue
-		}
-		if len(r.groups) == 0 {
-			warn(r, `no groups=: the marker grants nothing (for the core group, write groups=""); left out`)
+		if len(r.resources) == 0 { // urls only
 			continue
 		}
 		if r.namespace != "" {
@@ -256,13 +278,25 @@ func permissions(rules []rule) ([]abi.Permission, []string) {
 				vs = append(vs, v)
 			case v == "deletecollection":
 				warn(r, "verbs=deletecollection: a plugin never calls it (DeleteAllOf lists, then deletes one at a time: list and delete); left out")
-			default:
+			default: // otherVerbs
 				warn(r, "verbs=%s: a plugin never calls it (it calls %s); left out", v, strings.Join(abi.Verbs, ", "))
 			}
 		}
 		for _, g := range r.groups {
 			if g == "core" {
 				g = ""
+			}
+			if known := kinds.Resources(g); len(known) > 0 {
+				for _, res := range r.resources {
+					base, _, _ := strings.Cut(res, "/")
+					if base != "*" && !slices.Contains(known, base) {
+						if m := kinds.Closest(base, known); m != "" {
+							warn(r, "resources=%s: API group %q has no resource %q: did you mean %s?", res, g, base, m)
+						} else {
+							warn(r, "resources=%s: API group %q has no resource %q", res, g, base)
+						}
+					}
+				}
 			}
 			for _, res := range r.resources {
 				k := gr{g, res}

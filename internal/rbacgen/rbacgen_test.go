@@ -70,6 +70,12 @@ func TestMarkerErrors(t *testing.T) {
 		{`groups=apps,resources=deployments,verb=get`, `unknown argument "verb"`},
 		{`groups=apps,resources deployments,verbs=get`, `"resources deployments" is not key=value`},
 		{`groups="apps,resources=deployments,verbs=get`, `groups: "apps`},
+		{`groups=apps,resources=deployments,verbs=get;lsit`, `verbs: "lsit" is not a Kubernetes verb: did you mean list?`},
+		{`groups=apps,resources=deployments,verbs=`, "no verbs"},
+		{`groups=apps,resources=deployments,verbs=get;;list`, "verbs: an empty item"},
+		{`resources=deployments,verbs=get`, `no groups: say which API group, groups=apps (groups="" or groups=core for the core group)`},
+		{`groups=apps,resources=deployments,verbs=get;list // and watch`, `"list // and watch" holds a space`},
+		{`groups=apps,resources=deployments,verbs=get,list`, `"list" is not key=value: separate a list's items with ;`},
 	} {
 		dir := t.TempDir()
 		must(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\n// +kubebuilder:rbac:"+tc.marker+"\n"), 0o644))
@@ -77,6 +83,21 @@ func TestMarkerErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "main.go:3: +kubebuilder:rbac:"+tc.marker+": ") || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want main.go:3 and %q", tc.marker, err, tc.want)
 		}
+	}
+}
+
+// A resource a built-in group does not serve is warned of, with what was likely meant; a
+// whole quoted list is read as one.
+func TestUnknownBuiltInResource(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\n// +kubebuilder:rbac:groups=batch,resources=job;cronjobs/status,verbs=\"get;list\"\n"), 0o644))
+	_, warnings, err := Generate(dir)
+	if err != nil || len(warnings) != 1 || warnings[0] != `main.go:3: resources=job: API group "batch" has no resource "job": did you mean jobs?` {
+		t.Fatalf("warnings %q, %v", warnings, err)
+	}
+	src, _ := os.ReadFile(filepath.Join(dir, FileName))
+	if !strings.Contains(string(src), `Verbs: []string{"get", "list"}`) {
+		t.Errorf("the quoted list was not read as get and list:\n%s", src)
 	}
 }
 
