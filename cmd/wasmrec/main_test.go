@@ -239,3 +239,16 @@ func TestInspectListsAnImportOnce(t *testing.T) {
 		t.Errorf("once: %q, want %q", got, want)
 	}
 }
+
+// build and inspect refuse a module whose manifest watches a kind without asking to list and
+// watch it, as the host refuses it at load.
+func TestCheckModuleRefusesAWatchNotAskedFor(t *testing.T) {
+	b, err := os.ReadFile("../../bin/testguests/noop.wasm")
+	if err != nil {
+		testenv.Missing(t, err, "testguests")
+	}
+	_, err = checkModule(context.Background(), "noop.wasm", b, t.TempDir())
+	if want := `plugin "noop": watching ConfigMap.v1 needs list core/configmaps, watch core/configmaps: the module's manifest does not ask for`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("checkModule: %v, want %q", err, want)
+	}
+}
