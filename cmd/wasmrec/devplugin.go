@@ -116,7 +116,8 @@ func (dp *devPlugin) build() (changed bool, err error) {
 }
 
 // sources fingerprints what a build reads: the names, sizes and times of the folder's files,
-// less modules, samples and CRDs.
+// less modules, samples and CRDs, and the files the build itself generates (a build that
+// rewrites them would otherwise start another).
 func (dp *devPlugin) sources() string {
 	var b strings.Builder
 	_ = filepath.WalkDir(dp.dir, func(path string, d fs.DirEntry, err error) error {
@@ -131,6 +132,9 @@ func (dp *devPlugin) sources() string {
 			if path != dp.dir && (strings.HasPrefix(name, ".") || name == "samples" || name == "crds") {
 				return filepath.SkipDir
 			}
+			return nil
+		}
+		if strings.HasPrefix(name, "zz_generated.wasmrec") {
 			return nil
 		}
 		switch filepath.Ext(name) {
