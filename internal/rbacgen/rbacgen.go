@@ -1,8 +1,3 @@
-// Package rbacgen reads the kubebuilder RBAC markers of a Go plugin's module
-// (+kubebuilder:rbac:groups=...,resources=...,verbs=...) and writes the permissions they ask for
-// into the plugin's main package, as a call of wasmrec.AddPermissions: a controller ported from
-// kubebuilder asks the host for what its markers say, as controller-gen's role.yaml asked the
-// cluster.
 package rbacgen
 
 import (
