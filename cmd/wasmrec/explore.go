@@ -73,13 +73,11 @@ func runExplore(ctx context.Context, args []string, o exploreOptions, stdout, st
 	if o.maxSchedules < 1 {
 		return fmt.Errorf("--max-schedules %d: give how many faults to try at most, 1 or more", o.maxSchedules)
 	}
-	var filter *regexp.Regexp
-	if o.run != "" {
-		if filter, err = regexp.Compile(o.run); err != nil {
-			return fmt.Errorf("--run: %w", err)
-		}
+	filter, err := caseFilter(o.run)
+	if err != nil {
+		return err
 	}
-	s, suites, grantFrom, err := loadCases(ctx, dir, files, o.testOptions, stdout, stderr)
+	s, suites, grantFrom, err := loadCases(ctx, dir, files, filter, o.testOptions, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -89,9 +87,6 @@ func runExplore(ctx context.Context, args []string, o exploreOptions, stdout, st
 	for _, tf := range suites {
 		fmt.Fprintln(stdout, tf.Path)
 		for _, c := range tf.Cases {
-			if filter != nil && !filter.MatchString(c.Name) {
-				continue
-			}
 			if c.Explore != nil && len(c.Explore.Faults) > 0 {
 				fmt.Fprintf(stdout, "  skipped %s: it holds faults (one explore saved): wasmrec test runs it\n", c.Name)
 				continue

@@ -141,26 +141,15 @@ func listRecordings(w io.Writer, targets []replayTarget) {
 			outcome = "returned an error"
 		}
 		fmt.Fprintf(w, "%s  %s  %s  module %s  %s, after %s of instance %s\n", recording.ShortDigest(t.Digest), t.Time.Format(time.RFC3339),
-			requestName(t.Request), recording.ShortDigest(t.Module), outcome, count(t.Before, "step"), t.Instance)
+			t.Request.String(), recording.ShortDigest(t.Module), outcome, count(t.Before, "step"), t.Instance)
 	}
-}
-
-func requestName(r recording.Request) string {
-	s := r.Name
-	if r.Namespace != "" {
-		s = r.Namespace + "/" + s
-	}
-	if r.Retries > 0 {
-		s += fmt.Sprintf(" (retry %d)", r.Retries)
-	}
-	return s
 }
 
 func requestOf(s *recording.Step) string {
 	if s.Request == nil {
 		return "-"
 	}
-	return requestName(*s.Request)
+	return s.Request.String()
 }
 
 func countCalls(s *recording.Step) int {

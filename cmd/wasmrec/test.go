@@ -82,11 +82,9 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 	if err != nil {
 		return err
 	}
-	var filter *regexp.Regexp
-	if o.run != "" {
-		if filter, err = regexp.Compile(o.run); err != nil {
-			return fmt.Errorf("--run: %w", err)
-		}
+	filter, err := caseFilter(o.run)
+	if err != nil {
+		return err
 	}
 	if o.digest != "" && o.fromRecording == "" {
 		return fmt.Errorf("--digest names a recording of --from-recording: give both")
@@ -100,7 +98,7 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 			files = append(files, path)
 		}
 	}
-	s, suites, grantFrom, err := loadCases(ctx, dir, files, o, stdout, stderr)
+	s, suites, grantFrom, err := loadCases(ctx, dir, files, filter, o, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -110,9 +108,6 @@ func runTests(ctx context.Context, args []string, o testOptions, stdout, stderr 
 	for _, tf := range suites {
 		fmt.Fprintln(stdout, tf.Path)
 		for _, c := range tf.Cases {
-			if filter != nil && !filter.MatchString(c.Name) {
-				continue
-			}
 			ran++
 			var out plugintest.Outcome
 			if c.Explore != nil {
@@ -175,7 +170,21 @@ func testArgs(args []string) (dir string, files []string, err error) {
 // loadCases reads the case files (files, or DIR/tests/*.yaml), then builds the plugin in dir
 // (or takes o.module) and loads it with the grant of its host config and the kinds of its CRDs.
 // It returns where the grant comes from.
-func loadCases(ctx context.Context, dir string, files []string, o testOptions, stdout, stderr io.Writer) (*plugintest.Suite, []*plugintest.File, string, error) {
+// caseFilter is --run's regular expression, nil for every case.
+func caseFilter(run string) (*regexp.Regexp, error) {
+	if run == "" {
+		return nil, nil
+	}
+	filter, err := regexp.Compile(run)
+	if err != nil {
+		return nil, fmt.Errorf("--run: %w", err)
+	}
+	return filter, nil
+}
+
+// loadCases reads the case files (those of DIR/tests for nil files), keeping the cases filter
+// matches, builds the plugin unless o names its module, and loads it.
+func loadCases(ctx context.Context, dir string, files []string, filter *regexp.Regexp, o testOptions, stdout, stderr io.Writer) (*plugintest.Suite, []*plugintest.File, string, error) {
 	if files == nil {
 		files, _ = filepath.Glob(filepath.Join(dir, "tests", "*.yaml"))
 		if len(files) == 0 {
@@ -188,6 +197,9 @@ func loadCases(ctx context.Context, dir string, files []string, o testOptions, s
 		tf, err := plugintest.ReadFile(f)
 		if err != nil {
 			return nil, nil, "", err
+		}
+		if filter != nil {
+			tf.Cases = slices.DeleteFunc(tf.Cases, func(c plugintest.Case) bool { return !filter.MatchString(c.Name) })
 		}
 		suites = append(suites, tf)
 	}

@@ -52,7 +52,7 @@ func writeRecordedCase(dir, recordings, digest string, stdout io.Writer) (string
 		return "", err
 	}
 	var head strings.Builder
-	fmt.Fprintf(&head, "# The reconcile of %s recorded at %s (recording %s, module %s):\n", requestName(rec.Request), rec.Time.Format("2006-01-02T15:04:05Z"), short, recording.ShortDigest(rec.Module))
+	fmt.Fprintf(&head, "# The reconcile of %s recorded at %s (recording %s, module %s):\n", rec.Request.String(), rec.Time.Format("2006-01-02T15:04:05Z"), short, recording.ShortDigest(rec.Module))
 	head.WriteString("# before is what it read, after, gone, events and result what it did.\n")
 	for _, n := range notes {
 		head.WriteString("# Note: " + n + ".\n")

@@ -66,6 +66,18 @@ type Request struct {
 	Retries   uint32 `json:"retries,omitempty"`
 }
 
+// String is the request as people read it: "namespace/name (retry 2)".
+func (r Request) String() string {
+	s := r.Name
+	if r.Namespace != "" {
+		s = r.Namespace + "/" + s
+	}
+	if r.Retries > 0 {
+		s += fmt.Sprintf(" (retry %d)", r.Retries)
+	}
+	return s
+}
+
 // Step is one call into an instance: what the guest saw and did, whole, from its start to its
 // outcome. Replayed on an instance in the same state, a module makes the same events and ends
 // the same way. A Step does not change once its call has ended.

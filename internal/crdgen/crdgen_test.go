@@ -11,12 +11,6 @@ import (
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
-// module copies the module in testdata/name to a temporary folder, with the SDK taken from
-// this tree, and returns its folder.
-func module(t *testing.T, name string) string {
-	return testenv.PluginModule(t, filepath.Join("testdata", name))
-}
-
 // env runs go outside this tree's workspace and offline.
 var env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off")
 
@@ -33,7 +27,7 @@ func run(t *testing.T, dir string, extra []string, args ...string) {
 // then builds it for wasm and runs its own tests: the generated code encodes byte for byte as
 // encoding/json, decodes as it does, and deep copies share nothing.
 func TestGeneratedTypesRoundTrip(t *testing.T) {
-	dir := module(t, "shop")
+	dir := testenv.PluginModule(t, "testdata/shop")
 	changed, err := Generate(dir, env)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +96,7 @@ func TestGenerateRefuses(t *testing.T) {
 			want: []string{"ThingSpec.W", "MarshalJSON"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			dir := module(t, "empty")
+			dir := testenv.PluginModule(t, "testdata/empty")
 			api := filepath.Join(dir, "api", "v1")
 			os.MkdirAll(api, 0o755)
 			os.WriteFile(filepath.Join(api, "types.go"), []byte(c.src), 0o644)

@@ -11,18 +11,12 @@ import (
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
-// module copies the module in testdata/name to a temporary folder, with the SDK taken from
-// this tree, and returns its folder.
-func module(t *testing.T, name string) string {
-	return testenv.PluginModule(t, filepath.Join("testdata", name))
-}
-
 // The markers of kubebuilder's CronJob tutorial, and markers in the other forms controller-gen
 // reads, become one call of wasmrec.AddPermissions in the main package; the module's own test
 // finds them added, and those of tests and of files a wasm build leaves out not. What a plugin
 // cannot carry is said, naming the marker's file and line.
 func TestMarkersBecomePermissions(t *testing.T) {
-	dir := module(t, "cronjob")
+	dir := testenv.PluginModule(t, "testdata/cronjob")
 	changed, warnings, err := Generate(dir)
 	if err != nil {
 		t.Fatal(err)

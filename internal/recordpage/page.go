@@ -111,7 +111,7 @@ func build(s Section) section {
 	r := s.Recording
 	out := section{
 		ID: "r-" + recording.ShortDigest(s.Digest), Digest: s.Digest, Plugin: r.Plugin, Module: r.Module,
-		Request: requestName(r.Request), Time: r.Time.UTC().Format(time.RFC3339Nano), Duration: r.Duration,
+		Request: r.Request.String(), Time: r.Time.UTC().Format(time.RFC3339Nano), Duration: r.Duration,
 		Outcome: r.Step.Describe(), Failed: r.Failed, Instance: r.Instance, Before: r.Before, Replay: s.Replay,
 	}
 	read := map[string]any{} // each object as the reconcile last read or wrote it, by ObjectOf
@@ -259,17 +259,6 @@ func buildOther(recorded *recording.Step, o *Other) *other {
 		}
 	}
 	return out
-}
-
-func requestName(r recording.Request) string {
-	s := r.Name
-	if r.Namespace != "" {
-		s = r.Namespace + "/" + s
-	}
-	if r.Retries > 0 {
-		s += fmt.Sprintf(" (retry %d)", r.Retries)
-	}
-	return s
 }
 
 // answer is a call's answer as text: its objects as JSON (protobuf decoded), or its bytes.
