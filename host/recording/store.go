@@ -116,6 +116,8 @@ type Store struct {
 	// offered are the modules the plugin runs (KeepModule), the last offered last: a module
 	// is written beside the first recording made with it, and again after the bound dropped it.
 	offered []offeredModule
+	// tooBig are the offered modules not written for their size, said once each.
+	tooBig map[string]bool
 
 	// The writer's queue: Put appends, and wakes the writer if the queue was empty; the writer
 	// waits batchDelay for more, then writes all it holds together. A reconcile's recording
@@ -470,6 +472,19 @@ func (s *Store) keepModuleOf(digest string) error {
 		return nil
 	case wasm == nil:
 		return nil // not offered: `wasmrec replay` says to give it with --module
+	case int64(len(wasm)) > s.maxBytes/4:
+		// It would crowd out the recordings, and be written again whenever the bound dropped it.
+		s.mu.Lock()
+		said := s.tooBig[digest]
+		if s.tooBig == nil {
+			s.tooBig = map[string]bool{}
+		}
+		s.tooBig[digest] = true
+		s.mu.Unlock()
+		if !said {
+			s.log.Info("not keeping the module beside its recordings: it is more than a quarter of their bound; `wasmrec replay` then needs --module", "digest", digest, "bytes", len(wasm), "maxBytes", s.maxBytes)
+		}
+		return nil
 	}
 	// As it is: compressing a module of 3.7 MB took 25 ms of the host's CPU (zstd's fastest
 	// level), a third of its size on disk.

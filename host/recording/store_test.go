@@ -253,3 +253,26 @@ func TestReadDocsOfV1(t *testing.T) {
 		t.Fatalf("read %q, %v", docs, err)
 	}
 }
+
+// A module of more than a quarter of the store's bound is not kept beside its recordings: it
+// would crowd them out, and be written again each time the bound dropped it.
+func TestStoreKeepsNoModuleTooBigForItsBound(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, 16<<10, logr.Discard())
+	must(t, err)
+	defer s.Close()
+	big := []byte("\x00asm" + incompressible(5<<10))
+	s.KeepModule(digestOf(big), big)
+	for i := range 3 {
+		rec := recordingOf(fmt.Sprint(i), "a")
+		rec.Module = digestOf(big)
+		s.Put(rec, []*Step{step(StepInitialize, "init")})
+		s.Flush()
+	}
+	if _, err := LoadModule(dir, digestOf(big)); err == nil {
+		t.Fatal("a module of more than a quarter of the bound was kept")
+	}
+	if n := len(s.List()); n != 3 {
+		t.Fatalf("%d recordings kept, want 3", n)
+	}
+}
