@@ -74,12 +74,17 @@ type rule struct {
 	namespace                       string
 }
 
+// wasmBuild is the build context of a plugin's module: which files its build compiles.
+var wasmBuild = func() build.Context {
+	ctx := build.Default
+	ctx.GOOS, ctx.GOARCH, ctx.CgoEnabled = "wasip1", "wasm", false
+	return ctx
+}()
+
 // walk calls f for each Go file of the module at dir that a wasip1/wasm build compiles, tests
 // and FileName aside: the module's own folders, not testdata, vendor, hidden ones or other
 // modules.
 func walk(dir string, f func(path string) error) error {
-	ctx := build.Default
-	ctx.GOOS, ctx.GOARCH, ctx.CgoEnabled = "wasip1", "wasm", false
 	return filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -100,7 +105,7 @@ func walk(dir string, f func(path string) error) error {
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || name == FileName {
 			return nil
 		}
-		if ok, err := ctx.MatchFile(filepath.Dir(p), name); err != nil || !ok {
+		if ok, err := wasmBuild.MatchFile(filepath.Dir(p), name); err != nil || !ok {
 			return err
 		}
 		return f(p)
@@ -341,8 +346,6 @@ func permissions(rules []rule) ([]abi.Permission, []string) {
 
 // packageName is the package clause of the Go files at the module's root.
 func packageName(dir string) (string, error) {
-	ctx := build.Default
-	ctx.GOOS, ctx.GOARCH, ctx.CgoEnabled = "wasip1", "wasm", false
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", err
@@ -352,7 +355,7 @@ func packageName(dir string) (string, error) {
 		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") || name == FileName {
 			continue
 		}
-		if ok, err := ctx.MatchFile(dir, name); err != nil || !ok {
+		if ok, err := wasmBuild.MatchFile(dir, name); err != nil || !ok {
 			continue
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, name), nil, parser.PackageClauseOnly)
