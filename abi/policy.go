@@ -80,7 +80,7 @@ func (p *Policy) Require(what string, rules []Rule) error {
 	}
 	var why []string // one line: messages go to logs and to guests
 	if len(notAsked) > 0 {
-		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add %s to its permissions (in a Go plugin, its Manifest's or its +kubebuilder:rbac markers')", JoinRules(notAsked), them(notAsked)))
+		why = append(why, fmt.Sprintf("the module's manifest does not ask for %s: add %s to its permissions", JoinRules(notAsked), them(notAsked)))
 	}
 	if len(notGranted) > 0 {
 		why = append(why, fmt.Sprintf("plugin %q was not granted %s: grant %s in its permissions", p.Plugin, JoinRules(notGranted), them(notGranted)))

@@ -68,7 +68,7 @@ func TestCheckCallBeforeAnyLookup(t *testing.T) {
 func TestRequireSaysWhoseRulesAreMissing(t *testing.T) {
 	p := &abi.Policy{Plugin: "p", Granted: []abi.Permission{perm("", "secrets", "list")}, Asked: []abi.Permission{perm("", "configmaps", "list", "watch")}}
 	err := p.Require("watching Secret.v1", abi.WatchRules("", "secrets"))
-	want := `watching Secret.v1 needs list core/secrets, watch core/secrets: the module's manifest does not ask for list core/secrets, watch core/secrets: add them to its permissions (in a Go plugin, its Manifest's or its +kubebuilder:rbac markers'); and plugin "p" was not granted watch core/secrets: grant it in its permissions`
+	want := `watching Secret.v1 needs list core/secrets, watch core/secrets: the module's manifest does not ask for list core/secrets, watch core/secrets: add them to its permissions; and plugin "p" was not granted watch core/secrets: grant it in its permissions`
 	if err == nil || err.Error() != want {
 		t.Errorf("Require = %v\nwant %s", err, want)
 	}
