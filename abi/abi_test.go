@@ -2,6 +2,7 @@ package abi_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -121,5 +122,38 @@ func TestPackUnpack(t *testing.T) {
 	}
 	if s, n := abi.UnpackStatusLen(abi.PackStatusLen(abi.StatusConflict, 5)); s != abi.StatusConflict || n != 5 {
 		t.Fatal("status/len round trip")
+	}
+}
+
+func TestAWriteRequestSplitsIntoWhatWasWrapped(t *testing.T) {
+	obj := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"object":{"dryRun":true}}`)
+	for _, o := range []abi.WriteOptions{{}, {DryRun: true}, {FieldOwner: "status \"writer\" é"}, {FieldOwner: "a", DryRun: true}} {
+		req := o.Wrap(obj)
+		if !json.Valid(req) {
+			t.Fatalf("%+v: the request %s is not JSON", o, req)
+		}
+		got, opts, err := abi.SplitWrite(req)
+		if err != nil || opts != o || !bytes.Equal(got, obj) {
+			t.Errorf("%+v: SplitWrite(%s) = %s, %+v, %v; want the object and the options back", o, req, got, opts, err)
+		}
+	}
+	if _, _, err := abi.SplitWrite([]byte(`{"object": 1`)); err == nil {
+		t.Error("SplitWrite took JSON cut short")
+	}
+}
+
+func TestAFieldManagerAlwaysHoldsThePluginsName(t *testing.T) {
+	for _, tc := range []struct{ owner, want, err string }{
+		{"", "web", ""},
+		{"status", "web/status", ""},
+		{"kube-controller-manager", "web/kube-controller-manager", ""},
+		{"new\nline", "", `fieldOwner "new\nline": use printable characters only`},
+		{strings.Repeat("o", 124), "web/" + strings.Repeat("o", 124), ""},
+		{strings.Repeat("o", 125), "", "would be 129 bytes, over the API server's 128: use a shorter owner"},
+	} {
+		got, err := abi.FieldManager("web", tc.owner)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("FieldManager(web, %q) = %q, %v; want %q, %q", tc.owner, got, err, tc.want, tc.err)
+		}
 	}
 }

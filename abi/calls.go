@@ -1,6 +1,10 @@
 package abi
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"unicode"
+)
 
 // ObjectRef names one object: the request of get, and the base of the others.
 type ObjectRef struct {
@@ -69,6 +73,7 @@ type PatchRequest struct {
 	Subresource string `json:"subresource,omitempty"`
 	// Force takes ownership of conflicting fields on apply.
 	Force bool `json:"force,omitempty"`
+	WriteOptions
 }
 
 // DeleteRequest is the request of delete.
@@ -78,6 +83,89 @@ type DeleteRequest struct {
 	PropagationPolicy string `json:"propagationPolicy,omitempty"`
 	// UID, if set, deletes only the object with this UID (a precondition).
 	UID string `json:"uid,omitempty"`
+	// DryRun has the API server check the delete and answer it without deleting.
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// WriteOptions are what a write may say beside its object or patch: a patch's request holds
+// them, a create's, update's or update_status's a WriteRequest around the object.
+type WriteOptions struct {
+	// FieldOwner names the writer within the plugin, as controller-runtime's client.FieldOwner
+	// does: the write's field manager is then the plugin's name, "/" and it (FieldManager).
+	// Empty: the plugin's name alone.
+	FieldOwner string `json:"fieldOwner,omitempty"`
+	// DryRun has the API server check the write and answer the object as it would store it,
+	// storing nothing (the API server's dryRun=All).
+	DryRun bool `json:"dryRun,omitempty"`
+}
+
+// WriteRequest is the request of create, update and update_status when the write has options:
+// the object, under "object", beside them. Without options the request is the object itself.
+type WriteRequest struct {
+	Object json.RawMessage `json:"object"`
+	WriteOptions
+}
+
+// Wrap is the request of a create, update or update_status of object (its JSON) with these
+// options: object itself when there are none, else a WriteRequest. SplitWrite undoes it.
+func (o WriteOptions) Wrap(object []byte) []byte {
+	if o == (WriteOptions{}) {
+		return object
+	}
+	b := make([]byte, 0, len(object)+48+len(o.FieldOwner))
+	b = append(b, `{"object":`...)
+	b = append(b, object...)
+	if o.FieldOwner != "" {
+		owner, _ := json.Marshal(o.FieldOwner) // a string always encodes
+		b = append(b, `,"fieldOwner":`...)
+		b = append(b, owner...)
+	}
+	if o.DryRun {
+		b = append(b, `,"dryRun":true`...)
+	}
+	return append(b, '}')
+}
+
+// SplitWrite returns the object and the options of a create's, update's or update_status's
+// request: a WriteRequest, or the object itself. A request is a WriteRequest when it has an
+// "object" and no "apiVersion": every object a write names has an apiVersion, and a custom
+// resource may have a field called object.
+func SplitWrite(body []byte) (object []byte, opts WriteOptions, err error) {
+	var r struct {
+		APIVersion json.RawMessage `json:"apiVersion"`
+		WriteRequest
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, WriteOptions{}, err
+	}
+	if r.Object == nil || r.APIVersion != nil {
+		return body, WriteOptions{}, nil
+	}
+	return r.Object, r.WriteOptions, nil
+}
+
+// MaxFieldManager is the API server's bound on a field manager's length.
+const MaxFieldManager = 128
+
+// FieldManager is the field manager of a write by plugin with the given field owner: the
+// plugin's name, or with an owner the plugin's name, "/" and the owner. The plugin's name is
+// always in it, so no plugin writes as another manager (another plugin, kubectl, a built-in
+// controller). An owner that is not printable text, or that makes the manager longer than the
+// API server allows, is an error that says so.
+func FieldManager(plugin, owner string) (string, error) {
+	if owner == "" {
+		return plugin, nil
+	}
+	for _, r := range owner {
+		if !unicode.IsPrint(r) {
+			return "", fmt.Errorf("fieldOwner %q: use printable characters only", owner)
+		}
+	}
+	m := plugin + "/" + owner
+	if len(m) > MaxFieldManager {
+		return "", fmt.Errorf("fieldOwner %q: the field manager %q would be %d bytes, over the API server's %d: use a shorter owner", owner, m, len(m), MaxFieldManager)
+	}
+	return m, nil
 }
 
 // EventRequest is the request of event: a Kubernetes Event about an object.

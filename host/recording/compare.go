@@ -48,6 +48,10 @@ func ObjectOf(fn string, in []byte) string {
 		Object   *abi.ObjectRef `json:"object"`
 		Metadata struct{ Namespace, Name string }
 	}
+	switch fn {
+	case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+		in, _, _ = abi.SplitWrite(in)
+	}
 	_ = json.Unmarshal(in, &r)
 	if fn == abi.ImportEvent {
 		if r.Object == nil {

@@ -285,29 +285,64 @@ func listItems(resp []byte) (out []*Object, ok bool) {
 	return out, true
 }
 
+// WriteOption is an option of a write (ABI.md, "Write options"): FieldOwner or DryRun.
+type WriteOption func(*abi.WriteOptions)
+
+// FieldOwner names the writer within the plugin: the write's field manager is the plugin's
+// name, "/" and owner (the plugin's name alone without it). It stands for controller-runtime's
+// client.FieldOwner; the plugin's name is kept so that no plugin writes as another manager.
+func FieldOwner(owner string) WriteOption {
+	return func(o *abi.WriteOptions) { o.FieldOwner = owner }
+}
+
+// DryRun has the API server check a write and answer it as it would store it, storing nothing
+// (controller-runtime's client.DryRunAll).
+func DryRun(o *abi.WriteOptions) { o.DryRun = true }
+
+func writeOptions(opts []WriteOption) abi.WriteOptions {
+	var o abi.WriteOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+// write sends obj through a create, update or update_status call.
+func (c *Client) write(ctx context.Context, fn string, obj *Object, opts []WriteOption) (*Object, error) {
+	o := writeOptions(opts)
+	if o == (abi.WriteOptions{}) {
+		return c.object(ctx, fn, obj.Object)
+	}
+	body, err := jsonv.Marshal(obj.Object)
+	if err != nil {
+		return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
+	}
+	return c.object(ctx, fn, json.RawMessage(o.Wrap(body)))
+}
+
 // Create creates obj and returns it as the API server stored it.
-func (c *Client) Create(ctx context.Context, obj *Object) (*Object, error) {
-	return c.object(ctx, abi.ImportCreate, obj.Object)
+func (c *Client) Create(ctx context.Context, obj *Object, opts ...WriteOption) (*Object, error) {
+	return c.write(ctx, abi.ImportCreate, obj, opts)
 }
 
 // Update replaces obj (its resourceVersion must be current).
-func (c *Client) Update(ctx context.Context, obj *Object) (*Object, error) {
-	return c.object(ctx, abi.ImportUpdate, obj.Object)
+func (c *Client) Update(ctx context.Context, obj *Object, opts ...WriteOption) (*Object, error) {
+	return c.write(ctx, abi.ImportUpdate, obj, opts)
 }
 
 // Patch patches an object; patchType is abi.PatchMerge, PatchJSON, PatchStrategic or PatchApply,
 // and patch is a JSON document (a []byte, json.RawMessage, or anything json.Marshal takes).
-func (c *Client) Patch(ctx context.Context, ref ObjectRef, patchType string, patch any) (*Object, error) {
-	return c.patch(ctx, ref, patchType, patch, "", false)
+func (c *Client) Patch(ctx context.Context, ref ObjectRef, patchType string, patch any, opts ...WriteOption) (*Object, error) {
+	return c.patch(ctx, ref, patchType, patch, "", false, opts)
 }
 
 // Apply server-side applies obj (apiVersion, kind, metadata.name and namespace set): the fields
 // it holds become the plugin's. force takes fields other managers own.
-func (c *Client) Apply(ctx context.Context, obj *Object, force bool) (*Object, error) {
-	return c.patch(ctx, obj.Ref(), abi.PatchApply, obj.Object, "", force)
+func (c *Client) Apply(ctx context.Context, obj *Object, force bool, opts ...WriteOption) (*Object, error) {
+	return c.patch(ctx, obj.Ref(), abi.PatchApply, obj.Object, "", force, opts)
 }
 
-func (c *Client) patch(ctx context.Context, ref ObjectRef, patchType string, patch any, sub string, force bool) (*Object, error) {
+func (c *Client) patch(ctx context.Context, ref ObjectRef, patchType string, patch any, sub string, force bool, opts []WriteOption) (*Object, error) {
 	raw, ok := patch.([]byte)
 	if !ok {
 		var err error
@@ -315,7 +350,7 @@ func (c *Client) patch(ctx context.Context, ref ObjectRef, patchType string, pat
 			return nil, fmt.Errorf("patch: encoding the patch: %w", err)
 		}
 	}
-	return c.object(ctx, abi.ImportPatch, abi.PatchRequest{ObjectRef: ref, Type: patchType, Patch: raw, Subresource: sub, Force: force})
+	return c.object(ctx, abi.ImportPatch, abi.PatchRequest{ObjectRef: ref, Type: patchType, Patch: raw, Subresource: sub, Force: force, WriteOptions: writeOptions(opts)})
 }
 
 // DeleteOptions tune Delete.
@@ -324,11 +359,13 @@ type DeleteOptions struct {
 	PropagationPolicy string
 	// UID, if set, deletes only the object with this UID.
 	UID string
+	// DryRun has the API server check the delete and answer it without deleting.
+	DryRun bool
 }
 
 // Delete deletes an object.
 func (c *Client) Delete(ctx context.Context, ref ObjectRef, opts DeleteOptions) error {
-	_, err := c.call(ctx, abi.ImportDelete, abi.DeleteRequest{ObjectRef: ref, PropagationPolicy: opts.PropagationPolicy, UID: opts.UID})
+	_, err := c.call(ctx, abi.ImportDelete, abi.DeleteRequest{ObjectRef: ref, PropagationPolicy: opts.PropagationPolicy, UID: opts.UID, DryRun: opts.DryRun})
 	return err
 }
 
@@ -351,16 +388,16 @@ func (c *Client) Status() *StatusClient { return &StatusClient{c} }
 type StatusClient struct{ c *Client }
 
 // Update replaces obj's status (its resourceVersion must be current).
-func (s *StatusClient) Update(ctx context.Context, obj *Object) (*Object, error) {
-	return s.c.object(ctx, abi.ImportUpdateStatus, obj.Object)
+func (s *StatusClient) Update(ctx context.Context, obj *Object, opts ...WriteOption) (*Object, error) {
+	return s.c.write(ctx, abi.ImportUpdateStatus, obj, opts)
 }
 
 // Patch patches the status subresource.
-func (s *StatusClient) Patch(ctx context.Context, ref ObjectRef, patchType string, patch any) (*Object, error) {
-	return s.c.patch(ctx, ref, patchType, patch, "status", false)
+func (s *StatusClient) Patch(ctx context.Context, ref ObjectRef, patchType string, patch any, opts ...WriteOption) (*Object, error) {
+	return s.c.patch(ctx, ref, patchType, patch, "status", false, opts)
 }
 
 // Apply server-side applies obj's status.
-func (s *StatusClient) Apply(ctx context.Context, obj *Object, force bool) (*Object, error) {
-	return s.c.patch(ctx, obj.Ref(), abi.PatchApply, obj.Object, "status", force)
+func (s *StatusClient) Apply(ctx context.Context, obj *Object, force bool, opts ...WriteOption) (*Object, error) {
+	return s.c.patch(ctx, obj.Ref(), abi.PatchApply, obj.Object, "status", force, opts)
 }

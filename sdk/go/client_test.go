@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/wasmrec/wasmrec/abi"
@@ -110,5 +111,40 @@ func TestReadRequestsAreWhatEncodingJSONWrites(t *testing.T) {
 				t.Errorf("%s request %s; want %s", tr.fn, tr.body, want)
 			}
 		}
+	}
+}
+
+// transportFunc is a Transport of one function; it logs nothing.
+type transportFunc func(ctx context.Context, fn string, req []byte) (abi.Status, []byte)
+
+func (f transportFunc) Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	return f(ctx, fn, req)
+}
+func (transportFunc) Log(int32, []byte) {}
+
+// Write options go out as ABI.md says: beside the object in an envelope for a create, update
+// or update_status, beside the other fields for a patch and a delete; no options, no envelope.
+func TestWriteOptionsAreSentAsTheABISays(t *testing.T) {
+	var got []string
+	c := wasmrec.NewClientWith(transportFunc(func(_ context.Context, fn string, req []byte) (abi.Status, []byte) {
+		got = append(got, fn+" "+string(req))
+		return abi.StatusOK, []byte(`{"metadata":{"name":"x"}}`)
+	}))
+	ctx := context.Background()
+	obj := wasmrec.NewObject("v1", "ConfigMap", "demo", "x")
+	_, _ = c.Create(ctx, obj)
+	_, _ = c.Create(ctx, obj, wasmrec.DryRun, wasmrec.FieldOwner("spec"))
+	_, _ = c.Status().Update(ctx, obj, wasmrec.FieldOwner(`a "b"`))
+	_, _ = c.Apply(ctx, obj, true, wasmrec.DryRun)
+	_ = c.Delete(ctx, obj.Ref(), wasmrec.DeleteOptions{DryRun: true})
+	want := []string{
+		`create {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"demo"}}`,
+		`create {"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"demo"}},"fieldOwner":"spec","dryRun":true}`,
+		`update_status {"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"demo"}},"fieldOwner":"a \"b\""}`,
+		`patch {"apiVersion":"v1","kind":"ConfigMap","namespace":"demo","name":"x","type":"apply","patch":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"demo"}},"force":true,"dryRun":true}`,
+		`delete {"apiVersion":"v1","kind":"ConfigMap","namespace":"demo","name":"x","dryRun":true}`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sent\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

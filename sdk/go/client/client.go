@@ -201,43 +201,67 @@ func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) 
 	return nil
 }
 
-// write sends obj through a create, update or update_status call and reads the answer into it.
-func (c *Client) write(ctx context.Context, fn string, obj Object) error {
+// write sends obj through a create, update or update_status call, with the options of the
+// write, and reads the answer into it.
+func (c *Client) write(ctx context.Context, fn string, obj Object, fieldManager string, dry []string) error {
 	body, err := encode(obj)
 	if err != nil {
 		return fmt.Errorf("%s %s: encoding it: %w", fn, describe(ref(obj)), err)
 	}
-	resp, err := c.c.Raw(ctx, fn, body)
+	wo, err := writeOptions(fieldManager, dry)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", fn, describe(ref(obj)), err)
+	}
+	resp, err := c.c.Raw(ctx, fn, wo.Wrap(body))
 	if err != nil {
 		return err
 	}
 	return decodeInto(fn+" "+describe(ref(obj)), resp, obj)
 }
 
+func writeOptions(fieldManager string, dry []string) (abi.WriteOptions, error) {
+	d, err := dryRun(dry)
+	return abi.WriteOptions{FieldOwner: fieldManager, DryRun: d}, err
+}
+
 // Create creates obj, and fills it with what the API server stored (its uid, resourceVersion,
-// defaults). Its apiVersion and kind are set from its type if it has none.
-func (c *Client) Create(ctx context.Context, obj Object) error {
-	return c.write(ctx, abi.ImportCreate, obj)
+// defaults). Its apiVersion and kind are set from its type if it has none. opts are FieldOwner
+// and DryRunAll.
+func (c *Client) Create(ctx context.Context, obj Object, opts ...CreateOption) error {
+	var o CreateOptions
+	for _, opt := range opts {
+		opt.ApplyToCreate(&o)
+	}
+	return c.write(ctx, abi.ImportCreate, obj, o.FieldManager, o.DryRun)
 }
 
 // Update replaces obj (its resourceVersion must be current, else the error is a conflict:
-// wasmrec.IsConflict) and fills it with what the API server stored.
-func (c *Client) Update(ctx context.Context, obj Object) error {
-	return c.write(ctx, abi.ImportUpdate, obj)
+// wasmrec.IsConflict) and fills it with what the API server stored. opts are FieldOwner and
+// DryRunAll.
+func (c *Client) Update(ctx context.Context, obj Object, opts ...UpdateOption) error {
+	var o UpdateOptions
+	for _, opt := range opts {
+		opt.ApplyToUpdate(&o)
+	}
+	return c.write(ctx, abi.ImportUpdate, obj, o.FieldManager, o.DryRun)
 }
 
 // Patch patches obj with patch (MergeFrom(original), RawPatch, Apply), and fills obj with what
-// the API server stored. The only PatchOption is ForceOwnership, for Apply.
+// the API server stored. opts are ForceOwnership (for Apply), FieldOwner and DryRunAll.
 func (c *Client) Patch(ctx context.Context, obj Object, patch Patch, opts ...PatchOption) error {
-	return c.patch(ctx, obj, patch, "", opts)
-}
-
-func (c *Client) patch(ctx context.Context, obj Object, patch Patch, sub string, opts []PatchOption) error {
 	var o PatchOptions
 	for _, opt := range opts {
 		opt.ApplyToPatch(&o)
 	}
+	return c.patch(ctx, obj, patch, "", o)
+}
+
+func (c *Client) patch(ctx context.Context, obj Object, patch Patch, sub string, o PatchOptions) error {
 	r := ref(obj)
+	wo, err := writeOptions(o.FieldManager, o.DryRun)
+	if err != nil {
+		return fmt.Errorf("patch %s: %w", describe(r), err)
+	}
 	data, err := patch.Data(obj)
 	if err != nil {
 		return fmt.Errorf("patch %s: %w", describe(r), err)
@@ -256,6 +280,14 @@ func (c *Client) patch(ctx context.Context, obj Object, patch Patch, sub string,
 		e.Key(`"force":`)
 		e.Bool(true)
 	}
+	if wo.FieldOwner != "" {
+		e.Key(`"fieldOwner":`)
+		e.String(wo.FieldOwner)
+	}
+	if wo.DryRun {
+		e.Key(`"dryRun":`)
+		e.Bool(true)
+	}
 	e.EndObject()
 	req, err := e.Bytes()
 	if err != nil {
@@ -268,7 +300,7 @@ func (c *Client) patch(ctx context.Context, obj Object, patch Patch, sub string,
 	return decodeInto("patch "+describe(r), resp, obj)
 }
 
-// Delete deletes obj; opts are PropagationPolicy and Preconditions (of its UID).
+// Delete deletes obj; opts are PropagationPolicy, Preconditions (of its UID) and DryRunAll.
 func (c *Client) Delete(ctx context.Context, obj Object, opts ...DeleteOption) error {
 	var o DeleteOptions
 	for _, opt := range opts {
@@ -278,6 +310,10 @@ func (c *Client) Delete(ctx context.Context, obj Object, opts ...DeleteOption) e
 }
 
 func (c *Client) delete(ctx context.Context, r abi.ObjectRef, o DeleteOptions) error {
+	dry, err := dryRun(o.DryRun)
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", describe(r), err)
+	}
 	var e codec.Encoder
 	beginRef(&e, r)
 	if o.PropagationPolicy != nil {
@@ -288,9 +324,13 @@ func (c *Client) delete(ctx context.Context, r abi.ObjectRef, o DeleteOptions) e
 		e.Key(`"uid":`)
 		e.String(string(*o.Preconditions.UID))
 	}
+	if dry {
+		e.Key(`"dryRun":`)
+		e.Bool(true)
+	}
 	e.EndObject()
 	req, _ := e.Bytes()
-	_, err := c.c.Raw(ctx, abi.ImportDelete, req)
+	_, err = c.c.Raw(ctx, abi.ImportDelete, req)
 	return err
 }
 
@@ -345,20 +385,29 @@ type StatusWriter struct {
 	sub string
 }
 
-// Update replaces obj's status (the rest of obj is ignored by the API server).
-func (s *StatusWriter) Update(ctx context.Context, obj Object) error {
+// Update replaces obj's status (the rest of obj is ignored by the API server). opts are
+// FieldOwner and DryRunAll.
+func (s *StatusWriter) Update(ctx context.Context, obj Object, opts ...SubResourceUpdateOption) error {
 	if s.sub != "" && s.sub != "status" {
 		return fmt.Errorf("update of subresource %q: only status can be written", s.sub)
 	}
-	return s.c.write(ctx, abi.ImportUpdateStatus, obj)
+	var o SubResourceUpdateOptions
+	for _, opt := range opts {
+		opt.ApplyToSubResourceUpdate(&o)
+	}
+	return s.c.write(ctx, abi.ImportUpdateStatus, obj, o.FieldManager, o.DryRun)
 }
 
-// Patch patches obj's status.
-func (s *StatusWriter) Patch(ctx context.Context, obj Object, patch Patch, opts ...PatchOption) error {
+// Patch patches obj's status. opts are ForceOwnership (for Apply), FieldOwner and DryRunAll.
+func (s *StatusWriter) Patch(ctx context.Context, obj Object, patch Patch, opts ...SubResourcePatchOption) error {
 	if s.sub != "" && s.sub != "status" {
 		return fmt.Errorf("patch of subresource %q: only status can be written", s.sub)
 	}
-	return s.c.patch(ctx, obj, patch, "status", opts)
+	var o SubResourcePatchOptions
+	for _, opt := range opts {
+		opt.ApplyToSubResourcePatch(&o)
+	}
+	return s.c.patch(ctx, obj, patch, "status", o.PatchOptions)
 }
 
 // itemRefs reads the namespace and name of each item of a list answer, and skips the rest.

@@ -2,11 +2,13 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/wasmrec/wasmrec/abi"
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
 	"github.com/wasmrec/wasmrec/sdk/go/client"
 	"github.com/wasmrec/wasmrec/sdk/go/fake"
@@ -316,5 +318,107 @@ func TestListMatchingFieldsEvaluatesAnIndexOncePerVersion(t *testing.T) {
 	}
 	if evaluated["cm-01"] != 1 || len(evaluated) != 5 {
 		t.Errorf("after a change the index was evaluated on %v", evaluated)
+	}
+}
+
+// spy is a transport that keeps each request on its way to a fake cluster.
+type spy struct {
+	to       *wasmrec.Client
+	requests []string
+}
+
+func (s *spy) Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	s.requests = append(s.requests, fn+" "+string(req))
+	resp, err := s.to.Raw(ctx, fn, req)
+	if se := (*wasmrec.StatusError)(nil); errors.As(err, &se) {
+		return se.Status, []byte(se.Message)
+	}
+	return abi.StatusOK, resp
+}
+
+func (s *spy) Log(level int32, line []byte) {}
+
+func (s *spy) last() string { return s.requests[len(s.requests)-1] }
+
+type bogusDryRun struct{}
+
+func (bogusDryRun) ApplyToDelete(o *client.DeleteOptions) { o.DryRun = []string{"Bogus"} }
+
+func TestWriteOptionsReachTheHostAndADryRunStoresNothing(t *testing.T) {
+	cluster := fake.NewCluster(manifest, configMap("a", nil, map[string]string{"k": "v"}))
+	s := &spy{to: cluster.Client()}
+	c := client.From(wasmrec.NewClientWith(s))
+	ctx := context.Background()
+	stored := func(name string) *corev1.ConfigMap {
+		var cm corev1.ConfigMap
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: name}, &cm); err != nil {
+			return nil
+		}
+		return &cm
+	}
+	a := stored("a")
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "b"}, Data: map[string]string{"k": "v"}}
+	if err := c.Create(ctx, cm, client.DryRunAll, client.FieldOwner("spec")); err != nil {
+		t.Fatal(err)
+	}
+	if want := `create {"object":{"kind":"ConfigMap",`; !strings.HasPrefix(s.last(), want) || !strings.HasSuffix(s.last(), `},"fieldOwner":"spec","dryRun":true}`) {
+		t.Errorf("the request was %s", s.last())
+	}
+	if cm.UID == "" || cm.ResourceVersion != "" || stored("b") != nil {
+		t.Errorf("a dry-run create answered %+v and stored %v; want an object with a uid and no resourceVersion, and nothing stored", cm.ObjectMeta, stored("b"))
+	}
+
+	up := a.DeepCopy()
+	up.Data["k"] = "changed"
+	if err := c.Update(ctx, up, client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	if up.Data["k"] != "changed" || up.ResourceVersion != a.ResourceVersion || stored("a").Data["k"] != "v" {
+		t.Errorf("a dry-run update answered %v at %s, stored %v; want the change answered at %s and nothing stored", up.Data, up.ResourceVersion, stored("a").Data, a.ResourceVersion)
+	}
+	if err := c.Update(ctx, up, client.FieldOwner("spec")); err != nil || !strings.HasSuffix(s.last(), `,"fieldOwner":"spec"}`) || strings.Contains(s.last(), "dryRun") {
+		t.Errorf("an update with a field owner: %v, request %s", err, s.last())
+	}
+
+	p := stored("a")
+	patched := p.DeepCopy()
+	patched.Data["k"] = "patched"
+	if err := c.Patch(ctx, patched, client.MergeFrom(p), client.FieldOwner("patcher"), client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(s.last(), `"fieldOwner":"patcher","dryRun":true}`) || stored("a").Data["k"] != "changed" || patched.Data["k"] != "patched" {
+		t.Errorf("a dry-run patch: request %s, stored %v, answered %v", s.last(), stored("a").Data, patched.Data)
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}}
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	d.Status.Replicas = 3
+	if err := c.Status().Patch(ctx, d, client.Apply, client.ForceOwnership, client.FieldOwner("status"), client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.last(), `"subresource":"status","force":true,"fieldOwner":"status","dryRun":true}`) || d.Status.Replicas != 3 {
+		t.Errorf("a dry-run status apply sent %s and answered %d replicas", s.last(), d.Status.Replicas)
+	}
+	var got appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "demo", Name: "web"}, &got); err != nil || got.Status.Replicas != 0 {
+		t.Errorf("after a dry-run status apply the Deployment has %d replicas (%v), want 0", got.Status.Replicas, err)
+	}
+
+	if err := c.Delete(ctx, p, client.DryRunAll); err != nil || !strings.HasSuffix(s.last(), `,"dryRun":true}`) || stored("a") == nil {
+		t.Errorf("a dry-run delete: %v, request %s, still stored: %v", err, s.last(), stored("a") != nil)
+	}
+	if err := c.DeleteAllOf(ctx, &corev1.ConfigMap{}, client.InNamespace("demo"), client.DryRunAll); err != nil || stored("a") == nil {
+		t.Errorf("a dry-run deleteAllOf: %v, still stored: %v", err, stored("a") != nil)
+	}
+
+	n := len(s.requests)
+	if err := c.Delete(ctx, p, bogusDryRun{}); err == nil || !strings.Contains(err.Error(), `dryRun "Bogus": the API server takes only "All"`) || len(s.requests) != n {
+		t.Errorf("a dryRun the API server does not take: %v, %d requests sent", err, len(s.requests)-n)
+	}
+	err := c.Update(ctx, up, client.FieldOwner("two\nlines"))
+	if se := (*wasmrec.StatusError)(nil); !errors.As(err, &se) || se.Status != abi.StatusBadRequest || !strings.Contains(err.Error(), "use printable characters only") {
+		t.Errorf("an owner with a new line: %v, want bad request", err)
 	}
 }

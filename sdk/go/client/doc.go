@@ -13,7 +13,7 @@
 // controller-runtime client a manager gives does. Objects travel as JSON, read and written by
 // the generated codecs without reflection. What differs from controller-runtime is listed on
 // each call and in docs/plugin-authors.md: the field manager of every write is the plugin's
-// name (there is no FieldOwner), there is no dry run, List takes no limit or continue and tests
-// MatchingFields in the plugin (with the indexes IndexField registers), and DeleteAllOf deletes
-// what a List finds, one object at a time.
+// name, followed by "/" and the FieldOwner if the write names one, List takes no limit or
+// continue and tests MatchingFields in the plugin (with the indexes IndexField registers), and
+// DeleteAllOf deletes what a List finds, one object at a time.
 package client

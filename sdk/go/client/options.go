@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -106,6 +107,8 @@ func and(a, b string) string {
 type DeleteOptions struct {
 	PropagationPolicy *metav1.DeletionPropagation
 	Preconditions     *metav1.Preconditions
+	// DryRun, [metav1.DryRunAll], has the API server check the delete without deleting.
+	DryRun []string
 }
 
 // DeleteOption is an option of Delete (and DeleteAllOf).
@@ -137,17 +140,105 @@ func (p Preconditions) ApplyToDeleteAllOf(_ *ListOptions, o *DeleteOptions) { p.
 type PatchOptions struct {
 	// Force takes the fields of other managers on Apply.
 	Force bool
+	// DryRun, [metav1.DryRunAll], has the API server check the patch without storing it.
+	DryRun []string
+	// FieldManager is the field owner (FieldOwner): the write's field manager is the plugin's
+	// name, "/" and it.
+	FieldManager string
 }
 
 // PatchOption is an option of Patch.
 type PatchOption interface{ ApplyToPatch(*PatchOptions) }
 
+// CreateOptions is how a Create creates.
+type CreateOptions struct {
+	// DryRun, [metav1.DryRunAll], has the API server check the create without storing it.
+	DryRun []string
+	// FieldManager is the field owner (FieldOwner).
+	FieldManager string
+}
+
+// CreateOption is an option of Create.
+type CreateOption interface{ ApplyToCreate(*CreateOptions) }
+
+// UpdateOptions is how an Update updates.
+type UpdateOptions struct {
+	// DryRun, [metav1.DryRunAll], has the API server check the update without storing it.
+	DryRun []string
+	// FieldManager is the field owner (FieldOwner).
+	FieldManager string
+}
+
+// UpdateOption is an option of Update.
+type UpdateOption interface{ ApplyToUpdate(*UpdateOptions) }
+
+// SubResourceUpdateOptions is how Status().Update updates.
+type SubResourceUpdateOptions struct{ UpdateOptions }
+
+// SubResourceUpdateOption is an option of Status().Update.
+type SubResourceUpdateOption interface {
+	ApplyToSubResourceUpdate(*SubResourceUpdateOptions)
+}
+
+// SubResourcePatchOptions is how Status().Patch patches.
+type SubResourcePatchOptions struct{ PatchOptions }
+
+// SubResourcePatchOption is an option of Status().Patch.
+type SubResourcePatchOption interface {
+	ApplyToSubResourcePatch(*SubResourcePatchOptions)
+}
+
 type forceOwnership struct{}
 
-func (forceOwnership) ApplyToPatch(o *PatchOptions) { o.Force = true }
+func (forceOwnership) ApplyToPatch(o *PatchOptions)                       { o.Force = true }
+func (forceOwnership) ApplyToSubResourcePatch(o *SubResourcePatchOptions) { o.Force = true }
 
 // ForceOwnership makes an Apply take the fields other managers own.
-var ForceOwnership PatchOption = forceOwnership{}
+var ForceOwnership = forceOwnership{}
+
+// FieldOwner names the writer within the plugin, for a Create, Update, Patch or a status
+// write. The host makes the write's field manager the plugin's name, "/" and the owner: no
+// plugin writes as another manager (another plugin, kubectl, a built-in controller), so
+// managedFields say "cronjob/cronjob-controller" where controller-runtime's say
+// "cronjob-controller".
+type FieldOwner string
+
+func (f FieldOwner) ApplyToCreate(o *CreateOptions) { o.FieldManager = string(f) }
+func (f FieldOwner) ApplyToUpdate(o *UpdateOptions) { o.FieldManager = string(f) }
+func (f FieldOwner) ApplyToPatch(o *PatchOptions)   { o.FieldManager = string(f) }
+func (f FieldOwner) ApplyToSubResourceUpdate(o *SubResourceUpdateOptions) {
+	o.FieldManager = string(f)
+}
+func (f FieldOwner) ApplyToSubResourcePatch(o *SubResourcePatchOptions) {
+	o.FieldManager = string(f)
+}
+
+type dryRunAll struct{}
+
+var all = []string{metav1.DryRunAll}
+
+func (dryRunAll) ApplyToCreate(o *CreateOptions)                       { o.DryRun = all }
+func (dryRunAll) ApplyToUpdate(o *UpdateOptions)                       { o.DryRun = all }
+func (dryRunAll) ApplyToPatch(o *PatchOptions)                         { o.DryRun = all }
+func (dryRunAll) ApplyToDelete(o *DeleteOptions)                       { o.DryRun = all }
+func (dryRunAll) ApplyToDeleteAllOf(_ *ListOptions, o *DeleteOptions)  { o.DryRun = all }
+func (dryRunAll) ApplyToSubResourceUpdate(o *SubResourceUpdateOptions) { o.DryRun = all }
+func (dryRunAll) ApplyToSubResourcePatch(o *SubResourcePatchOptions)   { o.DryRun = all }
+
+// DryRunAll has the API server check a write and answer it as it would store it, storing
+// nothing; the object written is filled with that answer.
+var DryRunAll = dryRunAll{}
+
+// dryRun reads a DryRun option: none, or [metav1.DryRunAll], the one value the API server
+// takes.
+func dryRun(v []string) (bool, error) {
+	for _, s := range v {
+		if s != metav1.DryRunAll {
+			return false, fmt.Errorf("dryRun %q: the API server takes only %q (client.DryRunAll)", s, metav1.DryRunAll)
+		}
+	}
+	return len(v) > 0, nil
+}
 
 // UIDPrecondition is Preconditions of a UID, for Delete.
 func UIDPrecondition(uid types.UID) Preconditions { return Preconditions{UID: &uid} }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -134,6 +135,10 @@ func decodeObject(fn string, body []byte) (map[string]any, error) {
 }
 
 func (c *Cluster) write(fn string, body []byte) ([]byte, error) {
+	body, wo, err := abi.SplitWrite(body)
+	if err != nil {
+		return nil, fail(abi.StatusBadRequest, "%s: the request is not a Kubernetes object: %v", fn, err)
+	}
 	o, err := decodeObject(fn, body)
 	if err != nil {
 		return nil, err
@@ -150,6 +155,9 @@ func (c *Cluster) write(fn string, body []byte) ([]byte, error) {
 	if fn != abi.ImportCreate && name == "" {
 		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
 	}
+	if _, err := abi.FieldManager(c.name, wo.FieldOwner); err != nil {
+		return nil, fail(abi.StatusBadRequest, "%s: %v", fn, err)
+	}
 	if kind, apiVersion := str(o, "kind"), str(o, "apiVersion"); kind != k.kind { // "configmap": the API server decodes the body by its kind
 		if builtinGroups[k.group] {
 			_, version, _ := groupVersion(apiVersion)
@@ -157,17 +165,41 @@ func (c *Cluster) write(fn string, body []byte) ([]byte, error) {
 		}
 		return nil, fail(abi.StatusInvalid, "%s.%s %q is invalid: kind: Invalid value: %q: must be %s", strings.ToLower(kind), k.group, name, kind, k.kind)
 	}
-	var out map[string]any
-	switch fn {
-	case abi.ImportCreate:
-		out, err = c.create(k, o, true)
-	default:
-		out, err = c.update(k, o, sub)
-	}
+	out, err := c.maybeDry(wo.DryRun, k, func() (map[string]any, error) {
+		if fn == abi.ImportCreate {
+			return c.create(k, o, true)
+		}
+		return c.update(k, o, sub)
+	})
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(out)
+}
+
+// maybeDry runs write, and for a dry run puts the cluster back as it was, as the API server's
+// dryRun=All checks a write and answers it without storing anything: the answer keeps the
+// resourceVersion the object had, and a created object has none.
+func (c *Cluster) maybeDry(dry bool, k kindInfo, write func() (map[string]any, error)) (map[string]any, error) {
+	if !dry {
+		return write()
+	}
+	objects, applied, rv := maps.Clone(c.objects), maps.Clone(c.applied), c.rv
+	for key, subs := range applied {
+		applied[key] = maps.Clone(subs)
+	}
+	out, err := write()
+	c.objects, c.applied, c.rv = objects, applied, rv
+	if err != nil || out == nil {
+		return out, err
+	}
+	out = copyMap(out)
+	md := meta(out)
+	delete(md, "resourceVersion")
+	if old, ok := c.objects[c.key(k, str(out, "metadata", "namespace"), str(out, "metadata", "name"))]; ok {
+		md["resourceVersion"] = str(old, "metadata", "resourceVersion")
+	}
+	return out, nil
 }
 
 // create stores a new object as the API server does; dropStatus for a create through the
@@ -352,15 +384,18 @@ func (c *Cluster) patch(body []byte) ([]byte, error) {
 	if req.Subresource == "status" && k.noStatus {
 		return nil, noSubresource()
 	}
+	if _, err := abi.FieldManager(c.name, req.FieldOwner); err != nil {
+		return nil, fail(abi.StatusBadRequest, "patch: %v", err)
+	}
 	if req.Type == abi.PatchStrategic && !builtinGroups[k.group] {
 		return nil, fail(abi.StatusBadRequest, "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
 	}
-	var out map[string]any
-	if req.Type == abi.PatchApply {
-		out, err = c.apply(k, req)
-	} else {
-		out, err = c.patchObject(k, req)
-	}
+	out, err := c.maybeDry(req.DryRun, k, func() (map[string]any, error) {
+		if req.Type == abi.PatchApply {
+			return c.apply(k, req)
+		}
+		return c.patchObject(k, req)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -522,6 +557,9 @@ func (c *Cluster) delete(body []byte) error {
 		// The API server names the kind here, not the resource.
 		return fail(abi.StatusConflict, "Operation cannot be fulfilled on %s %q: the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated",
 			strings.TrimSuffix(k.kind+"."+k.group, "."), req.Name, req.UID, str(old, "metadata", "uid"))
+	}
+	if req.DryRun {
+		return nil
 	}
 	if len(stringList(old, "metadata", "finalizers")) == 0 {
 		delete(c.objects, key)

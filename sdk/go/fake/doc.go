@@ -65,7 +65,10 @@
 //   - Server-side apply is minimal: the applied fields are merged in (maps field by field,
 //     lists replaced whole: no list-map merging by key), and fields the plugin applied before
 //     and no longer applies are removed; a missing object is created. There are no other field
-//     managers: no apply conflicts ever, force changes nothing, and no managedFields are kept.
+//     managers: no apply conflicts ever, force changes nothing, and no managedFields are kept
+//     (a write's field owner is checked as the host checks it, then has no effect).
+//   - A dry run (DryRun, client.DryRunAll) is the write made and then undone: it meets the
+//     fake's checks, not the admission or defaulting a real API server's dry run goes through.
 //   - No schemas, defaulting, conversion or admission: any fields are stored as written;
 //     objects are kept by API group and kind, so any version of the group reads the same object,
 //     as written. Every kind of a group that is not the API server's own is served (a

@@ -68,6 +68,7 @@ type tableObject struct {
 	Name       string         `json:"name"`
 	Absent     bool           `json:"absent"`
 	Object     map[string]any `json:"object"`
+	Managers   []string       `json:"managers"` // the fake keeps no field managers: not checked here
 }
 
 type tableEvent struct {
@@ -134,6 +135,9 @@ func keyOf(o map[string]any) tableKey {
 func named(fn string, body map[string]any) tableKey {
 	switch fn {
 	case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+		if o, ok := body["object"].(map[string]any); ok && body["apiVersion"] == nil { // with options
+			return keyOf(o)
+		}
 		return keyOf(body)
 	case abi.ImportEvent:
 		o, _ := body["object"].(map[string]any)

@@ -96,6 +96,7 @@ type tableObject struct {
 	Name       string         `json:"name"`
 	Absent     bool           `json:"absent"`
 	Object     map[string]any `json:"object"`
+	Managers   []string       `json:"managers"` // only the host's run checks them
 }
 
 type tableEvent struct {
@@ -259,6 +260,9 @@ func keyOf(o map[string]any) tableKey {
 func named(fn string, body map[string]any) tableKey {
 	switch fn {
 	case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+		if o, ok := body["object"].(map[string]any); ok && body["apiVersion"] == nil { // with options
+			return keyOf(o)
+		}
 		return keyOf(body)
 	case abi.ImportEvent:
 		o, _ := body["object"].(map[string]any)
@@ -366,8 +370,22 @@ func (h *tableHost) run(t *testing.T, tab callTable, tc tableCase) {
 	}
 	for _, want := range tc.After {
 		k := tableKey{want.APIVersion, want.Kind, want.Namespace, want.Name}
-		for _, e := range checkAfter(want, h.stored(ctx, k), initial[k]) {
+		got := h.stored(ctx, k)
+		for _, e := range checkAfter(want, got, initial[k]) {
 			t.Errorf("after: %s", e)
+		}
+		// Field managers, which only the API server keeps.
+		var managers []string
+		md, _ := got["metadata"].(map[string]any)
+		mf, _ := md["managedFields"].([]any)
+		for _, e := range mf {
+			m, _ := e.(map[string]any)
+			managers = append(managers, str(m, "manager"))
+		}
+		for _, m := range want.Managers {
+			if !slices.Contains(managers, m) {
+				t.Errorf("after: %s %s/%s has field managers %q, none of them %q", want.Kind, want.Namespace, want.Name, managers, m)
+			}
 		}
 	}
 	for _, e := range checkEvents(tc.Events, h.recorded(t, t.Name()), func(o abi.ObjectRef) string {

@@ -27,6 +27,10 @@ func (c *Calls) mayWrite(ctx context.Context) error {
 }
 
 func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, error) {
+	body, wo, err := abi.SplitWrite(body)
+	if err != nil {
+		return nil, fail(abi.StatusBadRequest, "%s: the request is not a Kubernetes object: %v", fn, err)
+	}
 	obj, err := object.Decode(body)
 	if err != nil {
 		return nil, fail(abi.StatusBadRequest, "%s: the request is not a Kubernetes object: %v", fn, err)
@@ -42,6 +46,10 @@ func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	if fn != abi.ImportCreate && obj.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
 	}
+	manager, err := abi.FieldManager(c.API.Name, wo.FieldOwner)
+	if err != nil {
+		return nil, fail(abi.StatusBadRequest, "%s: %v", fn, err)
+	}
 	if err := c.mayWrite(ctx); err != nil {
 		return nil, err
 	}
@@ -49,11 +57,11 @@ func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	var out *object.Object
 	switch fn {
 	case abi.ImportCreate:
-		out, err = r.Create(ctx, body, metav1.CreateOptions{FieldManager: c.API.Name, DryRun: c.dryRun()})
+		out, err = r.Create(ctx, body, metav1.CreateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)})
 	case abi.ImportUpdate:
-		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.API.Name, DryRun: c.dryRun()})
+		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)})
 	default:
-		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: c.API.Name, DryRun: c.dryRun()}, "status")
+		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)}, "status")
 	}
 	if err != nil {
 		return nil, err
@@ -87,10 +95,14 @@ func (c *Calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if req.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "patch needs the object's name")
 	}
+	manager, err := abi.FieldManager(c.API.Name, req.FieldOwner)
+	if err != nil {
+		return nil, fail(abi.StatusBadRequest, "patch: %v", err)
+	}
 	if err := c.mayWrite(ctx); err != nil {
 		return nil, err
 	}
-	opts := metav1.PatchOptions{FieldManager: c.API.Name, DryRun: c.dryRun()}
+	opts := metav1.PatchOptions{FieldManager: manager, DryRun: c.dryRun(req.DryRun)}
 	if pt == types.ApplyPatchType {
 		opts.Force = &req.Force
 	}
@@ -120,7 +132,7 @@ func (c *Calls) delete(ctx context.Context, body []byte) error {
 	if err := c.mayWrite(ctx); err != nil {
 		return err
 	}
-	opts := metav1.DeleteOptions{DryRun: c.dryRun()}
+	opts := metav1.DeleteOptions{DryRun: c.dryRun(req.DryRun)}
 	if req.PropagationPolicy != "" {
 		pp := metav1.DeletionPropagation(req.PropagationPolicy)
 		opts.PropagationPolicy = &pp
@@ -199,9 +211,10 @@ func (c *Calls) event(ctx context.Context, body []byte) error {
 	return nil
 }
 
-// dryRun is the writes' dryRun option: All for a shadow run.
-func (c *Calls) dryRun() []string {
-	if c.DryRun {
+// dryRun is a write's dryRun option: All when the guest asks for it, and for every write of
+// a shadow run.
+func (c *Calls) dryRun(guest bool) []string {
+	if c.DryRun || guest {
 		return []string{metav1.DryRunAll}
 	}
 	return nil

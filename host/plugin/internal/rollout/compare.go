@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/recording"
 )
 
 // Write is one write a reconcile asked for: the host call and its request, as the guest sent it.
@@ -66,25 +67,7 @@ func Compare(live, cand *Record, liveRes, candRes Result) (writesDiffer, resultD
 
 // describe names a write: "patch v1 ConfigMap ns/name".
 func describe(w Write) string {
-	var t struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-		Namespace  string `json:"namespace"`
-		Name       string `json:"name"`
-		Metadata   struct {
-			Namespace string `json:"namespace"`
-			Name      string `json:"name"`
-		} `json:"metadata"`
-	}
-	_ = json.Unmarshal(w.Body, &t)
-	ns, name := t.Namespace, t.Name
-	if name == "" {
-		ns, name = t.Metadata.Namespace, t.Metadata.Name
-	}
-	if ns != "" {
-		name = ns + "/" + name
-	}
-	return strings.TrimSpace(fmt.Sprintf("%s %s %s %s", w.Call, t.APIVersion, t.Kind, name))
+	return strings.TrimSpace(w.Call + " " + recording.ObjectOf(w.Call, w.Body))
 }
 
 // maxDiffs bounds the differences one diff lists.
