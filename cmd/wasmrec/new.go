@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/wasmrec/wasmrec/internal/build"
-	"github.com/wasmrec/wasmrec/internal/kinds"
 	"github.com/wasmrec/wasmrec/internal/scaffold"
 )
 
@@ -31,6 +30,10 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
   cd hello && go test ./...
   wasmrec build
   wasmrec dev --plugin .
+
+  # A Go plugin for a custom resource whose CRD you have, typed from its schema:
+  kubectl get crd cronjobs.batch.tutorial.kubebuilder.io -o yaml > cronjob-crd.yaml
+  wasmrec new cronjob --for batch.tutorial.kubebuilder.io/v1/CronJob --crd cronjob-crd.yaml
 
   # A C plugin for Deployments, then its test cases (tests/rollout.yaml):
   wasmrec new rollout --lang c --for apps/v1/Deployment
@@ -67,11 +70,26 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 					}
 				}
 			}
-			if k, err := kinds.ParseFor(o.For); err == nil && !k.BuiltIn {
-				fmt.Fprintf(stdout, "\n%s is not a built-in kind: %s is a CRD to start from (wasmrec dev --plugin installs it); describe its fields in its schema",
-					kinds.String(k.APIVersion(), k.Kind), filepath.Join(dir, "crds", k.Resource+"."+k.Group+".yaml"))
-				if o.Lang == "go" {
-					fmt.Fprintf(stdout, " and in its Go types, %s (wasmrec build writes their codec and deep copies)", filepath.Join(dir, "api", k.Version, strings.ToLower(k.Kind)+"_types.go"))
+			var crdFile, typesFile string
+			for _, f := range files {
+				switch {
+				case strings.HasPrefix(f, "crds/"):
+					crdFile = filepath.Join(dir, f)
+				case strings.HasPrefix(f, "api/") && strings.HasSuffix(f, "_types.go"):
+					typesFile = filepath.Join(dir, f)
+				}
+			}
+			switch {
+			case crdFile != "" && o.CRD != "":
+				fmt.Fprintf(stdout, "\n%s is the CRD of %s, from %s", crdFile, o.For, o.CRD)
+				if typesFile != "" {
+					fmt.Fprintf(stdout, "; %s holds Go types written from its schema (wasmrec build writes their codec and deep copies): they are yours to change, in step with the CRD", typesFile)
+				}
+				fmt.Fprintln(stdout)
+			case crdFile != "":
+				fmt.Fprintf(stdout, "\n%s is not a built-in kind: %s is a CRD to start from (wasmrec dev --plugin installs it); describe its fields in its schema", o.For, crdFile)
+				if typesFile != "" {
+					fmt.Fprintf(stdout, " and in its Go types, %s (wasmrec build writes their codec and deep copies); or start again with --crd FILE to begin from a CRD you have", typesFile)
 				}
 				fmt.Fprintln(stdout)
 			}
@@ -93,5 +111,6 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 	f.StringVar(&o.For, "for", "v1/ConfigMap", "the kind the plugin reconciles, as APIVERSION/KIND (apps/v1/Deployment, example.com/v1/Widget)")
 	f.StringVar(&o.Module, "module", "", "the Go module path (default NAME)")
 	f.StringVar(&o.Dir, "dir", "", "the folder to make (default NAME)")
+	f.StringVar(&o.CRD, "crd", "", "for a custom resource: a YAML file holding its CustomResourceDefinition (kubectl get crd NAME -o yaml), copied to crds/; a Go plugin gets Go types written from its schema")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/wasmrec/wasmrec/internal/kinds"
 	"github.com/wasmrec/wasmrec/internal/release"
@@ -32,6 +35,10 @@ type Options struct {
 	Module string
 	// Dir is where the folder is made; defaults to Name in the working directory.
 	Dir string
+	// CRD, for a custom resource's kind, is a YAML file holding its CustomResourceDefinition:
+	// the folder's crds/ gets it as it is, and a Go plugin the Go types of its schema. Without
+	// it, a CRD and types of an empty spec are written to start from.
+	CRD string
 }
 
 var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
@@ -94,6 +101,17 @@ func Write(o Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	var crd *apiextensionsv1.CustomResourceDefinition
+	var crdDoc []byte
+	if o.CRD != "" {
+		if k.BuiltIn {
+			return nil, fmt.Errorf("--crd: %s/%s is a built-in kind, which has no CustomResourceDefinition: leave --crd out", k.APIVersion(), k.Kind)
+		}
+		if crd, crdDoc, err = crdFile(o.CRD, k); err != nil {
+			return nil, err
+		}
+		k.Resource, k.Namespaced = crd.Spec.Names.Plural, crd.Spec.Scope == apiextensionsv1.NamespaceScoped
+	}
 	if o.Dir == "" {
 		o.Dir = o.Name
 	}
@@ -116,6 +134,9 @@ func Write(o Options) ([]string, error) {
 		Annotation: "wasmrec.dev/" + o.Name,
 		Version:    k.Version, Singular: strings.ToLower(k.Kind),
 	}
+	if crd != nil && crd.Spec.Names.Singular != "" {
+		d.Singular = crd.Spec.Names.Singular
+	}
 	if body, ok := sampleBodies[d.APIVersion+"/"+d.Kind]; ok {
 		d.SampleBody = strings.ReplaceAll(body, "%[1]s", o.Name+"-sample")
 	}
@@ -125,7 +146,11 @@ func Write(o Options) ([]string, error) {
 		".gitignore":                  "templates/gitignore.tmpl",
 		"tests/" + o.Name + ".yaml":   "templates/tests/cases.yaml.tmpl",
 	}
-	if !k.BuiltIn { // a custom resource: a CRD to start from
+	written := map[string][]byte{} // files written as they are, not from a template
+	switch {
+	case crd != nil:
+		written["crds/"+k.Resource+"."+k.Group+".yaml"] = append(crdDoc, '\n')
+	case !k.BuiltIn: // a custom resource: a CRD to start from
 		files["crds/"+k.Resource+"."+k.Group+".yaml"] = "templates/crd.yaml.tmpl"
 	}
 	if o.Lang == "go" {
@@ -138,7 +163,12 @@ func Write(o Options) ([]string, error) {
 			d.TypesImport, d.TypesLocal = path.Join(o.Module, "api", k.Version), true
 			d.TypesAlias = goName(strings.Split(k.Group, ".")[0] + k.Version)
 			files["api/"+k.Version+"/groupversion.go"] = "templates/go/api/groupversion.go.tmpl"
-			files["api/"+k.Version+"/"+d.Singular+"_types.go"] = "templates/go/api/types.go.tmpl"
+			types := "api/" + k.Version + "/" + d.Singular + "_types.go"
+			if crd == nil {
+				files[types] = "templates/go/api/types.go.tmpl"
+			} else if written[types], err = typesFromSchema(k.Version, crd, k.Version); err != nil {
+				return nil, err
+			}
 		}
 		if d.TypesImport != "" {
 			files["main.go"] = "templates/go/typed/main.go.tmpl"
@@ -147,7 +177,6 @@ func Write(o Options) ([]string, error) {
 	} else {
 		files[o.Name+".c"] = "templates/c/plugin.c.tmpl"
 	}
-	var written []string
 	for out, in := range files {
 		t, err := template.ParseFS(templates, in)
 		if err != nil {
@@ -157,17 +186,18 @@ func Write(o Options) ([]string, error) {
 		if err := t.Execute(&b, d); err != nil {
 			return nil, fmt.Errorf("%s: %w", out, err)
 		}
+		written[out] = b.Bytes()
+	}
+	for out, b := range written {
 		path := filepath.Join(o.Dir, filepath.FromSlash(out))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return nil, err
 		}
-		written = append(written, out)
 	}
-	slices.Sort(written)
-	return written, nil
+	return slices.Sorted(maps.Keys(written)), nil
 }
 
 // goName is s with what a Go identifier cannot hold left out: "my-groupv1" is mygroupv1.
