@@ -11,7 +11,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"strings"
 )
 
 // WriteBundle writes to w, as a tar, what replaying the recording of that digest in dir (a
@@ -44,7 +43,7 @@ func WriteBundle(w io.Writer, dir, digest string) error {
 		files = append(files, struct {
 			name string
 			data []byte
-		}{strings.TrimSuffix(moduleFile(l.Module), moduleSuffix) + zstSuffix, compress(nil, m)})
+		}{compressedModuleFile(l.Module), compress(nil, m)})
 	}
 	tw := tar.NewWriter(w)
 	for _, f := range files {

@@ -453,6 +453,12 @@ func moduleFile(digest string) string {
 	return modulePrefix + strings.TrimPrefix(digest, "sha256:") + moduleSuffix
 }
 
+// compressedModuleFile is the name of the module of that digest compressed with zstd: as a
+// store of format v1 kept it, and as a bundle carries it.
+func compressedModuleFile(digest string) string {
+	return modulePrefix + strings.TrimPrefix(digest, "sha256:") + zstSuffix
+}
+
 // keepModuleOf writes the module of that digest, if the store does not have it and it was
 // offered, or marks its file as just written.
 func (s *Store) keepModuleOf(digest string) error {
@@ -821,7 +827,7 @@ func (l Listed) Load() (*Recording, []*Step, error) {
 func LoadModule(dir, digest string) ([]byte, error) {
 	b, err := os.ReadFile(filepath.Join(dir, moduleFile(digest)))
 	if errors.Is(err, fs.ErrNotExist) { // kept by a store of format v1
-		if z, zerr := os.ReadFile(filepath.Join(dir, strings.TrimSuffix(moduleFile(digest), moduleSuffix)+zstSuffix)); zerr == nil {
+		if z, zerr := os.ReadFile(filepath.Join(dir, compressedModuleFile(digest))); zerr == nil {
 			return decompress(z)
 		}
 	}

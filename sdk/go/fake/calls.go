@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
 
 // The host calls, with the statuses and messages the host gives (host/plugin/internal/hostcalls),
@@ -332,7 +333,7 @@ func (c *Cluster) commit(k kindInfo, key objKey, old, new map[string]any, sub st
 	if specChanged(old, new) {
 		nm["generation"] = json.Number(fmt.Sprint(int64At(old, "metadata", "generation") + 1))
 	}
-	if equal(old, new) {
+	if jsonv.Equal(old, new) {
 		return old, nil
 	}
 	nm["resourceVersion"] = c.nextRV()
@@ -349,7 +350,7 @@ func (c *Cluster) commit(k kindInfo, key objKey, old, new map[string]any, sub st
 func specChanged(old, new map[string]any) bool {
 	skip := func(f string) bool { return f == "apiVersion" || f == "kind" || f == "metadata" || f == "status" }
 	for f, v := range new {
-		if !skip(f) && !equal(v, old[f]) {
+		if !skip(f) && !jsonv.Equal(v, old[f]) {
 			return true
 		}
 	}

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
 
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
+	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
 
 // Objects are held as the JSON the plugin sent, decoded with json.Number so that integers keep
@@ -78,46 +78,7 @@ func public(o map[string]any) *wasmrec.Object {
 	return out
 }
 
-// equal compares decoded JSON values; numbers by value.
-func equal(a, b any) bool {
-	switch a := a.(type) {
-	case json.Number:
-		bn, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		if a == bn {
-			return true
-		}
-		x, err1 := a.Float64()
-		y, err2 := bn.Float64()
-		return err1 == nil && err2 == nil && x == y
-	case map[string]any:
-		bm, ok := b.(map[string]any)
-		if !ok || len(a) != len(bm) {
-			return false
-		}
-		for k, v := range a {
-			w, ok := bm[k]
-			if !ok || !equal(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		bs, ok := b.([]any)
-		if !ok || len(a) != len(bs) {
-			return false
-		}
-		for i := range a {
-			if !equal(a[i], bs[i]) {
-				return false
-			}
-		}
-		return true
-	}
-	return reflect.DeepEqual(a, b)
-}
+func equal(a, b any) bool { return jsonv.Equal(a, b) }
 
 // nested returns the value at a path of fields, or nil.
 func nested(o map[string]any, fields ...string) any {

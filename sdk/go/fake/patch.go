@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
 
 // mergePatch applies a JSON merge patch (RFC 7386) to target and returns the result; target is
@@ -113,7 +115,7 @@ func applyOp(doc any, op jsonPatchOp) (any, error) {
 	}
 	if op.Path != nil && *op.Path == "" && (op.Op == "replace" || op.Op == "test") {
 		if op.Op == "test" {
-			if !equal(doc, value) {
+			if !jsonv.Equal(doc, value) {
 				return nil, fmt.Errorf("testing value %s failed: test failed", *op.Path)
 			}
 			return doc, nil
@@ -146,7 +148,7 @@ func applyOp(doc any, op jsonPatchOp) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !equal(got, value) {
+			if !jsonv.Equal(got, value) {
 				return nil, fmt.Errorf("testing value %s failed: test failed", *op.Path)
 			}
 			return c, nil

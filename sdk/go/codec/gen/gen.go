@@ -289,15 +289,7 @@ func (f *File) TypeExpr(t *Type) string {
 		}
 		return f.Import(t.Pkg) + "." + t.Name
 	}
-	switch t.Kind {
-	case Pointer:
-		return "*" + f.TypeExpr(t.Elem)
-	case Slice:
-		return "[]" + f.TypeExpr(t.Elem)
-	case Map:
-		return "map[" + f.TypeExpr(t.Key) + "]" + f.TypeExpr(t.Elem)
-	}
-	return t.Kind.String() // a predeclared type
+	return f.UnderlyingExpr(t)
 }
 
 // UnderlyingExpr is t's underlying type as Go source: map[ResourceName]resource.Quantity for
@@ -311,7 +303,7 @@ func (f *File) UnderlyingExpr(t *Type) string {
 	case Map:
 		return "map[" + f.TypeExpr(t.Key) + "]" + f.TypeExpr(t.Elem)
 	}
-	return t.Kind.String()
+	return t.Kind.String() // a predeclared type
 }
 
 func (f *File) codec(name string) string { return f.Import(CodecPath) + "." + name }

@@ -1,5 +1,10 @@
 package jsonv
 
+import (
+	"encoding/json"
+	"reflect"
+)
+
 // MergePatch is the JSON merge patch (RFC 7386) from a to b, two decoded objects: the members
 // b changed or added, null for those it removed, objects diffed member by member, anything
 // else (arrays included) replaced whole. Empty if a and b are equal.
@@ -19,7 +24,7 @@ func MergePatch(a, b map[string]any) map[string]any {
 			}
 			continue
 		}
-		if !equal(av, bv) {
+		if !Equal(av, bv) {
 			p[k] = bv
 		}
 	}
@@ -31,9 +36,33 @@ func MergePatch(a, b map[string]any) map[string]any {
 	return p
 }
 
-// equal compares decoded JSON values.
-func equal(a, b any) bool {
+// Equal compares decoded JSON values: what this package or encoding/json decodes (numbers as
+// float64, or json.Number, equal when their values are), and the Go values of an object built
+// by hand, compared as reflect.DeepEqual does.
+func Equal(a, b any) bool {
 	switch a := a.(type) {
+	case string:
+		bs, ok := b.(string)
+		return ok && a == bs
+	case float64:
+		bf, ok := b.(float64)
+		return ok && a == bf
+	case bool:
+		bb, ok := b.(bool)
+		return ok && a == bb
+	case nil:
+		return b == nil
+	case json.Number:
+		bn, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		if a == bn {
+			return true
+		}
+		x, err1 := a.Float64()
+		y, err2 := bn.Float64()
+		return err1 == nil && err2 == nil && x == y
 	case map[string]any:
 		bm, ok := b.(map[string]any)
 		if !ok || len(a) != len(bm) {
@@ -41,7 +70,7 @@ func equal(a, b any) bool {
 		}
 		for k, v := range a {
 			w, ok := bm[k]
-			if !ok || !equal(v, w) {
+			if !ok || !Equal(v, w) {
 				return false
 			}
 		}
@@ -52,12 +81,11 @@ func equal(a, b any) bool {
 			return false
 		}
 		for i := range a {
-			if !equal(a[i], bs[i]) {
+			if !Equal(a[i], bs[i]) {
 				return false
 			}
 		}
 		return true
-	default:
-		return a == b
 	}
+	return reflect.DeepEqual(a, b)
 }
