@@ -84,42 +84,63 @@ var hostKeys = map[string]bool{"plugin": true, "request": true, "reconcileID": t
 	"stream": true, "severity": true, "msg": true, "level": true, "time": true, "controller": true, "err": true}
 
 // splitLog reads a log call's message: the text, then optionally a NUL byte and a JSON array of
-// alternating keys (strings) and values. What is not such an array stays part of the text.
+// alternating keys (strings) and values. What is not such an array stays part of the text. An
+// object or array value stays JSON (jsonValue), as the plugin sent it.
 func splitLog(b []byte) (string, []any) {
 	i := bytes.IndexByte(b, 0)
 	if i < 0 {
 		return string(b), nil
 	}
-	var pairs []any
+	var pairs []json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b[i+1:]))
-	dec.UseNumber()
 	if err := dec.Decode(&pairs); err != nil || dec.More() {
 		return string(bytes.ReplaceAll(b, []byte{0}, []byte(" "))), nil
 	}
 	kv := make([]any, 0, len(pairs)+len(pairs)%2)
 	for j := 0; j < len(pairs); j += 2 {
-		key, ok := pairs[j].(string)
-		if !ok {
-			key = fmt.Sprint(pairs[j])
+		var key string
+		if json.Unmarshal(pairs[j], &key) != nil {
+			key = string(pairs[j])
 		}
 		if hostKeys[key] {
 			key = "plugin." + key
 		}
 		var v any = "(MISSING)"
 		if j+1 < len(pairs) {
-			v = pairs[j+1]
-		}
-		if n, ok := v.(json.Number); ok { // a number stays one in JSON logs
-			if i, err := n.Int64(); err == nil {
-				v = i
-			} else if f, err := n.Float64(); err == nil {
-				v = f
-			}
+			v = logValue(pairs[j+1])
 		}
 		kv = append(kv, key, v)
 	}
 	return string(b[:i]), kv
 }
+
+// logValue is a value of a log line's key/values: a string, bool or nil as such, a number as an
+// int64 or float64 (a number stays one in JSON logs), an object or array as its JSON.
+func logValue(raw json.RawMessage) any {
+	if raw[0] == '{' || raw[0] == '[' {
+		return jsonValue(raw)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	_ = dec.Decode(&v) // raw is one JSON value: the array decoded
+	if n, ok := v.(json.Number); ok {
+		if i, err := n.Int64(); err == nil {
+			return i
+		} else if f, err := n.Float64(); err == nil {
+			return f
+		}
+	}
+	return v
+}
+
+// jsonValue is an object or array a plugin logged: the host's JSON log embeds it as JSON, its
+// text log writes it as JSON text (not as a Go map).
+type jsonValue []byte
+
+func (v jsonValue) MarshalJSON() ([]byte, error) { return v, nil }
+func (v jsonValue) MarshalText() ([]byte, error) { return v, nil }
+func (v jsonValue) String() string               { return string(v) }
 
 func logLevel(log logr.Logger, level int32, msg string, kv []any) {
 	switch {

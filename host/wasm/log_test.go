@@ -17,6 +17,8 @@ func TestSplitLog(t *testing.T) {
 		{"odd\x00[\"k\"]", "odd", []any{"k", "(MISSING)"}},
 		{"not json\x00{oops", "not json {oops", nil},
 		{"two docs\x00[] []", "two docs [] []", nil},
+		{"object\x00[\"job\",{\"metadata\":{\"name\":\"j\"}},\"ids\",[1,2],\"ok\",true,\"none\",null,\"f\",1.5,7,\"number key\"]", "object",
+			[]any{"job", jsonValue(`{"metadata":{"name":"j"}}`), "ids", jsonValue(`[1,2]`), "ok", true, "none", nil, "f", 1.5, "7", "number key"}},
 	} {
 		msg, kv := splitLog([]byte(tc.in))
 		if msg != tc.msg || !reflect.DeepEqual(kv, tc.kv) {
