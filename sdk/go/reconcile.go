@@ -45,13 +45,26 @@ func (f ReconcilerFunc) Reconcile(ctx context.Context, req Request) (Result, err
 	return f(ctx, req)
 }
 
-// Manifest and its parts, as abi defines them.
+// The manifest and its parts are the types of package abi (go doc
+// github.com/wasmrec/wasmrec/abi Manifest), named here so that a plugin imports the SDK alone.
 type (
+	// Manifest is what the plugin says about itself, returned to the host as JSON: its Name,
+	// For (the kind it reconciles), Owns (kinds whose controller owner, of the For kind, is
+	// reconciled: controller-runtime's Owns), Watches (other kinds, mapped to For objects by
+	// their Map: same name or every object of the namespace) and Permissions (what it asks to
+	// be granted; kubebuilder RBAC markers add to them at wasmrec build).
+	Manifest = abi.Manifest
+	// Watch names a kind by APIVersion and Kind, with Predicates that filter its events and,
+	// in Watches, a Map (MapSameName or MapNamespace).
+	Watch = abi.Watch
+	// Predicate filters a Watch's events: a Type (Predicate* constants) and its arguments.
+	Predicate = abi.Predicate
+	// Permission is an RBAC rule without resource names: a Group, Resources (with
+	// subresources as "deployments/status") and Verbs.
+	Permission = abi.Permission
+	// LabelSelector is a Kubernetes label selector (matchLabels, matchExpressions), for a
+	// PredicateLabelSelector.
 	LabelSelector = abi.LabelSelector
-	Manifest      = abi.Manifest
-	Watch         = abi.Watch
-	Predicate     = abi.Predicate
-	Permission    = abi.Permission
 )
 
 var registered struct {
