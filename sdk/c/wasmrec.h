@@ -59,7 +59,9 @@ typedef struct {
 
 void wasmrec_response_free(wasmrec_response *r);
 
-/* Host calls; each takes the request JSON of abi/ABI.md. */
+/* Host calls; each takes the request JSON of abi/ABI.md. create, update and update_status take
+   the object, or with write options {"object": {...}, "fieldOwner": "...", "dryRun": true}
+   (ABI.md, "Write options"); patch and delete take those options beside their fields. */
 wasmrec_response wasmrec_get(const char *request_json);
 wasmrec_response wasmrec_list(const char *request_json);
 wasmrec_response wasmrec_create(const char *object_json);
