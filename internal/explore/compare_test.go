@@ -19,3 +19,24 @@ func TestGeneratedNamesPairByContent(t *testing.T) {
 		t.Errorf("differences %v, want the one of data.a 1 -> 3", d)
 	}
 }
+
+// A write with options names its object as one without, and a dry run is told apart: it
+// stores nothing, so it is neither a write a fault lands on nor a change to deliver.
+func TestWritesWithOptionsAreFollowed(t *testing.T) {
+	want := keyOf("v1", "ConfigMap", "demo", "x")
+	for _, tc := range []struct {
+		fn, req string
+		dry     bool
+	}{
+		{"create", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"demo"}}`, false},
+		{"update", `{"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"demo"}},"fieldOwner":"o"}`, false},
+		{"update_status", `{"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"demo"}},"dryRun":true}`, true},
+		{"patch", `{"apiVersion":"v1","kind":"ConfigMap","namespace":"demo","name":"x","type":"merge","patch":{},"dryRun":true}`, true},
+		{"delete", `{"apiVersion":"v1","kind":"ConfigMap","namespace":"demo","name":"x"}`, false},
+	} {
+		got, ok := writeTarget(tc.fn, []byte(tc.req))
+		if !ok || got != want || dryRun(tc.fn, []byte(tc.req)) != tc.dry {
+			t.Errorf("%s %s: target %v (%v), dry run %v; want %v, dry run %v", tc.fn, tc.req, got, ok, dryRun(tc.fn, []byte(tc.req)), want, tc.dry)
+		}
+	}
+}

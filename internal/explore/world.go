@@ -531,7 +531,7 @@ func (w *world) staleVersion(k key) ([]byte, bool) {
 // write makes a write, or crashes or conflicts where the schedule says, and delivers its event.
 func (w *world) write(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
 	target, ok := writeTarget(fn, req)
-	if !ok { // the cluster says what is wrong with it
+	if !ok || dryRun(fn, req) { // the cluster says what is wrong with it; a dry run stores nothing
 		return w.cluster.Call(ctx, fn, req)
 	}
 	if w.faultHere(plugintest.FaultCrash, func(f plugintest.Fault) bool { return f.AfterWrites == w.made }) {
@@ -584,8 +584,9 @@ func writeTarget(fn string, req []byte) (key, bool) {
 		}
 		return keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name), true
 	}
+	obj, _, err := abi.SplitWrite(req)
 	var o map[string]any
-	if json.Unmarshal(req, &o) != nil {
+	if err != nil || json.Unmarshal(obj, &o) != nil {
 		return key{}, false
 	}
 	r := plugintest.RefOf(o)
@@ -593,6 +594,17 @@ func writeTarget(fn string, req []byte) (key, bool) {
 		return key{}, false
 	}
 	return keyOf(r.APIVersion, r.Kind, r.Namespace, r.Name), true
+}
+
+// dryRun reports a write that asks for a dry run (ABI.md, "Write options").
+func dryRun(fn string, req []byte) bool {
+	var o abi.WriteOptions
+	switch fn {
+	case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+		_, wo, err := abi.SplitWrite(req)
+		return err == nil && wo.DryRun
+	}
+	return json.Unmarshal(req, &o) == nil && o.DryRun
 }
 
 // record adds object k's new version to its history.

@@ -73,8 +73,15 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 				before(o)
 			}
 		case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+			in, wo, err := abi.SplitWrite(e.In)
+			if err != nil {
+				return Case{}, nil, fmt.Errorf("event %d, the object of %s: %w", i, e.Fn, err)
+			}
+			if wo.DryRun { // it stored nothing
+				continue
+			}
 			var o map[string]any
-			if err := json.Unmarshal(e.In, &o); err != nil {
+			if err := json.Unmarshal(in, &o); err != nil {
 				return Case{}, nil, fmt.Errorf("event %d, the object of %s: %w", i, e.Fn, err)
 			}
 			if md, ok := o["metadata"].(map[string]any); ok {
@@ -93,6 +100,9 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 			var p abi.PatchRequest
 			if err := json.Unmarshal(e.In, &p); err != nil {
 				return Case{}, nil, fmt.Errorf("event %d, the patch: %w", i, err)
+			}
+			if p.DryRun {
+				continue
 			}
 			var doc map[string]any
 			if p.Type == abi.PatchJSON || json.Unmarshal(p.Patch, &doc) != nil || strings.Contains(string(p.Patch), `"$`) {
@@ -114,6 +124,9 @@ func FromRecording(name string, rec *recording.Recording) (Case, []string, error
 			var d abi.DeleteRequest
 			if err := json.Unmarshal(e.In, &d); err != nil {
 				return Case{}, nil, fmt.Errorf("event %d, the delete: %w", i, err)
+			}
+			if d.DryRun {
+				continue
 			}
 			r := Ref{APIVersion: d.APIVersion, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name}
 			if !seen[r.String()] {
