@@ -11,13 +11,14 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 )
 
-// Write is one write a reconcile made: its function, the object, and what it sent (the object,
-// the patch, or the delete's or event's request).
+// Write is one write a reconcile made: its function, the object, what it sent (the object,
+// the patch, or the delete's or event's request) and its write options.
 type Write struct {
-	Fn     string
-	Object string // "v1 ConfigMap ns/name"
-	Body   any    // its JSON, decoded
-	Status abi.Status
+	Fn      string
+	Object  string // "v1 ConfigMap ns/name"
+	Body    any    // its JSON, decoded
+	Options abi.WriteOptions
+	Status  abi.Status
 }
 
 // Writes are the writes of a step, in order: creates, updates, patches, deletes and events.
@@ -27,9 +28,18 @@ func (s *Step) Writes() []Write {
 		if e.Type != EventCall || e.Fn == abi.ImportGet || e.Fn == abi.ImportList {
 			continue
 		}
+		in, wo := e.In, abi.WriteOptions{}
+		switch e.Fn {
+		case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+			if obj, opts, err := abi.SplitWrite(e.In); err == nil {
+				in, wo = obj, opts
+			}
+		case abi.ImportPatch, abi.ImportDelete:
+			_ = json.Unmarshal(e.In, &wo)
+		}
 		var body any
-		_ = json.Unmarshal(e.In, &body)
-		w := Write{Fn: e.Fn, Object: ObjectOf(e.Fn, e.In), Body: body, Status: abi.Status(e.Status)}
+		_ = json.Unmarshal(in, &body)
+		w := Write{Fn: e.Fn, Object: ObjectOf(e.Fn, e.In), Body: body, Options: wo, Status: abi.Status(e.Status)}
 		if e.Fn == abi.ImportPatch { // the patch itself is what was written
 			if m, ok := body.(map[string]any); ok {
 				w.Body = m["patch"]
@@ -104,6 +114,9 @@ func Compare(want, got *Step) []string {
 				for _, d := range diffJSON("", ws[i].Body, gs[i].Body) {
 					out = append(out, fmt.Sprintf("%s: %s", k, d))
 				}
+				if ws[i].Options != gs[i].Options {
+					out = append(out, fmt.Sprintf("%s: write options: recorded %s, made %s", k, optionsOf(ws[i].Options), optionsOf(gs[i].Options)))
+				}
 			}
 		}
 	}
@@ -131,6 +144,21 @@ func Compare(want, got *Step) []string {
 		out = append(out, fmt.Sprintf("result: recorded %s, made %s", want.Describe(), got.Describe()))
 	}
 	return out
+}
+
+// optionsOf says a write's options: "dryRun, fieldOwner \"o\"", or "none".
+func optionsOf(o abi.WriteOptions) string {
+	var s []string
+	if o.DryRun {
+		s = append(s, "dryRun")
+	}
+	if o.FieldOwner != "" {
+		s = append(s, fmt.Sprintf("fieldOwner %q", o.FieldOwner))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }
 
 func listOf(s []string) string {
