@@ -3,6 +3,7 @@ package abi
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"unicode"
 )
 
@@ -104,6 +105,21 @@ type WriteOptions struct {
 type WriteRequest struct {
 	Object json.RawMessage `json:"object"`
 	WriteOptions
+}
+
+// String says the options as a person reads them: `dryRun, fieldOwner "o"`, or "none".
+func (o WriteOptions) String() string {
+	var s []string
+	if o.DryRun {
+		s = append(s, "dryRun")
+	}
+	if o.FieldOwner != "" {
+		s = append(s, fmt.Sprintf("fieldOwner %q", o.FieldOwner))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
 }
 
 // Wrap is the request of a create, update or update_status of object (its JSON) with these

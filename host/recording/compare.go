@@ -115,7 +115,7 @@ func Compare(want, got *Step) []string {
 					out = append(out, fmt.Sprintf("%s: %s", k, d))
 				}
 				if ws[i].Options != gs[i].Options {
-					out = append(out, fmt.Sprintf("%s: write options: recorded %s, made %s", k, optionsOf(ws[i].Options), optionsOf(gs[i].Options)))
+					out = append(out, fmt.Sprintf("%s: write options: recorded %s, made %s", k, ws[i].Options, gs[i].Options))
 				}
 			}
 		}
@@ -144,21 +144,6 @@ func Compare(want, got *Step) []string {
 		out = append(out, fmt.Sprintf("result: recorded %s, made %s", want.Describe(), got.Describe()))
 	}
 	return out
-}
-
-// optionsOf says a write's options: "dryRun, fieldOwner \"o\"", or "none".
-func optionsOf(o abi.WriteOptions) string {
-	var s []string
-	if o.DryRun {
-		s = append(s, "dryRun")
-	}
-	if o.FieldOwner != "" {
-		s = append(s, fmt.Sprintf("fieldOwner %q", o.FieldOwner))
-	}
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, ", ")
 }
 
 func listOf(s []string) string {

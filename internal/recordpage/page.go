@@ -88,6 +88,7 @@ type event struct {
 
 type write struct {
 	Fn, Object, Status string
+	Options            string // its write options, if any: `dryRun, fieldOwner "o"`
 	// Changes are the fields it changed in the object as the reconcile last read it; Body is
 	// what it sent, when there is no read to compare with.
 	Changes []string
@@ -158,6 +159,9 @@ func build(s Section) section {
 		}
 		for _, w := range (&recording.Step{Events: []recording.Event{e}}).Writes() {
 			wr := write{Fn: w.Fn, Object: w.Object, Status: w.Status.String()}
+			if w.Options != (abi.WriteOptions{}) {
+				wr.Options = w.Options.String()
+			}
 			if w.Fn == abi.ImportCreate && w.Status == abi.StatusOK { // a generated name is in the answer
 				if o, err := kubeanswer.Object(e.Out); err == nil {
 					b, _ := json.Marshal(o)

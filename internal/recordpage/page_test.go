@@ -44,7 +44,8 @@ func pageOf(t *testing.T) (recordpage.Page, int) {
 		call(abi.ImportGet, ref, configMap("7", map[string]any{"note": hostile}), abi.StatusOK),
 		{Type: recording.EventWalltime, N: time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC).UnixNano()},
 		{Type: recording.EventRandom, Out: []byte{1, 2, 3, 4}},
-		call(abi.ImportUpdate, configMap("7", map[string]any{"note": hostile, "hash": "v1"}), configMap("8", map[string]any{"note": hostile, "hash": "v1"}), abi.StatusOK),
+		call(abi.ImportUpdate, map[string]any{"object": configMap("7", map[string]any{"note": hostile, "hash": "v1"}), "fieldOwner": "hasher"},
+			configMap("8", map[string]any{"note": hostile, "hash": "v1"}), abi.StatusOK),
 		call(abi.ImportCreate, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": "team-a", "generateName": "web-"}},
 			map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": "team-a", "name": "web-x7k2p", "generateName": "web-"}}, abi.StatusOK),
 		call(abi.ImportEvent, map[string]any{"type": "Normal", "reason": "Hashed", "message": hostile}, nil, abi.StatusOK),
@@ -120,7 +121,7 @@ func TestPageInABrowser(t *testing.T) {
 	if line := testenv.Eval[string](t, ctx, `document.querySelector("tr.event-log").textContent`); !strings.Contains(line, "info") || !strings.Contains(line, "hashed object=team-a/web hash=v1") {
 		t.Errorf("the log line reads %q", line)
 	}
-	if writes := testenv.Eval[string](t, ctx, `[...document.querySelectorAll("div.write p")].map(e => e.textContent).join("\n")`); !strings.Contains(writes, "create v1 ConfigMap team-a/web-x7k2p: ok") {
+	if writes := testenv.Eval[string](t, ctx, `[...document.querySelectorAll("div.write p")].map(e => e.textContent).join("\n")`); !strings.Contains(writes, "create v1 ConfigMap team-a/web-x7k2p: ok") || !strings.Contains(writes, `update v1 ConfigMap team-a/web (fieldOwner "hasher"): ok`) {
 		t.Errorf("the writes, with a generated name:\n%s", writes)
 	}
 	if !strings.Contains(changes, `data.hash: added "v1"`) {
