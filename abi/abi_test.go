@@ -149,11 +149,34 @@ func TestAFieldManagerAlwaysHoldsThePluginsName(t *testing.T) {
 		{"kube-controller-manager", "web/kube-controller-manager", ""},
 		{"new\nline", "", `fieldOwner "new\nline": use printable characters only`},
 		{strings.Repeat("o", 124), "web/" + strings.Repeat("o", 124), ""},
-		{strings.Repeat("o", 125), "", "would be 129 bytes, over the API server's 128: use a shorter owner"},
+		{strings.Repeat("o", 125), "", `fieldOwner "oooooooooooooooooooooooooooooooooooooooo"...: with the plugin's name "web" the field manager would be 129 bytes, over the API server's 128: use a shorter owner`},
+		{" ", "", `fieldOwner " " is blank: name the writer, or leave the owner out`},
 	} {
 		got, err := abi.FieldManager("web", tc.owner)
 		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("FieldManager(web, %q) = %q, %v; want %q, %q", tc.owner, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestAPatchMayNotWriteManagedFields(t *testing.T) {
+	for _, tc := range []struct {
+		typ, patch string
+		sets       bool
+	}{
+		{abi.PatchMerge, `{"metadata":{"labels":{"a":"b"}}}`, false},
+		{abi.PatchMerge, `{"metadata":{"managedFields":[{"manager":"kubectl"}]}}`, true},
+		{abi.PatchStrategic, `{"metadata":{"managedFields":null}}`, true},
+		{abi.PatchMerge, `{"data":{"managedFields":"a key of the data"}}`, false},
+		{abi.PatchJSON, `[{"op":"replace","path":"/metadata/managedFields","value":[]}]`, true},
+		{abi.PatchJSON, `[{"op":"remove","path":"/metadata/managedFields/0"}]`, true},
+		{abi.PatchJSON, `[{"op":"replace","path":"/metadata","value":{"name":"x","managedFields":[]}}]`, true},
+		{abi.PatchJSON, `[{"op":"replace","path":"","value":{"metadata":{"managedFields":[]}}}]`, true},
+		{abi.PatchJSON, `[{"op":"add","path":"/data/managedFields","value":"x"}]`, false},
+		{abi.PatchApply, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","managedFields":[]}}`, true},
+	} {
+		if got := abi.PatchSetsManagedFields(tc.typ, []byte(tc.patch)); got != tc.sets {
+			t.Errorf("PatchSetsManagedFields(%s, %s) = %v, want %v", tc.typ, tc.patch, got, tc.sets)
 		}
 	}
 }

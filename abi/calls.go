@@ -1,8 +1,10 @@
 package abi
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -160,28 +162,82 @@ func SplitWrite(body []byte) (object []byte, opts WriteOptions, err error) {
 	return r.Object, r.WriteOptions, nil
 }
 
+// PatchSetsManagedFields reports whether a patch of type typ (Patch*) writes
+// metadata.managedFields, which no plugin may: the API server keeps them, and a plugin that set
+// them could give its fields to another manager, or take away theirs. (A create's or update's
+// object has them cut out instead, as the host's answers have.) A patch that does not decode is
+// not looked into: the API server refuses it.
+func PatchSetsManagedFields(typ string, patch []byte) bool {
+	if !bytes.Contains(patch, []byte("managedFields")) {
+		return false
+	}
+	if typ != PatchJSON {
+		return hasManagedFields(patch)
+	}
+	var ops []struct {
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(patch, &ops) != nil {
+		return false
+	}
+	for _, op := range ops {
+		switch {
+		case op.Path == "/metadata/managedFields" || strings.HasPrefix(op.Path, "/metadata/managedFields/"):
+			return true
+		case op.Path == "/metadata":
+			var md map[string]json.RawMessage
+			if json.Unmarshal(op.Value, &md) == nil && md["managedFields"] != nil {
+				return true
+			}
+		case op.Path == "" && hasManagedFields(op.Value):
+			return true
+		}
+	}
+	return false
+}
+
+// hasManagedFields reports an object (or merge patch) whose metadata has managedFields.
+func hasManagedFields(obj []byte) bool {
+	var o struct {
+		Metadata map[string]json.RawMessage `json:"metadata"`
+	}
+	return json.Unmarshal(obj, &o) == nil && o.Metadata["managedFields"] != nil
+}
+
 // MaxFieldManager is the API server's bound on a field manager's length.
 const MaxFieldManager = 128
 
-// FieldManager is the field manager of a write by plugin with the given field owner: the
-// plugin's name, or with an owner the plugin's name, "/" and the owner. The plugin's name is
-// always in it, so no plugin writes as another manager (another plugin, kubectl, a built-in
-// controller). An owner that is not printable text, or that makes the manager longer than the
-// API server allows, is an error that says so.
+// FieldManager is the field manager of a write by plugin (its name as the operator gave it: a
+// Plugin object's namespace and name) with the given field owner: the plugin's name, or with an
+// owner the plugin's name, "/" and the owner. The plugin's name is always in it, so no plugin
+// writes under a manager that is not its own. An owner that is blank, not printable text, or
+// that makes the manager longer than the API server allows is an error that says so.
 func FieldManager(plugin, owner string) (string, error) {
 	if owner == "" {
 		return plugin, nil
 	}
+	if strings.TrimSpace(owner) == "" {
+		return "", fmt.Errorf("fieldOwner %q is blank: name the writer, or leave the owner out", owner)
+	}
 	for _, r := range owner {
 		if !unicode.IsPrint(r) {
-			return "", fmt.Errorf("fieldOwner %q: use printable characters only", owner)
+			return "", fmt.Errorf("fieldOwner %s: use printable characters only", clipQuote(owner))
 		}
 	}
 	m := plugin + "/" + owner
 	if len(m) > MaxFieldManager {
-		return "", fmt.Errorf("fieldOwner %q: the field manager %q would be %d bytes, over the API server's %d: use a shorter owner", owner, m, len(m), MaxFieldManager)
+		return "", fmt.Errorf("fieldOwner %s: with the plugin's name %q the field manager would be %d bytes, over the API server's %d: use a shorter owner", clipQuote(owner), plugin, len(m), MaxFieldManager)
 	}
 	return m, nil
+}
+
+// clipQuote is s quoted, cut to its first 40 bytes: an owner said back in an error.
+func clipQuote(s string) string {
+	if len(s) <= 40 {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:40]) + "..."
 }
 
 // EventRequest is the request of event: a Kubernetes Event about an object.

@@ -157,7 +157,7 @@ func (c *Cluster) write(fn string, body []byte) ([]byte, error) {
 		return nil, fail(abi.StatusBadRequest, "%s: the object has no metadata.name", fn)
 	}
 	if _, err := abi.FieldManager(c.name, wo.FieldOwner); err != nil {
-		return nil, fail(abi.StatusBadRequest, "%s: %v", fn, err)
+		return nil, fail(abi.StatusBadRequest, "%v", err)
 	}
 	if kind, apiVersion := str(o, "kind"), str(o, "apiVersion"); kind != k.kind { // "configmap": the API server decodes the body by its kind
 		if builtinGroups[k.group] {
@@ -385,8 +385,11 @@ func (c *Cluster) patch(body []byte) ([]byte, error) {
 	if req.Subresource == "status" && k.noStatus {
 		return nil, noSubresource()
 	}
+	if abi.PatchSetsManagedFields(req.Type, req.Patch) {
+		return nil, fail(abi.StatusBadRequest, "the patch writes metadata.managedFields, which the API server keeps and no plugin may write: leave them out")
+	}
 	if _, err := abi.FieldManager(c.name, req.FieldOwner); err != nil {
-		return nil, fail(abi.StatusBadRequest, "patch: %v", err)
+		return nil, fail(abi.StatusBadRequest, "%v", err)
 	}
 	if req.Type == abi.PatchStrategic && !builtinGroups[k.group] {
 		return nil, fail(abi.StatusBadRequest, "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")

@@ -62,13 +62,14 @@ type tableCall struct {
 }
 
 type tableObject struct {
-	APIVersion string         `json:"apiVersion"`
-	Kind       string         `json:"kind"`
-	Namespace  string         `json:"namespace"`
-	Name       string         `json:"name"`
-	Absent     bool           `json:"absent"`
-	Object     map[string]any `json:"object"`
-	Managers   []string       `json:"managers"` // the fake keeps no field managers: not checked here
+	APIVersion  string         `json:"apiVersion"`
+	Kind        string         `json:"kind"`
+	Namespace   string         `json:"namespace"`
+	Name        string         `json:"name"`
+	Absent      bool           `json:"absent"`
+	Object      map[string]any `json:"object"`
+	Managers    []string       `json:"managers"`
+	NotManagers []string       `json:"notManagers"` // the fake keeps no field managers: not checked here
 }
 
 type tableEvent struct {

@@ -90,13 +90,14 @@ type tableCall struct {
 }
 
 type tableObject struct {
-	APIVersion string         `json:"apiVersion"`
-	Kind       string         `json:"kind"`
-	Namespace  string         `json:"namespace"`
-	Name       string         `json:"name"`
-	Absent     bool           `json:"absent"`
-	Object     map[string]any `json:"object"`
-	Managers   []string       `json:"managers"` // only the host's run checks them
+	APIVersion  string         `json:"apiVersion"`
+	Kind        string         `json:"kind"`
+	Namespace   string         `json:"namespace"`
+	Name        string         `json:"name"`
+	Absent      bool           `json:"absent"`
+	Object      map[string]any `json:"object"`
+	Managers    []string       `json:"managers"`
+	NotManagers []string       `json:"notManagers"` // only the host's run checks them
 }
 
 type tableEvent struct {
@@ -385,6 +386,11 @@ func (h *tableHost) run(t *testing.T, tab callTable, tc tableCase) {
 		for _, m := range want.Managers {
 			if !slices.Contains(managers, m) {
 				t.Errorf("after: %s %s/%s has field managers %q, none of them %q", want.Kind, want.Namespace, want.Name, managers, m)
+			}
+		}
+		for _, m := range want.NotManagers {
+			if slices.Contains(managers, m) {
+				t.Errorf("after: %s %s/%s has field managers %q, %q among them", want.Kind, want.Namespace, want.Name, managers, m)
 			}
 		}
 	}

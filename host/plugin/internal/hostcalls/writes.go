@@ -48,26 +48,31 @@ func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	}
 	manager, err := abi.FieldManager(c.API.Name, wo.FieldOwner)
 	if err != nil {
-		return nil, fail(abi.StatusBadRequest, "%s: %v", fn, err)
+		return nil, fail(abi.StatusBadRequest, "%v", err)
 	}
 	if err := c.mayWrite(ctx); err != nil {
 		return nil, err
 	}
+	// What is sent is obj.Raw: the object less metadata.managedFields, which the API server
+	// keeps (abi.PatchSetsManagedFields says why).
 	r := c.resource(m, obj.Namespace)
 	var out *object.Object
 	switch fn {
 	case abi.ImportCreate:
-		out, err = r.Create(ctx, body, metav1.CreateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)})
+		out, err = r.Create(ctx, obj.Raw, metav1.CreateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)})
 	case abi.ImportUpdate:
-		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)})
+		out, err = r.Update(ctx, obj.Name, obj.Raw, metav1.UpdateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)})
 	default:
-		out, err = r.Update(ctx, obj.Name, body, metav1.UpdateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)}, "status")
+		out, err = r.Update(ctx, obj.Name, obj.Raw, metav1.UpdateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)}, "status")
 	}
 	if err != nil {
 		return nil, err
 	}
 	return out.Raw, nil
 }
+
+// managedFieldsRefused is the answer to a patch that writes metadata.managedFields.
+const managedFieldsRefused = "the patch writes metadata.managedFields, which the API server keeps and no plugin may write: leave them out"
 
 var patchTypes = map[string]types.PatchType{
 	abi.PatchMerge:     types.MergePatchType,
@@ -95,9 +100,12 @@ func (c *Calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if req.Name == "" {
 		return nil, fail(abi.StatusBadRequest, "patch needs the object's name")
 	}
+	if abi.PatchSetsManagedFields(req.Type, req.Patch) {
+		return nil, fail(abi.StatusBadRequest, "%s", managedFieldsRefused)
+	}
 	manager, err := abi.FieldManager(c.API.Name, req.FieldOwner)
 	if err != nil {
-		return nil, fail(abi.StatusBadRequest, "patch: %v", err)
+		return nil, fail(abi.StatusBadRequest, "%v", err)
 	}
 	if err := c.mayWrite(ctx); err != nil {
 		return nil, err
