@@ -33,7 +33,7 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 
   # A Go plugin for a custom resource whose CRD you have, typed from its schema:
   kubectl get crd cronjobs.batch.tutorial.kubebuilder.io -o yaml > cronjob-crd.yaml
-  wasmrec new cronjob --for batch.tutorial.kubebuilder.io/v1/CronJob --crd cronjob-crd.yaml
+  wasmrec new cronjob --crd cronjob-crd.yaml
 
   # A C plugin for Deployments, then its test cases (tests/rollout.yaml):
   wasmrec new rollout --lang c --for apps/v1/Deployment
@@ -46,6 +46,9 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name, o.Lang = args[0], strings.ToLower(o.Lang)
+			if o.CRD != "" && !cmd.Flags().Changed("for") {
+				o.For = "" // the file's CRD says the kind
+			}
 			files, err := scaffold.Write(o)
 			if err != nil {
 				return err
@@ -81,7 +84,7 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 			}
 			switch {
 			case crdFile != "" && o.CRD != "":
-				fmt.Fprintf(stdout, "\n%s is the CRD of %s, from %s", crdFile, o.For, o.CRD)
+				fmt.Fprintf(stdout, "\n%s is the CRD, from %s", crdFile, o.CRD)
 				if typesFile != "" {
 					fmt.Fprintf(stdout, "; %s holds Go types written from its schema (wasmrec build writes their codec and deep copies): they are yours to change, in step with the CRD", typesFile)
 				}
@@ -108,7 +111,7 @@ installed, with the Go SDK this wasmrec carries (no published copy is needed).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Lang, "lang", "go", "the plugin's language: go or c")
-	f.StringVar(&o.For, "for", "v1/ConfigMap", "the kind the plugin reconciles, as APIVERSION/KIND (apps/v1/Deployment, example.com/v1/Widget)")
+	f.StringVar(&o.For, "for", "v1/ConfigMap", "the kind the plugin reconciles, as APIVERSION/KIND (apps/v1/Deployment, example.com/v1/Widget); with --crd, the kind of the file's CRD at its storage version")
 	f.StringVar(&o.Module, "module", "", "the Go module path (default NAME)")
 	f.StringVar(&o.Dir, "dir", "", "the folder to make (default NAME)")
 	f.StringVar(&o.CRD, "crd", "", "for a custom resource: a YAML file holding its CustomResourceDefinition (kubectl get crd NAME -o yaml), copied to crds/; a Go plugin gets Go types written from its schema")

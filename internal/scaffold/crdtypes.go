@@ -2,6 +2,8 @@ package scaffold
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/format"
@@ -19,46 +21,125 @@ import (
 // A kind's CRD, read from a file a user gave (wasmrec new --crd), and the Go types written from
 // its schema: what `wasmrec new --for` of a custom resource starts from when the CRD exists.
 
-// crdFile is the CRD of k in the YAML file path (one document, or many separated by ---), and
-// that document's bytes as they are in the file.
-func crdFile(path string, k kinds.Kind) (*apiextensionsv1.CustomResourceDefinition, []byte, error) {
+// crdDoc is a CustomResourceDefinition read from a file, and its YAML as the file has it (as
+// JSON converted to YAML for an item of a List).
+type crdDoc struct {
+	crd *apiextensionsv1.CustomResourceDefinition
+	doc []byte
+}
+
+// readCRDs reads the CustomResourceDefinitions of the YAML file path: its documents (one, or
+// many separated by ---) and the items of a List among them, as kubectl get crd -o yaml writes
+// several. holds says what the file holds, for an error.
+func readCRDs(path string) (crds []crdDoc, holds []string, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--crd: %w", err)
 	}
-	var found []string
-	for _, doc := range splitYAML(b) {
-		var probe struct{ Kind, APIVersion string }
-		if err := yaml.Unmarshal(doc, &probe); err != nil {
-			return nil, nil, fmt.Errorf("--crd %s: not YAML (%v): give the CRD as YAML, as kubectl get crd NAME -o yaml writes it", path, err)
+	var read func(doc []byte, yamlDoc bool) error
+	read = func(doc []byte, yamlDoc bool) error {
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return fmt.Errorf("--crd %s: not YAML (%v): give the CRD as YAML, as kubectl get crd NAME -o yaml writes it", path, err)
 		}
-		if probe.Kind != "CustomResourceDefinition" || probe.APIVersion != "apiextensions.k8s.io/v1" {
-			continue // another kind of object in the file
+		var probe struct {
+			Kind, APIVersion string
+			Metadata         struct{ Name string }
+			Items            []json.RawMessage
+		}
+		if err := json.Unmarshal(js, &probe); err != nil || probe.Kind == "" {
+			holds = append(holds, "a document that is not a Kubernetes object")
+			return nil
+		}
+		switch {
+		case probe.Kind == "List" || strings.HasSuffix(probe.Kind, "List") && probe.Items != nil:
+			for _, it := range probe.Items {
+				if err := read(it, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		case probe.Kind != "CustomResourceDefinition" || probe.APIVersion != "apiextensions.k8s.io/v1":
+			holds = append(holds, strings.TrimSpace(fmt.Sprintf("%s %s %s", probe.APIVersion, probe.Kind, probe.Metadata.Name)))
+			return nil
 		}
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := yaml.UnmarshalStrict(doc, &crd); err != nil {
-			return nil, nil, fmt.Errorf("--crd %s: a CustomResourceDefinition that does not read as apiextensions.k8s.io/v1: %w", path, err)
+			return fmt.Errorf("--crd %s: the CustomResourceDefinition %s does not read as apiextensions.k8s.io/v1: %w", path, probe.Metadata.Name, err)
 		}
-		found = append(found, crd.Spec.Group+"/"+crd.Spec.Names.Kind)
+		holds = append(holds, fmt.Sprintf("the CustomResourceDefinition of %s/%s", crd.Spec.Group, crd.Spec.Names.Kind))
+		if !yamlDoc {
+			if doc, err = yaml.JSONToYAML(doc); err != nil {
+				return err
+			}
+		}
+		crds = append(crds, crdDoc{&crd, bytes.TrimSpace(doc)})
+		return nil
+	}
+	for _, doc := range splitYAML(b) {
+		if err := read(doc, true); err != nil {
+			return nil, nil, err
+		}
+	}
+	return crds, holds, nil
+}
+
+// noCRD is the error for a file without the CRD wanted: what it holds, and how to get a CRD.
+func noCRD(path string, holds []string, what string) error {
+	hint := "kubectl get crd NAME -o yaml writes one"
+	if slices.ContainsFunc(holds, func(h string) bool { return strings.HasPrefix(h, "apiextensions.k8s.io/v1beta1 ") }) {
+		hint = "apiextensions.k8s.io/v1beta1 CRDs are served no more since Kubernetes 1.22: kubectl get crd NAME -o yaml reads one back as v1"
+	}
+	if len(holds) == 0 {
+		holds = []string{"nothing"}
+	}
+	return fmt.Errorf("--crd %s: %s; the file holds %s (%s)", path, what, strings.Join(holds, ", "), hint)
+}
+
+// pickCRD is the CRD of k among crds, and checks that it serves k's version with a schema.
+func pickCRD(path string, crds []crdDoc, holds []string, k kinds.Kind) (*crdDoc, error) {
+	for i := range crds {
+		crd := crds[i].crd
 		if crd.Spec.Group != k.Group || crd.Spec.Names.Kind != k.Kind {
 			continue
 		}
-		var versions []string
+		var served []string
 		for _, v := range crd.Spec.Versions {
-			if v.Name == k.Version {
-				if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
-					return nil, nil, fmt.Errorf("--crd %s: version %s of %s has no schema to write Go types from", path, k.Version, crd.Name)
-				}
-				return &crd, bytes.TrimSpace(doc), nil
+			if v.Served {
+				served = append(served, v.Name)
 			}
-			versions = append(versions, v.Name)
 		}
-		return nil, nil, fmt.Errorf("--crd %s: %s serves versions %s, not %s: change --for", path, crd.Name, strings.Join(versions, ", "), k.Version)
+		for _, v := range crd.Spec.Versions {
+			switch {
+			case v.Name != k.Version:
+			case !v.Served:
+				return nil, fmt.Errorf("--crd %s: %s does not serve version %s (served: false): use one it serves, %s, in --for", path, crd.Name, k.Version, strings.Join(served, ", "))
+			case v.Schema == nil || v.Schema.OpenAPIV3Schema == nil:
+				return nil, fmt.Errorf("--crd %s: version %s of %s has no schema to write Go types from", path, k.Version, crd.Name)
+			default:
+				return &crds[i], nil
+			}
+		}
+		return nil, fmt.Errorf("--crd %s: %s serves versions %s, not %s: change --for", path, crd.Name, strings.Join(served, ", "), k.Version)
 	}
-	if len(found) == 0 {
-		return nil, nil, fmt.Errorf("--crd %s: no apiextensions.k8s.io/v1 CustomResourceDefinition in the file (kubectl get crd NAME -o yaml writes one)", path)
+	return nil, noCRD(path, holds, fmt.Sprintf("no CustomResourceDefinition of %s/%s", k.Group, k.Kind))
+}
+
+// forOf is the --for of the one CRD of the file: its group, its storage version and its kind.
+func forOf(path string, crds []crdDoc, holds []string) (string, error) {
+	if len(crds) != 1 {
+		if len(crds) == 0 {
+			return "", noCRD(path, holds, "no apiextensions.k8s.io/v1 CustomResourceDefinition")
+		}
+		return "", fmt.Errorf("--crd %s: it holds %s: say which kind with --for GROUP/VERSION/KIND", path, strings.Join(holds, ", "))
 	}
-	return nil, nil, fmt.Errorf("--crd %s: it defines %s, not %s/%s: change --for or --crd", path, strings.Join(found, ", "), k.Group, k.Kind)
+	crd := crds[0].crd
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return crd.Spec.Group + "/" + v.Name + "/" + crd.Spec.Names.Kind, nil
+		}
+	}
+	return "", fmt.Errorf("--crd %s: %s stores no version: say which with --for", path, crd.Name)
 }
 
 // splitYAML splits a YAML stream into its documents.
@@ -95,6 +176,7 @@ func typesFromSchema(pkg string, crd *apiextensionsv1.CustomResourceDefinition, 
 	g := &typeGen{names: map[string]bool{kind: true, kind + "List": true}, imports: map[string]bool{}}
 	root := v.Schema.OpenAPIV3Schema
 	var fields bytes.Buffer
+	taken := map[string]bool{"TypeMeta": true, "ObjectMeta": true}
 	for _, name := range sortedKeys(root.Properties) {
 		if name == "apiVersion" || name == "kind" || name == "metadata" {
 			continue
@@ -103,7 +185,8 @@ func typesFromSchema(pkg string, crd *apiextensionsv1.CustomResourceDefinition, 
 		// spec and status are values, as in kubebuilder's types: obj.Spec.Size reads without a
 		// nil check, and an empty one is left out.
 		req := slices.Contains(root.Required, name)
-		goType := g.typeOf(kind+goField(name), name, &p, true, req || p.Type == "object")
+		field := uniqueName(goField(name), taken)
+		goType := g.typeOf(kind+field, name, &p, true, req || p.Type == "object")
 		tag := name
 		switch {
 		case req:
@@ -113,7 +196,7 @@ func typesFromSchema(pkg string, crd *apiextensionsv1.CustomResourceDefinition, 
 			tag += ",omitempty"
 		}
 		writeDoc(&fields, "\t", p.Description)
-		fmt.Fprintf(&fields, "\t%s %s `json:%q`\n\n", goField(name), goType, tag)
+		fmt.Fprintf(&fields, "\t%s %s `json:%q`\n\n", field, goType, tag)
 	}
 	g.imports["metav1 \"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1\""] = true
 
@@ -131,7 +214,7 @@ func typesFromSchema(pkg string, crd *apiextensionsv1.CustomResourceDefinition, 
 		out.WriteString("// +kubebuilder:resource:scope=Cluster\n")
 	}
 	out.WriteString("\n")
-	writeDoc(&out, "", cmpOr(root.Description, fmt.Sprintf("%s is the Schema for the %s API.", kind, crd.Spec.Names.Plural)))
+	writeDoc(&out, "", cmp.Or(root.Description, fmt.Sprintf("%s is the Schema for the %s API.", kind, crd.Spec.Names.Plural)))
 	fmt.Fprintf(&out, "type %s struct {\n\tmetav1.TypeMeta   `json:\",inline\"`\n\tmetav1.ObjectMeta `json:\"metadata,omitzero\"`\n\n%s}\n\n", kind, fields.Bytes())
 	fmt.Fprintf(&out, "// +kubebuilder:object:root=true\n\n// %sList is a list of %s objects.\ntype %sList struct {\n\tmetav1.TypeMeta `json:\",inline\"`\n\tmetav1.ListMeta `json:\"metadata,omitzero\"`\n\tItems           []%s `json:\"items\"`\n}\n", kind, kind, kind, kind)
 	out.Write(g.decls.Bytes())
@@ -214,7 +297,7 @@ func (g *typeGen) typeOf(name, path string, s *apiextensionsv1.JSONSchemaProps, 
 			g.imports[importMetav1] = true
 			return "[]metav1.Condition"
 		}
-		return "[]" + g.typeOf(name, path+"[*]", it, false, true)
+		return "[]" + g.typeOf(singular(name), path+"[*]", it, false, true)
 	case "object":
 		if name == "" {
 			break
@@ -249,16 +332,14 @@ func isCondition(s *apiextensionsv1.JSONSchemaProps) bool {
 // structOf declares the struct of schema s, at path, under a name not yet taken (name, or
 // name2...) and returns that name.
 func (g *typeGen) structOf(name, path string, s *apiextensionsv1.JSONSchemaProps) string {
-	n := name
-	for i := 2; g.names[n]; i++ {
-		n = fmt.Sprintf("%s%d", name, i)
-	}
-	g.names[n] = true
+	n := uniqueName(name, g.names)
 	var body bytes.Buffer
+	taken := map[string]bool{}
 	for _, f := range sortedKeys(s.Properties) {
 		p := s.Properties[f]
 		req := slices.Contains(s.Required, f)
-		t := g.typeOf(n+goField(f), path+"."+f, &p, true, req)
+		field := uniqueName(goField(f), taken) // fooBar and foo_bar: FooBar and FooBar2
+		t := g.typeOf(n+field, path+"."+f, &p, true, req)
 		writeDoc(&body, "\t", p.Description)
 		for _, m := range markers(&p) {
 			fmt.Fprintf(&body, "\t// %s\n", m)
@@ -274,10 +355,10 @@ func (g *typeGen) structOf(name, path string, s *apiextensionsv1.JSONSchemaProps
 		if !req {
 			body.WriteString("\t// +optional\n")
 		}
-		fmt.Fprintf(&body, "\t%s %s `json:%q`\n", goField(f), t, tag)
+		fmt.Fprintf(&body, "\t%s %s `json:%q`\n", field, t, tag)
 	}
 	g.decls.WriteString("\n")
-	writeDoc(&g.decls, "", cmpOr(s.Description, fmt.Sprintf("%s is the object at %s.", n, path)))
+	writeDoc(&g.decls, "", fmt.Sprintf("%s is the object at %s.", n, path)) // its field has the schema's description
 	fmt.Fprintf(&g.decls, "type %s struct {\n%s}\n", n, body.Bytes())
 	return n
 }
@@ -304,6 +385,15 @@ func markers(s *apiextensionsv1.JSONSchemaProps) []string {
 	}
 	if s.Default != nil {
 		out = append(out, "+kubebuilder:default="+string(s.Default.Raw))
+	}
+	if s.XListType != nil {
+		out = append(out, "+listType="+*s.XListType)
+	}
+	for _, k := range s.XListMapKeys {
+		out = append(out, "+listMapKey="+k)
+	}
+	if s.XMapType != nil {
+		out = append(out, "+mapType="+*s.XMapType)
 	}
 	return out
 }
@@ -340,6 +430,30 @@ func goField(json string) string {
 		s = "F" + s
 	}
 	return s
+}
+
+// uniqueName is name, or name2, name3... if taken, and takes it.
+func uniqueName(name string, taken map[string]bool) string {
+	n := name
+	for i := 2; taken[n]; i++ {
+		n = fmt.Sprintf("%s%d", name, i)
+	}
+	taken[n] = true
+	return n
+}
+
+// singular is the type name of an item of a list whose type name is plural: Notifications
+// gives Notification, Policies Policy, Addresses Address.
+func singular(name string) string {
+	switch {
+	case strings.HasSuffix(name, "ies") && len(name) > 3:
+		return name[:len(name)-3] + "y"
+	case strings.HasSuffix(name, "sses") || strings.HasSuffix(name, "shes") || strings.HasSuffix(name, "ches") || strings.HasSuffix(name, "xes"):
+		return name[:len(name)-2]
+	case strings.HasSuffix(name, "s") && !strings.HasSuffix(name, "ss") && !strings.HasSuffix(name, "us") && !strings.HasSuffix(name, "is"):
+		return name[:len(name)-1]
+	}
+	return name
 }
 
 func isIdent(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
@@ -379,9 +493,98 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
+// sampleBody is what a sample object of the CRD's version needs beside its metadata for the API
+// server to take it: the fields the schema requires (spec's, and theirs), with placeholder
+// values that pass the schema's enum, minimum, format and length checks. "" if it requires
+// nothing.
+func sampleBody(crd *apiextensionsv1.CustomResourceDefinition, version string) string {
+	var root *apiextensionsv1.JSONSchemaProps
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version && v.Schema != nil {
+			root = v.Schema.OpenAPIV3Schema
+		}
 	}
-	return b
+	if root == nil {
+		return ""
+	}
+	body := map[string]any{}
+	for _, f := range sortedKeys(root.Properties) {
+		p := root.Properties[f]
+		switch {
+		case f == "apiVersion" || f == "kind" || f == "metadata" || f == "status":
+		case slices.Contains(root.Required, f) || len(p.Required) > 0:
+			body[f] = sampleOf(&p)
+		}
+	}
+	if len(body) == 0 {
+		return ""
+	}
+	b, err := yaml.Marshal(body)
+	if err != nil {
+		return ""
+	}
+	return "# What the CRD requires, with placeholder values: make them yours.\n" + strings.TrimSpace(string(b))
+}
+
+// sampleOf is a placeholder value of schema s with what it requires.
+func sampleOf(s *apiextensionsv1.JSONSchemaProps) any {
+	var v any
+	switch {
+	case len(s.Enum) > 0 && json.Unmarshal(s.Enum[0].Raw, &v) == nil:
+		return v
+	case s.Default != nil && json.Unmarshal(s.Default.Raw, &v) == nil:
+		return v
+	case s.XIntOrString:
+		return "1"
+	}
+	switch s.Type {
+	case "object":
+		m := map[string]any{}
+		for _, f := range s.Required {
+			p := s.Properties[f]
+			m[f] = sampleOf(&p)
+		}
+		return m
+	case "array":
+		var items []any
+		for i := int64(0); s.MinItems != nil && i < *s.MinItems; i++ {
+			if s.Items != nil && s.Items.Schema != nil {
+				items = append(items, sampleOf(s.Items.Schema))
+			}
+		}
+		if items == nil {
+			items = []any{}
+		}
+		return items
+	case "integer", "number":
+		n := 1.0
+		if s.Minimum != nil {
+			n = *s.Minimum
+			if s.ExclusiveMinimum {
+				n++
+			}
+		}
+		if s.Type == "integer" {
+			return int64(n)
+		}
+		return n
+	case "boolean":
+		return false
+	case "string":
+		switch s.Format {
+		case "date-time":
+			return "2026-01-01T00:00:00Z"
+		case "date":
+			return "2026-01-01"
+		}
+		v := "example"
+		if s.MinLength != nil && int64(len(v)) < *s.MinLength {
+			v += strings.Repeat("x", int(*s.MinLength)-len(v))
+		}
+		if s.MaxLength != nil && int64(len(v)) > *s.MaxLength {
+			v = v[:*s.MaxLength]
+		}
+		return v
+	}
+	return map[string]any{}
 }

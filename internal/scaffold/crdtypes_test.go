@@ -8,13 +8,18 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	"sigs.k8s.io/yaml"
+
 	"github.com/wasmrec/wasmrec/internal/crdgen"
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
 // widget is a Widget that sets every field of testdata/widgets.yaml's schema, as JSON.
 const widget = `{"apiVersion":"shop.example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"shop"},
-"spec":{"size":3,"weight":9000000000,"ratio":0.5,"paused":false,"color":"green","serialID":"A-1",
+"spec":{"size":3,"weight":9000000000,"ratio":0.5,"paused":false,"color":"green","serialID":"A-1","serial_id":"a-1",
 "madeAt":"2026-01-02T03:04:05Z","port":"http","memory":"1Gi","labels":{"a":"b"},"limits":{"x":{"max":2}},
 "parts":[{"name":"bolt","count":0,"tags":["m4"]},{"name":"nut"}],
 "template":{"metadata":{"name":"box","labels":{"k":"v"}},"spec":{"fragile":true}},
@@ -79,7 +84,9 @@ func TestACustomResourceIsTypedFromItsCRD(t *testing.T) {
 		"\tSpec WidgetSpec `json:\"spec,omitzero\"`\n",
 		"\t// Size in centimetres.\n\t// +kubebuilder:validation:Minimum=1\n\tSize int32 `json:\"size\"`\n",
 		"\t// +kubebuilder:validation:Enum=red;green;blue\n\t// +kubebuilder:default=\"red\"\n\t// +optional\n\tColor *string `json:\"color,omitempty\"`\n",
-		"\tParts []WidgetSpecParts `json:\"parts\"`\n",
+		"\t// +listType=map\n\t// +listMapKey=name\n\tParts []WidgetSpecPart `json:\"parts\"`\n",
+		"// WidgetSpecPart is the object at spec.parts[*].\ntype WidgetSpecPart struct {",
+		"\tSerialID2 string `json:\"serial_id,omitempty\"`\n",
 		"\tSerialID string `json:\"serialID,omitempty\"`\n",
 		"\tMemory *resource.Quantity `json:\"memory,omitempty\"`\n",
 		"\tPort *intstr.IntOrString `json:\"port,omitempty\"`\n",
@@ -134,19 +141,78 @@ func TestACRDsScopeAndPluralAreTheKinds(t *testing.T) {
 func TestACRDThatDoesNotServeTheKindIsRefused(t *testing.T) {
 	for _, tc := range []struct{ for_, crd, want string }{
 		{"shop.example.com/v2/Widget", "testdata/widgets.yaml", "--crd testdata/widgets.yaml: widgets.shop.example.com serves versions v1beta1, v1, not v2: change --for"},
-		{"shop.example.com/v1/Sprocket", "testdata/widgets.yaml", "--crd testdata/widgets.yaml: it defines shop.example.com/Widget, shop.example.com/Gadget, not shop.example.com/Sprocket: change --for or --crd"},
+		{"shop.example.com/v2alpha1/Widget", "testdata/widgets.yaml", "--crd testdata/widgets.yaml: widgets.shop.example.com does not serve version v2alpha1 (served: false): use one it serves, v1beta1, v1, in --for"},
+		{"shop.example.com/v1/Sprocket", "testdata/widgets.yaml", "--crd testdata/widgets.yaml: no CustomResourceDefinition of shop.example.com/Sprocket; the file holds v1 Namespace shop, the CustomResourceDefinition of shop.example.com/Widget, the CustomResourceDefinition of shop.example.com/Gadget (kubectl get crd NAME -o yaml writes one)"},
+		{"", "testdata/widgets.yaml", "--crd testdata/widgets.yaml: it holds v1 Namespace shop, the CustomResourceDefinition of shop.example.com/Widget, the CustomResourceDefinition of shop.example.com/Gadget: say which kind with --for GROUP/VERSION/KIND"},
+		{"v1/Widget", "testdata/widgets.yaml", "--crd testdata/widgets.yaml defines shop.example.com/Widget: use its group in --for (or leave --for out)"},
 		{"apps/v1/Deployment", "testdata/widgets.yaml", "--crd: apps/v1/Deployment is a built-in kind, which has no CustomResourceDefinition: leave --crd out"},
 		{"shop.example.com/v1/Widget", "testdata/missing.yaml", "--crd: open testdata/missing.yaml: no such file or directory"},
 		{"shop.example.com/v1/Widget", "scaffold.go", "--crd scaffold.go: not YAML ("},
-		{"shop.example.com/v1/Widget", "testdata/namespace.yaml", "--crd testdata/namespace.yaml: no apiextensions.k8s.io/v1 CustomResourceDefinition in the file"},
+		{"shop.example.com/v1/Widget", "testdata/namespace.yaml", "--crd testdata/namespace.yaml: no CustomResourceDefinition of shop.example.com/Widget; the file holds v1 Namespace shop (kubectl get crd NAME -o yaml writes one)"},
+		{"shop.example.com/v1/Widget", "testdata/notes.txt", "--crd testdata/notes.txt: no CustomResourceDefinition of shop.example.com/Widget; the file holds a document that is not a Kubernetes object"},
 	} {
 		dir := filepath.Join(t.TempDir(), "x")
 		_, err := Write(Options{Name: "x", Lang: "go", For: tc.for_, Dir: dir, CRD: tc.crd})
-		if err == nil || err.Error() != tc.want && !strings.HasPrefix(err.Error(), tc.want) {
+		if err == nil || err.Error() != tc.want && !strings.HasPrefix(err.Error(), tc.want) && !strings.HasSuffix(err.Error(), tc.want) {
 			t.Errorf("--for %s --crd %s: %v\nwant %s", tc.for_, tc.crd, err, tc.want)
 		}
 		if _, statErr := os.Stat(dir); statErr == nil {
 			t.Errorf("--for %s --crd %s: the folder was made", tc.for_, tc.crd)
 		}
+	}
+}
+
+// kubectl get crd -o yaml of several writes a List; with one CRD, --for may be left out.
+func TestACRDInAListNamesTheKind(t *testing.T) {
+	list := filepath.Join(t.TempDir(), "crds.yaml")
+	gadget, _ := os.ReadFile("testdata/widgets.yaml")
+	doc := string(gadget[strings.LastIndex(string(gadget), "---\n")+4:])
+	items := "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSpace(doc), "\n", "\n  ") + "\n"
+	if err := os.WriteFile(list, []byte(items), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "gadget")
+	files, err := Write(Options{Name: "gadget", Lang: "go", Dir: dir, CRD: list})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(files, "crds/gadgetries.shop.example.com.yaml") || !slices.Contains(files, "api/v1/gadget_types.go") {
+		t.Errorf("files %v: want the Gadget's CRD and types", files)
+	}
+	crd, _ := os.ReadFile(filepath.Join(dir, "crds", "gadgetries.shop.example.com.yaml"))
+	if !strings.Contains(string(crd), "kind: CustomResourceDefinition") || strings.Contains(string(crd), "kind: List") {
+		t.Errorf("crds/ holds\n%s\nwant the CRD alone", crd)
+	}
+}
+
+// The sample of a kind whose CRD requires fields has them, with values its schema takes, as
+// the API server's own validator of custom resources judges them.
+func TestASampleHoldsWhatTheCRDRequires(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "widget")
+	if _, err := Write(Options{Name: "widget", Lang: "c", For: "shop.example.com/v1/Widget", Dir: dir, CRD: "testdata/widgets.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "samples", "widget.yaml"))
+	var sample map[string]any
+	if err := yaml.Unmarshal(b, &sample); err != nil {
+		t.Fatal(err)
+	}
+	crds, _, err := readCRDs("testdata/widgets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var internal apiextensions.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crds[0].crd.Spec.Versions[2].Schema.OpenAPIV3Schema, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	validator, _, err := validation.NewSchemaValidator(&internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sample["spec"] == nil {
+		t.Fatalf("the sample has no spec, which holds fields the CRD requires:\n%s", b)
+	}
+	if errs := validation.ValidateCustomResource(nil, sample, validator); len(errs) > 0 {
+		t.Errorf("the sample\n%s\nis refused: %v", b, errs.ToAggregate())
 	}
 }

@@ -30,6 +30,7 @@ type Options struct {
 	// Lang is "go" or "c".
 	Lang string
 	// For is the kind reconciled, "APIVERSION/KIND": "v1/ConfigMap", "apps/v1/Deployment".
+	// With CRD it may be empty: the kind of the file's one CRD, at its storage version.
 	For string
 	// Module is the Go module path; defaults to Name.
 	Module string
@@ -97,19 +98,41 @@ func Write(o Options) ([]string, error) {
 	if o.Lang != "go" && o.Lang != "c" {
 		return nil, fmt.Errorf("--lang %q: use go or c", o.Lang)
 	}
+	var (
+		crds  []crdDoc
+		holds []string
+		err   error
+	)
+	if o.CRD != "" {
+		if crds, holds, err = readCRDs(o.CRD); err != nil {
+			return nil, err
+		}
+		if o.For == "" {
+			if o.For, err = forOf(o.CRD, crds, holds); err != nil {
+				return nil, err
+			}
+		}
+	}
 	k, err := kinds.ParseFor(o.For)
 	if err != nil {
+		for _, c := range crds { // --for v1/CronJob, and the file has the CRD of another group's CronJob
+			if i := strings.LastIndex(o.For, "/"); i >= 0 && c.crd.Spec.Names.Kind == o.For[i+1:] {
+				return nil, fmt.Errorf("%w\n--crd %s defines %s/%s: use its group in --for (or leave --for out)", err, o.CRD, c.crd.Spec.Group, c.crd.Spec.Names.Kind)
+			}
+		}
 		return nil, err
 	}
 	var crd *apiextensionsv1.CustomResourceDefinition
-	var crdDoc []byte
+	var crdYAML []byte
 	if o.CRD != "" {
 		if k.BuiltIn {
 			return nil, fmt.Errorf("--crd: %s/%s is a built-in kind, which has no CustomResourceDefinition: leave --crd out", k.APIVersion(), k.Kind)
 		}
-		if crd, crdDoc, err = crdFile(o.CRD, k); err != nil {
+		c, err := pickCRD(o.CRD, crds, holds, k)
+		if err != nil {
 			return nil, err
 		}
+		crd, crdYAML = c.crd, c.doc
 		k.Resource, k.Namespaced = crd.Spec.Names.Plural, crd.Spec.Scope == apiextensionsv1.NamespaceScoped
 	}
 	if o.Dir == "" {
@@ -137,6 +160,9 @@ func Write(o Options) ([]string, error) {
 	if crd != nil && crd.Spec.Names.Singular != "" {
 		d.Singular = crd.Spec.Names.Singular
 	}
+	if crd != nil {
+		d.SampleBody = sampleBody(crd, k.Version)
+	}
 	if body, ok := sampleBodies[d.APIVersion+"/"+d.Kind]; ok {
 		d.SampleBody = strings.ReplaceAll(body, "%[1]s", o.Name+"-sample")
 	}
@@ -149,7 +175,7 @@ func Write(o Options) ([]string, error) {
 	written := map[string][]byte{} // files written as they are, not from a template
 	switch {
 	case crd != nil:
-		written["crds/"+k.Resource+"."+k.Group+".yaml"] = append(crdDoc, '\n')
+		written["crds/"+k.Resource+"."+k.Group+".yaml"] = append(crdYAML, '\n')
 	case !k.BuiltIn: // a custom resource: a CRD to start from
 		files["crds/"+k.Resource+"."+k.Group+".yaml"] = "templates/crd.yaml.tmpl"
 	}
