@@ -117,6 +117,20 @@ func deepCopy(v any) any {
 // MarshalJSON encodes the object, as json.Marshal would its map, without reflection.
 func (o *Object) MarshalJSON() ([]byte, error) { return jsonv.Marshal(o.Object) }
 
+// UnmarshalJSON reads a JSON object into o, as json.Unmarshal would read it into its map, so
+// that json.Unmarshal(data, &obj) reads what json.Marshal(&obj) wrote. null leaves o as it is.
+func (o *Object) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil
+	}
+	m, err := jsonv.DecodeObject(data)
+	if err != nil {
+		return err
+	}
+	o.Object = m
+	return nil
+}
+
 // Ref names the object.
 func (o *Object) Ref() ObjectRef {
 	return ObjectRef{APIVersion: o.APIVersion(), Kind: o.Kind(), Namespace: o.Namespace(), Name: o.Name()}

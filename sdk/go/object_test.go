@@ -48,3 +48,20 @@ func TestDeepCopySharesNothing(t *testing.T) {
 		t.Errorf("empty.DeepCopy() = %#v", e)
 	}
 }
+
+// json.Unmarshal reads into an Object what json.Marshal wrote of it.
+func TestAnObjectReadsBackWhatItWrote(t *testing.T) {
+	o := NewObject("v1", "ConfigMap", "demo", "web")
+	o.Object["data"] = map[string]any{"a": "1"}
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Object
+	if err := json.Unmarshal(b, &back); err != nil || back.Name() != "web" || !reflect.DeepEqual(back.Object, o.Object) {
+		t.Errorf("read back %v (%v), want %v", back.Object, err, o.Object)
+	}
+	if err := json.Unmarshal([]byte(`[1]`), &back); err == nil {
+		t.Error("an array read as an object")
+	}
+}
