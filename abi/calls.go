@@ -149,6 +149,9 @@ func (o WriteOptions) Wrap(object []byte) []byte {
 // "object" and no "apiVersion": every object a write names has an apiVersion, and a custom
 // resource may have a field called object.
 func SplitWrite(body []byte) (object []byte, opts WriteOptions, err error) {
+	if !bytes.Contains(body, []byte(`"object"`)) { // most writes: no envelope, nothing to decode
+		return body, WriteOptions{}, nil
+	}
 	var r struct {
 		APIVersion json.RawMessage `json:"apiVersion"`
 		WriteRequest
