@@ -54,6 +54,13 @@ func readCRDs(path string) (crds []crdDoc, holds []string, err error) {
 		switch {
 		case probe.Kind == "List" || strings.HasSuffix(probe.Kind, "List") && probe.Items != nil:
 			for _, it := range probe.Items {
+				if probe.Kind != "List" { // a typed list's items (the API server's CustomResourceDefinitionList) name no kind
+					var m map[string]any
+					if json.Unmarshal(it, &m) == nil && m["kind"] == nil {
+						m["kind"], m["apiVersion"] = strings.TrimSuffix(probe.Kind, "List"), probe.APIVersion
+						it, _ = json.Marshal(m)
+					}
+				}
 				if err := read(it, false); err != nil {
 					return err
 				}

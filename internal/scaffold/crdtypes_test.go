@@ -162,12 +162,22 @@ func TestACRDThatDoesNotServeTheKindIsRefused(t *testing.T) {
 	}
 }
 
-// kubectl get crd -o yaml of several writes a List; with one CRD, --for may be left out.
+// kubectl get crd -o yaml of several writes a List, and the API server a
+// CustomResourceDefinitionList whose items name no kind; with one CRD, --for may be left out.
 func TestACRDInAListNamesTheKind(t *testing.T) {
-	list := filepath.Join(t.TempDir(), "crds.yaml")
 	gadget, _ := os.ReadFile("testdata/widgets.yaml")
-	doc := string(gadget[strings.LastIndex(string(gadget), "---\n")+4:])
-	items := "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSpace(doc), "\n", "\n  ") + "\n"
+	doc := strings.TrimSpace(string(gadget[strings.LastIndex(string(gadget), "---\n")+4:]))
+	typed := strings.Replace(strings.Replace(doc, "apiVersion: apiextensions.k8s.io/v1\n", "", 1), "kind: CustomResourceDefinition\n", "", 1)
+	for name, list := range map[string]string{
+		"List":                         "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(doc, "\n", "\n  ") + "\n",
+		"CustomResourceDefinitionList": "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinitionList\nitems:\n- " + strings.ReplaceAll(typed, "\n", "\n  ") + "\n",
+	} {
+		t.Run(name, func(t *testing.T) { writeFromList(t, list) })
+	}
+}
+
+func writeFromList(t *testing.T, items string) {
+	list := filepath.Join(t.TempDir(), "crds.yaml")
 	if err := os.WriteFile(list, []byte(items), 0o644); err != nil {
 		t.Fatal(err)
 	}
