@@ -77,8 +77,8 @@ func BenchmarkIdleDensity(b *testing.B) {
 					if c.tier != "kept" {
 						h.waitIdle(b, addr+"/metrics", time.Minute)
 					}
-					// The host gives closed instances' memory back in collections it spaces out
-					// (its reclaimer): RSS read at the last close would count the last ones.
+					// The host gives released code's memory back in two collections soon after
+					// (its reclaimer): RSS read at the last release would count the last ones.
 					time.Sleep(2 * time.Second)
 					if c.tier == "code-let-go" {
 						time.Sleep(3 * time.Second) // past the code idle timeout, counted from the pool's last close

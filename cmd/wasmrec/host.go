@@ -213,7 +213,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	if err != nil {
 		return err
 	}
-	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: o.cacheDir, Logger: log.WithName("wasm")})
+	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: o.cacheDir})
 	if err != nil {
 		return err
 	}

@@ -10,10 +10,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"k8s.io/utils/keymutex"
+
+	"github.com/wasmrec/wasmrec/host/wasm/internal/linearmem"
 )
 
 // EngineOptions configure an Engine. The zero value is ready to use.
@@ -22,8 +24,6 @@ type EngineOptions struct {
 	// wasmrec/wazero; "-" turns the on-disk cache off (a module is then compiled again each
 	// time its code is loaded).
 	CacheDir string
-	// Logger receives what the engine does on its own: giving closed modules' memory back.
-	Logger logr.Logger
 }
 
 // Engine compiles plugin modules. One per host: its cache directory is shared by every
@@ -37,7 +37,7 @@ type Engine struct {
 	compiling keymutex.KeyMutex
 	mu        sync.Mutex       // guards codes and their refs
 	codes     map[string]*code // by digest and settings
-	reclaim   *reclaimer       // gives closed instances' memory back to the OS
+	reclaim   *reclaimer       // gives released code's memory back to the OS
 
 	// instantiate is wazero.Runtime.InstantiateModule; tests replace it to inject faults.
 	instantiate func(context.Context, wazero.Runtime, wazero.CompiledModule, wazero.ModuleConfig) (api.Module, error)
@@ -61,7 +61,7 @@ func NewEngine(opts EngineOptions) (*Engine, error) {
 		dir = filepath.Join(base, "wasmrec", "wazero")
 	}
 	e := &Engine{compiling: keymutex.NewHashed(compileLocks), codes: map[string]*code{}, instantiate: instantiate, nanotime: nanotime,
-		reclaim: newReclaimer(opts.Logger)}
+		reclaim: newReclaimer()}
 	if dir == "-" {
 		return e, nil
 	}
@@ -86,8 +86,10 @@ func (e *Engine) newCache() (wazero.CompilationCache, error) {
 	return wazero.NewCompilationCacheWithDir(e.cacheDir)
 }
 
+// instantiate makes an instance whose linear memory is a mapping of its own, outside the Go
+// heap (linearmem): it is unmapped when the instance closes, so nothing may read it after.
 func instantiate(ctx context.Context, r wazero.Runtime, cm wazero.CompiledModule, cfg wazero.ModuleConfig) (api.Module, error) {
-	return r.InstantiateModule(ctx, cm, cfg)
+	return r.InstantiateModule(experimental.WithMemoryAllocator(ctx, linearmem.Allocator), cm, cfg)
 }
 
 // started is when the process started, as the monotonic clock reads it.

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -22,20 +23,20 @@ var Instantiate = instantiate
 // SharesCode tells whether two modules run on the same compiled code and runtime.
 func SharesCode(a, b *Module) bool { return a.code == b.code }
 
-// IdleMemory is the memory of one of m's idle instances, nil if none is idle.
-func IdleMemory(m *Module) []byte {
+// IdleMemory is where the memory of one of m's idle instances is, and its size; 0, 0 if none
+// is idle. It is an address, not a slice: the memory is unmapped when the instance closes.
+func IdleMemory(m *Module) (addr uintptr, size uint32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.idle) == 0 {
-		return nil
+		return 0, 0
 	}
 	b, _ := m.idle[0].mem.Read(0, m.idle[0].mem.Size())
-	return b
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b))), uint32(len(b))
 }
 
-// Reclaiming is how many closed instances' memory e waits to see collected, and how many forced
-// collections it has run.
-func Reclaiming(e *Engine) (pending, runs int) { return e.reclaim.state() }
+// Collections is how many forced collections e has run to give released code back.
+func Collections(e *Engine) int { return e.reclaim.runsSoFar() }
 
 // HoldsBytes says whether m holds its module's bytes in memory.
 func HoldsBytes(m *Module) bool {

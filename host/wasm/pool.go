@@ -45,7 +45,7 @@ func (m *Module) Retire(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	for _, inst := range idle {
-		m.drop(context.WithoutCancel(ctx), inst, true)
+		m.drop(context.WithoutCancel(ctx), inst)
 	}
 	for range taken {
 		m.tokens <- struct{}{}
@@ -115,7 +115,7 @@ func (m *Module) put(inst *instance, healthy bool) {
 		return
 	}
 	m.mu.Unlock()
-	m.drop(context.Background(), inst, closed)
+	m.drop(context.Background(), inst)
 	// An instance thrown away can leave the pool empty, as closing idle ones does: the code's
 	// idle time starts then (its timer was stopped when the instance was made).
 	m.mu.Lock()
@@ -126,8 +126,8 @@ func (m *Module) put(inst *instance, healthy bool) {
 }
 
 // closeIdle closes the instances idle for IdleTimeout or longer, and arms itself again for the
-// next to be, if any. Their memory goes back to the OS as a closed module's does (reclaimer):
-// an idle plugin costs its compiled code, not its heaps.
+// next to be, if any. Their memory goes back to the OS as they close (linearmem): an idle
+// plugin costs its compiled code, not its heaps.
 func (m *Module) closeIdle() {
 	m.mu.Lock()
 	now := time.Now()
@@ -146,22 +146,15 @@ func (m *Module) closeIdle() {
 	m.mu.Unlock()
 	for _, inst := range expired {
 		m.stats.idleClosed.Add(1)
-		m.drop(context.Background(), inst, true)
+		m.drop(context.Background(), inst)
 	}
 	if len(expired) > 0 {
 		m.opts.Logger.V(1).Info("closed instances idle past the idle timeout", "instances", len(expired), "idleTimeout", m.opts.IdleTimeout.String())
 	}
 }
 
-// drop closes inst. The memory of a closed module's instances is given back to the OS once it
-// is garbage (reclaimer); an instance replaced in a running module leaves its memory to the Go
-// runtime's own pace, so that a plugin that traps often does not force a collection each time.
-func (m *Module) drop(ctx context.Context, inst *instance, closed bool) {
+// drop closes inst, which no call runs on; its memory is unmapped (linearmem).
+func (m *Module) drop(ctx context.Context, inst *instance) {
 	m.stats.live.Add(-1)
-	var mem []byte
-	if closed && inst.mem != nil {
-		mem, _ = inst.mem.Read(0, inst.mem.Size())
-	}
 	_ = inst.mod.Close(ctx)
-	m.engine.reclaim.add(mem)
 }

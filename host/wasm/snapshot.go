@@ -151,9 +151,8 @@ func (s *snapshot) restore(mod api.Module, plan binary.Plan) error {
 }
 
 // withBaseMemory instantiates code without running anything and calls f with its memory: what
-// every instance starts with, its data segments applied. The memory is handed to the reclaimer
-// once f returns, as a closed instance's is: it is megabytes for a Go guest, and a host takes a
-// snapshot per plugin.
+// every instance starts with, its data segments applied. The memory is unmapped once f
+// returns, so f keeps none of it.
 func (m *Module) withBaseMemory(ctx context.Context, c *code, f func(base []byte) error) error {
 	mod, err := m.engine.instantiate(ctx, c.runtime, c.compiled, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 	if err != nil {
@@ -167,7 +166,6 @@ func (m *Module) withBaseMemory(ctx context.Context, c *code, f func(base []byte
 		err = f(base)
 	}
 	_ = mod.Close(ctx)
-	m.engine.reclaim.add(base)
 	return err
 }
 
