@@ -15,6 +15,7 @@
 //   - wasm: the wazero runtime: compile, check against the ABI, instance pools, the reconcile call.
 //   - wasm/internal/binary: the wasm binary reader and the rewrites made before compiling, a pass
 //     a file.
+//   - wasm/internal/linearmem: instances' memories as mappings of their own, outside the Go heap.
 //   - recording: recorded reconciles: their format, which a plugin keeps, a bounded store.
 //   - plugin: a module as a controller: config, load, hot swap, rollouts, identities.
 //   - pluginobjects: the Plugin and ClusterPlugin kinds: CRDs, admission policy, their controller.
