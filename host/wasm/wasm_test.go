@@ -33,9 +33,27 @@ func module(t testing.TB, dir, name string) []byte {
 	}
 }
 
+// cacheDir is the compilation cache directory engine's engines share, as a host's restarts do:
+// a module one test compiled, the next reads from it (a Go guest takes tens of seconds to
+// compile under the race detector). Each engine still compiles or loads every module itself;
+// tests of the cache and of what a compile costs make engines of their own directory.
+var cacheDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmrec-wasm-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cacheDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
 func engine(t testing.TB) *wasm.Engine {
 	t.Helper()
-	e, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: t.TempDir()})
+	e, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir})
 	if err != nil {
 		t.Fatal(err)
 	}
