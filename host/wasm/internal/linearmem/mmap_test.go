@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // A memory grows in place, keeping what was written, up to its maximum and not past it, and
@@ -44,6 +46,27 @@ func TestMemoryGrowsInPlaceAndIsUnmapped(t *testing.T) {
 		t.Fatal("the memory is still mapped once freed")
 	}
 	m.Free() // a second Free is harmless
+}
+
+// Where the OS refuses the reservation, the memory is a Go slice, and grows all the same.
+func TestRefusedReservationFallsBackToTheHeap(t *testing.T) {
+	defer func(f func(int, int64, int, int, int) ([]byte, error)) { mmap = f }(mmap)
+	mmap = func(int, int64, int, int, int) ([]byte, error) { return nil, unix.ENOMEM }
+	const page = 64 << 10
+	m := Allocator.Allocate(page, 2*page)
+	b := m.Reallocate(page)
+	if len(b) != page {
+		t.Fatalf("%d bytes, want %d", len(b), page)
+	}
+	b[page-1] = 7
+	grown := m.Reallocate(2 * page)
+	if len(grown) != 2*page || grown[page-1] != 7 || grown[2*page-1] != 0 {
+		t.Fatal("growing a memory on the heap lost what was written, or the new bytes are not zero")
+	}
+	if m.Reallocate(2*page+1) != nil {
+		t.Fatal("grown past its maximum")
+	}
+	m.Free()
 }
 
 // A memory whose maximum is 0 is empty, and maps nothing.
