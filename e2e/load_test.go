@@ -33,59 +33,68 @@ import (
 	"github.com/wasmrec/wasmrec/host/object"
 )
 
-// BenchmarkConfigMapHash runs one reconcile four ways on the same API server, one after the
-// other, and compares them: for every ConfigMap of a namespace, merge-patch the annotation
-// bench/hash to the FNV-64a of its sorted data. "cr" is a controller-runtime controller
-// (e2e/testdata/crhash: its default options, 2 workers); "c" and "go" are wasmrec plugins
-// (hashc, hash-go: wasmrec's default settings, 2 workers), and "go-typed" is crhash's reconcile
-// ported to the generated types and package client (hashtyped-go). Each run starts the controller on n
-// fresh ConfigMaps and measures, from its start: the first ConfigMap with its hash ("first"),
-// every ConfigMap with its hash ("converge"), its peak RSS (VmHWM, read before it is stopped) and
-// of it the peak private memory (samplePrivate), and, once it has exited on SIGTERM, its CPU
-// time. The four alternate, round after round; the "-x" figures are ratios of medians
-// to controller-runtime's.
+// BenchmarkConfigMapHash runs one reconcile four ways on the same API server and compares them:
+// for every ConfigMap of a namespace, merge-patch the annotation bench/hash to the FNV-64a of
+// its sorted data. "cr" is a controller-runtime controller (e2e/testdata/crhash: its default
+// options, 2 workers); "c" and "go" are wasmrec plugins (hashc, hash-go: wasmrec's default
+// settings, 2 workers), and "go-typed" is crhash's reconcile ported to the generated types and
+// package client (hashtyped-go). Each run starts the controller on n fresh ConfigMaps and
+// measures, from its start: the first ConfigMap with its hash ("first"), every ConfigMap with
+// its hash ("converge"), its peak RSS (VmHWM, read before it is stopped) and of it the peak
+// private memory (samplePrivate), and, once it has exited on SIGTERM, its CPU time.
+//
+// Each plugin runs side by side with its own run of controller-runtime, on a namespace each,
+// round after round (hashRunTogether): one run of either moves by a quarter from one moment of
+// the machine to the next, the two of a pair together by a few percent. The "-x" figures are
+// the medians of each pair's ratios; the absolute figures are medians of the runs.
 func BenchmarkConfigMapHash(b *testing.B) {
 	crhash := filepath.Join(b.TempDir(), "crhash")
 	build := exec.Command("go", "build", "-o", crhash, "./testdata/crhash")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("building crhash: %v\n%s", err, out)
 	}
-	impls := []hashImpl{
-		{name: "cr", start: func(b *testing.B, ns string) *exec.Cmd { return startCRHash(b, crhash, ns) }},
+	cr := hashImpl{name: "cr", start: func(b *testing.B, ns string) *exec.Cmd { return startCRHash(b, crhash, ns) }}
+	plugins := []hashImpl{
 		{name: "c", start: func(b *testing.B, ns string) *exec.Cmd { return startHashPlugin(b, "hashc", ns) }},
 		{name: "go", start: func(b *testing.B, ns string) *exec.Cmd { return startHashPlugin(b, "hash-go", ns) }},
 		{name: "go-typed", start: func(b *testing.B, ns string) *exec.Cmd { return startHashPlugin(b, "hashtyped-go", ns) }},
 	}
 	// A first, small run of each: modules compiled into the default cache, binaries in the page
 	// cache. Users run on a warm cache after their first start.
-	for _, impl := range impls {
-		hashRun(b, impl, 20)
-	}
+	hashRunTogether(b, append([]hashImpl{cr}, plugins...), 20)
 	for _, size := range hashSizes {
 		n := size.n
 		b.Run(fmt.Sprintf("configmaps=%d", n), func(b *testing.B) {
 			runs := map[string][]hashFigures{}
+			ratios := map[string][][5]float64{}
 			for b.Loop() {
 				for range size.rounds {
-					for _, impl := range impls {
-						runs[impl.name] = append(runs[impl.name], hashRun(b, impl, n))
+					for _, impl := range plugins {
+						pair := hashRunTogether(b, []hashImpl{cr, impl}, n)
+						c, f := pair[0], pair[1]
+						runs["cr"] = append(runs["cr"], c)
+						runs[impl.name] = append(runs[impl.name], f)
+						ratios[impl.name] = append(ratios[impl.name], [5]float64{f.first.Seconds() / c.first.Seconds(), f.converge.Seconds() / c.converge.Seconds(), f.cpu.Seconds() / c.cpu.Seconds(), f.rssMiB / c.rssMiB, f.privateMiB / c.privateMiB})
 					}
 				}
 			}
-			cr := median(runs["cr"])
-			b.ReportMetric(cr.converge.Seconds(), "cr-converge-s")
-			b.ReportMetric(cr.cpu.Seconds(), "cr-cpu-s")
-			b.ReportMetric(cr.rssMiB, "cr-rss-MiB")
-			b.ReportMetric(cr.privateMiB, "cr-private-MiB")
-			fmt.Fprintf(os.Stderr, "\n%d ConfigMaps    first     converge  CPU       peak RSS, private\n", n)
-			for _, impl := range impls {
+			c := median(runs["cr"])
+			b.ReportMetric(c.converge.Seconds(), "cr-converge-s")
+			b.ReportMetric(c.cpu.Seconds(), "cr-cpu-s")
+			b.ReportMetric(c.rssMiB, "cr-rss-MiB")
+			b.ReportMetric(c.privateMiB, "cr-private-MiB")
+			fmt.Fprintf(os.Stderr, "\n%d ConfigMaps, each plugin beside controller-runtime (%d pairs each)\n                 first     converge  CPU       peak RSS, private\n", n, len(runs["cr"])/len(plugins))
+			for _, impl := range append([]hashImpl{cr}, plugins...) {
 				f := median(runs[impl.name])
 				fmt.Fprintf(os.Stderr, "  %-14s %-9s %-9s %-9s %.0f, %.0f MiB", impl.name, f.first.Round(time.Millisecond), f.converge.Round(time.Millisecond), f.cpu.Round(time.Millisecond), f.rssMiB, f.privateMiB)
 				if impl.name != "cr" {
-					ratios := [5]float64{f.first.Seconds() / cr.first.Seconds(), f.converge.Seconds() / cr.converge.Seconds(), f.cpu.Seconds() / cr.cpu.Seconds(), f.rssMiB / cr.rssMiB, f.privateMiB / cr.privateMiB}
-					fmt.Fprintf(os.Stderr, "   (x cr: first %.2f, converge %.2f, CPU %.2f, RSS %.2f, private %.2f)", ratios[0], ratios[1], ratios[2], ratios[3], ratios[4])
+					var r [5]float64
+					for i := range r {
+						r[i] = medianOf(ratios[impl.name], func(x [5]float64) float64 { return x[i] })
+					}
+					fmt.Fprintf(os.Stderr, "   (x cr: first %.2f, converge %.2f, CPU %.2f, RSS %.2f, private %.2f; CPU of each pair %s)", r[0], r[1], r[2], r[3], r[4], pairRatios(ratios[impl.name], 2))
 					for i, what := range []string{"first", "converge", "cpu", "rss", "private"} {
-						b.ReportMetric(ratios[i], impl.name+"-"+what+"-x")
+						b.ReportMetric(r[i], impl.name+"-"+what+"-x")
 					}
 				}
 				fmt.Fprintln(os.Stderr)
@@ -94,9 +103,18 @@ func BenchmarkConfigMapHash(b *testing.B) {
 	}
 }
 
-// hashSizes are the namespace sizes of BenchmarkConfigMapHash, and how many rounds of the four
-// each gets: the figures are the medians.
-var hashSizes = []struct{ n, rounds int }{{2000, 3}, {10000, 1}}
+// pairRatios lists the i-th ratio of each pair, for the spread behind a median.
+func pairRatios(rs [][5]float64, i int) string {
+	s := make([]string, len(rs))
+	for j, r := range rs {
+		s[j] = strconv.FormatFloat(r[i], 'f', 2, 64)
+	}
+	return strings.Join(s, " ")
+}
+
+// hashSizes are the namespace sizes of BenchmarkConfigMapHash, and how many rounds (a pair of
+// each plugin with controller-runtime) each gets.
+var hashSizes = []struct{ n, rounds int }{{2000, 3}, {10000, 3}}
 
 type hashImpl struct {
 	name  string
@@ -108,16 +126,19 @@ type hashFigures struct {
 	rssMiB, privateMiB   float64
 }
 
+// medianOf is the median of get over xs.
+func medianOf[T any](xs []T, get func(T) float64) float64 {
+	v := make([]float64, len(xs))
+	for i, x := range xs {
+		v[i] = get(x)
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
 // median takes each figure's median over the runs.
 func median(fs []hashFigures) hashFigures {
-	pick := func(get func(hashFigures) float64) float64 {
-		v := make([]float64, len(fs))
-		for i, f := range fs {
-			v[i] = get(f)
-		}
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
+	pick := func(get func(hashFigures) float64) float64 { return medianOf(fs, get) }
 	return hashFigures{
 		first:      time.Duration(pick(func(f hashFigures) float64 { return float64(f.first) })),
 		converge:   time.Duration(pick(func(f hashFigures) float64 { return float64(f.converge) })),
@@ -127,17 +148,10 @@ func median(fs []hashFigures) hashFigures {
 	}
 }
 
-// hashRun creates n ConfigMaps in a new namespace, starts impl on them and waits until every one
-// holds its hash; then it stops impl and deletes the ConfigMaps.
-func hashRun(b *testing.B, impl hashImpl, n int) hashFigures {
-	b.Helper()
-	return hashRunTogether(b, []hashImpl{impl}, n)[0]
-}
-
-// hashRunTogether is hashRun for several controllers at once, each on its own namespace of n
-// ConfigMaps: they start together and share the API server and the machine as they run, so
-// that a difference between them is not a difference between two moments of the machine. Each
-// is stopped as soon as its ConfigMaps hold their hashes.
+// hashRunTogether runs impls at once, each on a new namespace of n ConfigMaps, and measures
+// each until every ConfigMap of its namespace holds its hash; then it stops it and deletes the
+// ConfigMaps. Started together, they share the API server and the machine as they run, so that
+// a difference between them is not a difference between two moments of the machine.
 func hashRunTogether(b *testing.B, impls []hashImpl, n int) []hashFigures {
 	b.Helper()
 	cs := benchClient(b)
