@@ -69,6 +69,7 @@ type instance struct {
 
 	wake    <-chan struct{} // ends the guest's sleeps: the reconcile's deadline or cancellation
 	stop    <-chan struct{} // ends them too: the host is stopping (reconcile.Stopping)
+	skipped int64           // ns the guest's clock is ahead: sleeps cut short by a stop
 	logged  int             // bytes the reconcile in progress has logged
 	dropped droppedOutput   // what it could not log, past the LogLimit
 }
@@ -287,12 +288,16 @@ func (inst *instance) sleep(ns int64) {
 	if inst.step != nil && inst.recordSleep(ns) {
 		return
 	}
+	start := time.Now()
 	t := time.NewTimer(time.Duration(ns))
 	defer t.Stop()
 	select { // both nil between reconciles (at instantiation, say): the timer alone
 	case <-t.C:
 	case <-inst.wake:
 	case <-inst.stop:
+		// Its clock moves on by what it did not sleep: otherwise its runtime, its timer not yet
+		// due, would sleep again at once, and again, spinning until the sleep's end.
+		inst.skipped += max(0, ns-int64(time.Since(start)))
 	}
 }
 

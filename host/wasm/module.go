@@ -237,7 +237,7 @@ func (m *Module) newInstance(ctx context.Context, rp *replayer) (_ *instance, er
 		WithStdout(inst.stdout).
 		WithStderr(inst.stderr).
 		WithWalltime(inst.walltime, sys.ClockResolution(time.Microsecond)).
-		WithNanotime(func() int64 { return inst.monotime(hostNow() - origin) }, 1).
+		WithNanotime(func() int64 { return inst.monotime(hostNow() - origin + inst.skipped) }, 1).
 		WithNanosleep(inst.sleep).
 		WithRandSource(randomSource{inst}).
 		WithStartFunctions(start...)
@@ -268,7 +268,7 @@ func (m *Module) newInstance(ctx context.Context, rp *replayer) (_ *instance, er
 		}
 		m.stats.fromSnapshot.Add(1)
 	} else if taker {
-		m.takeSnapshot(ctx, code, inst, hostNow()-origin)
+		m.takeSnapshot(ctx, code, inst, hostNow()-origin+inst.skipped)
 	}
 	if code.loopChecks && *m.opts.Interruptible {
 		flag, ok := mod.ExportedGlobal(binary.InterruptExport).(api.MutableGlobal)

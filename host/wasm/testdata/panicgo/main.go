@@ -1,13 +1,14 @@
 // Command panicgo is a Go guest that fails as authors' Go plugins do, by the name of the object
 // it reconciles: "panic" panics with a message, "index" indexes past a slice's end, "loop"
-// loops for ever, "says-panic" writes a line that starts with "panic: " to stderr and succeeds.
-// Any other name reconciles cleanly.
+// loops for ever, "says-panic" writes a line that starts with "panic: " to stderr and succeeds,
+// "sleep" sleeps 2 s with time.Sleep. Any other name reconciles cleanly.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
 )
@@ -34,6 +35,8 @@ func reconcile(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error)
 		for {
 			n++
 		}
+	case "sleep":
+		time.Sleep(2 * time.Second)
 	case "says-panic":
 		fmt.Fprintln(os.Stderr, "panic: only a line that looks like one")
 		fmt.Fprintln(os.Stderr, "and another")
