@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -27,24 +28,38 @@ var (
 )
 
 // GuestPanic is a reconcile whose guest panicked: it wrote a "panic: ..." line to stderr, as a
-// Go guest's runtime does, then trapped. Its error is the guest's own message; the lines it wrote
-// after it (a Go guest's goroutine stack) are its Stack, and the wasm trap that ended it, which
-// says only "unreachable", is left out. It wraps ErrTrapped.
+// Go guest's runtime does, or a Go runtime's "fatal error: ..." (out of memory, a stack
+// overflow), then trapped. Its error is the guest's own message; the lines it wrote after it
+// (a Go guest's goroutine stack) are its Stack, and the wasm trap that ended it, which says
+// only "unreachable", is left out. It wraps ErrTrapped.
 type GuestPanic struct {
 	Plugin     string
-	Message    string // the panic line, less "panic: "
+	Message    string // the panic line, less "panic: "; a fatal error's line whole
 	GuestStack string // what the guest wrote after it, cut past 200 lines or 32 KiB
 }
 
-func newGuestPanic(plugin string, lines []string) *GuestPanic {
+// failureLine says whether a line a guest wrote to stderr starts its runtime's account of how
+// it fails: a Go panic, or a Go runtime's fatal error.
+func failureLine(line []byte) bool {
+	return bytes.HasPrefix(line, []byte("panic: ")) || bytes.HasPrefix(line, []byte("fatal error: "))
+}
+
+func newGuestPanic(plugin string, lines []string, opts Options) *GuestPanic {
+	msg := strings.TrimPrefix(lines[0], "panic: ")
+	if msg == "fatal error: out of memory" {
+		msg += fmt.Sprintf(" (the cap is %d MiB an instance)", opts.MemoryLimit>>20)
+	}
 	return &GuestPanic{
 		Plugin:     plugin,
-		Message:    strings.TrimPrefix(lines[0], "panic: "),
+		Message:    msg,
 		GuestStack: strings.Trim(strings.Join(lines[1:], "\n"), "\n"),
 	}
 }
 
 func (e *GuestPanic) Error() string {
+	if strings.HasPrefix(e.Message, "fatal error: ") {
+		return fmt.Sprintf("plugin %q failed: %s", e.Plugin, e.Message)
+	}
 	return fmt.Sprintf("plugin %q panicked: %s", e.Plugin, e.Message)
 }
 

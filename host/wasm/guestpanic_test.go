@@ -52,6 +52,24 @@ func TestGuestPanicIsItsMessage(t *testing.T) {
 	}
 }
 
+// A Go guest that runs out of memory says so, with the cap, as its runtime's fatal error; the
+// error is not a bare "unreachable", and its goroutine stacks are not logged line by line.
+func TestGuestOutOfMemoryIsSaid(t *testing.T) {
+	log, logs := logSink(t)
+	m := compile(t, engine(t), module(t, "testguests", "panic-go"), wasm.Options{Name: "hungry", MemoryLimit: 64 << 20, Logger: log})
+	_, err := m.Reconcile(context.Background(), &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "oom"}, Logger: log})
+	var p *wasm.GuestPanic
+	if !errors.As(err, &p) || !errors.Is(err, wasm.ErrTrapped) {
+		t.Fatalf("err = %v, want a GuestPanic that is a trap", err)
+	}
+	if want := `plugin "hungry" failed: fatal error: out of memory (the cap is 64 MiB an instance)`; err.Error() != want {
+		t.Errorf("err = %q, want %q", err, want)
+	}
+	if l := logs(); strings.Contains(l, "fatal error") || strings.Contains(l, "goroutine ") {
+		t.Errorf("the fatal error's lines were logged as output too:\n%s", l)
+	}
+}
+
 // A guest that writes a line starting "panic: " and returns has its lines logged, in order.
 func TestGuestPanicLineWithoutPanic(t *testing.T) {
 	log, logs := logSink(t)

@@ -241,7 +241,7 @@ func (inst *instance) reconcile1(ctx context.Context, c *Call) (res abi.Result, 
 		}
 		m.stats.traps.Add(1)
 		if len(panicLines) > 0 {
-			err = newGuestPanic(m.opts.Name, panicLines)
+			err = newGuestPanic(m.opts.Name, panicLines, m.opts)
 		} else {
 			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
 		}
@@ -386,9 +386,10 @@ type lineWriter struct {
 	// panicked is the first "panic: ..." line written, kept for the error of a call that
 	// traps: a Go guest's panic message says what went wrong better than "unreachable".
 	panicked string
-	// panicking holds, during a reconcile, a "panic: ..." line on stderr and what followed it
-	// (a Go guest's goroutine stack), held back from the log: the call's error says it, if the
-	// call traps (see GuestPanic), and the lines are logged as they are if it does not.
+	// panicking holds, during a reconcile, a "panic: ..." or "fatal error: ..." line on stderr
+	// and what followed it (a Go guest's goroutine stack), held back from the log: the call's
+	// error says it, if the call traps (see GuestPanic), and the lines are logged as they are if
+	// it does not.
 	panicking    []string
 	panickingLen int
 }
@@ -444,7 +445,7 @@ func (w *lineWriter) flush() {
 // emit logs one line of output, if the log limit admits it: the line and the end bytes (the
 // newline) the guest wrote after it, which count against the limit and, dropped, as dropped.
 func (w *lineWriter) emit(line []byte, end int) {
-	if w.stream == "stderr" && w.inst.cur != nil && (len(w.panicking) > 0 || bytes.HasPrefix(line, []byte("panic: "))) {
+	if w.stream == "stderr" && w.inst.cur != nil && (len(w.panicking) > 0 || failureLine(line)) {
 		if len(w.panicking) < maxPanicLines && w.panickingLen+len(line) <= maxPanicBytes {
 			w.panicking = append(w.panicking, string(bytes.TrimRight(line, "\r")))
 			w.panickingLen += len(line)

@@ -1,7 +1,8 @@
 // Command panicgo is a Go guest that fails as authors' Go plugins do, by the name of the object
 // it reconciles: "panic" panics with a message, "index" indexes past a slice's end, "loop"
 // loops for ever, "says-panic" writes a line that starts with "panic: " to stderr and succeeds,
-// "sleep" sleeps 2 s with time.Sleep. Any other name reconciles cleanly.
+// "sleep" sleeps 2 s with time.Sleep, "oom" allocates until its runtime runs out of memory.
+// Any other name reconciles cleanly.
 package main
 
 import (
@@ -34,6 +35,12 @@ func reconcile(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error)
 		n := 0
 		for {
 			n++
+		}
+	case "oom":
+		var held [][]byte
+		for {
+			held = append(held, make([]byte, 8<<20))
+			held[len(held)-1][0] = 1
 		}
 	case "sleep":
 		time.Sleep(2 * time.Second)
