@@ -310,6 +310,17 @@ func (c *Config) Validate() error {
 	if c.MemoryLimit != nil && c.MemoryLimit.Value() < 1<<20 {
 		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit))
 	}
+	// A WebAssembly memory addresses 4Gi at most: a limit above it would say what no guest gets.
+	if c.MemoryLimit != nil && c.MemoryLimit.Value() > 4<<30 {
+		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is above 4Gi, the most a WebAssembly memory addresses: use 4Gi or less", c.Name, c.MemoryLimit))
+	}
+	limit := resource.NewQuantity(wasm.DefaultMemoryLimit, resource.BinarySI)
+	if c.MemoryLimit != nil {
+		limit = c.MemoryLimit
+	}
+	if c.RecycleAbove != nil && c.RecycleAbove.Cmp(*limit) > 0 {
+		errs = append(errs, fmt.Errorf("plugin %q: recycleAbove %s is above the memoryLimit %s, so no instance would be recycled: use at most the limit, or leave it unset for half of it", c.Name, c.RecycleAbove, limit))
+	}
 	if c.MaxModuleSize != nil && c.MaxModuleSize.Value() < 1<<10 {
 		errs = append(errs, fmt.Errorf("plugin %q: maxModuleSize %s is below 1Ki", c.Name, c.MaxModuleSize))
 	}
