@@ -46,7 +46,7 @@ func failureLine(line []byte) bool {
 
 func newGuestPanic(plugin string, lines []string, opts Options) *GuestPanic {
 	msg := strings.TrimPrefix(lines[0], "panic: ")
-	if msg == "fatal error: out of memory" {
+	if msg == "fatal error: out of memory" || msg == "fatal error: runtime: cannot allocate memory" {
 		msg += fmt.Sprintf(" (the cap is %d MiB an instance)", opts.MemoryLimit>>20)
 	}
 	return &GuestPanic{

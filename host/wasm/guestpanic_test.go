@@ -68,6 +68,11 @@ func TestGuestOutOfMemoryIsSaid(t *testing.T) {
 	if l := logs(); strings.Contains(l, "fatal error") || strings.Contains(l, "goroutine ") {
 		t.Errorf("the fatal error's lines were logged as output too:\n%s", l)
 	}
+	// Out of memory in its initialisation, the load says so.
+	_, err = engine(t).Compile(context.Background(), module(t, "testguests", "panic-go"), wasm.Options{Name: "hungry", MemoryLimit: 3 << 20})
+	if want := "the plugin failed: fatal error: runtime: cannot allocate memory (the cap is 3 MiB an instance)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a Go guest out of memory in _initialize: %v, want it to say %q", err, want)
+	}
 }
 
 // A guest that writes a line starting "panic: " and returns has its lines logged, in order.

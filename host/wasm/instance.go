@@ -356,7 +356,7 @@ func (inst *instance) manifestBytes(ctx context.Context) ([]byte, error) {
 	fn := inst.mod.ExportedFunction(abi.ExportManifest)
 	stack := []uint64{0}
 	if err := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), stack); err != nil {
-		return nil, fmt.Errorf("calling %s: %w", abi.ExportManifest, explainPanic(explain(err, inst.module.opts), inst.stderr))
+		return nil, fmt.Errorf("calling %s: %w", abi.ExportManifest, explainPanic(explain(err, inst.module.opts), inst.stderr, inst.module.opts))
 	}
 	ptr, n := abi.UnpackPtrLen(stack[0])
 	if n > abi.MaxManifest {
@@ -369,13 +369,18 @@ func (inst *instance) manifestBytes(ctx context.Context) ([]byte, error) {
 	return b, nil
 }
 
-// explainPanic puts the panic message the guest wrote before it trapped first in err.
-func explainPanic(err error, stderr *lineWriter) error {
+// explainPanic puts the panic message or fatal error the guest wrote before it trapped first
+// in err.
+func explainPanic(err error, stderr *lineWriter, opts Options) error {
 	if stderr == nil || stderr.panicked == "" {
 		return err
 	}
 	stderr.flush()
-	return fmt.Errorf("the plugin panicked: %s (%w)", stderr.panicked, err)
+	p := newGuestPanic(opts.Name, []string{stderr.panicked}, opts)
+	if strings.HasPrefix(p.Message, "fatal error: ") {
+		return fmt.Errorf("the plugin failed: %s (%w)", p.Message, err)
+	}
+	return fmt.Errorf("the plugin panicked: %s (%w)", p.Message, err)
 }
 
 // lineWriter turns a guest's stdout or stderr into log lines.
@@ -383,8 +388,9 @@ type lineWriter struct {
 	inst   *instance
 	stream string
 	buf    []byte
-	// panicked is the first "panic: ..." line written, kept for the error of a call that
-	// traps: a Go guest's panic message says what went wrong better than "unreachable".
+	// panicked is the first "panic: ..." or "fatal error: ..." line written, kept for the error
+	// of a call that traps: a Go guest's panic message says what went wrong better than
+	// "unreachable".
 	panicked string
 	// panicking holds, during a reconcile, a "panic: ..." or "fatal error: ..." line on stderr
 	// and what followed it (a Go guest's goroutine stack), held back from the log: the call's
@@ -452,8 +458,8 @@ func (w *lineWriter) emit(line []byte, end int) {
 		}
 		return
 	}
-	if w.panicked == "" && bytes.HasPrefix(line, []byte("panic: ")) {
-		w.panicked = string(bytes.TrimPrefix(bytes.TrimRight(line, "\r"), []byte("panic: ")))
+	if w.panicked == "" && failureLine(line) {
+		w.panicked = string(bytes.TrimRight(line, "\r"))
 	}
 	w.log(line, end)
 }

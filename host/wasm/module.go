@@ -243,7 +243,7 @@ func (m *Module) newInstance(ctx context.Context, rp *replayer) (_ *instance, er
 		WithStartFunctions(start...)
 	mod, err := m.engine.instantiate(ctx, code.runtime, code.compiled, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("instantiating: %w", explainPanic(explain(err, m.opts), inst.stderr))
+		return nil, fmt.Errorf("instantiating: %w", explainPanic(explain(err, m.opts), inst.stderr, m.opts))
 	}
 	inst.mod = mod
 	inst.mem = mod.Memory()
