@@ -30,7 +30,8 @@ func newBuildCommand(stdout, stderr io.Writer) *cobra.Command {
 a Go plugin (DIR holds go.mod) with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath,
 a C plugin (DIR holds .c files) with clang --target=wasm32-wasi -mexec-model=reactor, wasi-libc
 and the C SDK that comes with wasmrec. It then checks the module as the host does at load (ABI,
-exports, imports, manifest) and prints what it found.
+exports, imports, manifest; its initialisation under DIR/host.yaml's memoryLimit, if it sets one)
+and prints what it found.
 
 Before compiling a Go plugin it generates, as controller-gen would: zz_generated.wasmrec.go (the
 codec and deep copies) in each package of API types marked +kubebuilder:object:root or
@@ -60,7 +61,10 @@ codec and deep copies) in each package of API types marked +kubebuilder:object:r
 			if err != nil {
 				return err
 			}
-			in, err := checkModule(cmd.Context(), path, b, cacheDir)
+			// As wasmrec test and dev run it: with DIR/host.yaml's grant and memory limit.
+			var grant plugintest.Options
+			grantFrom, grantErr := readGrant(dir, "", &grant)
+			in, err := checkModule(cmd.Context(), path, b, cacheDir, grant.MemoryLimit)
 			if err == nil {
 				err = checkFolderKinds(dir, in.Manifest)
 			}
@@ -74,7 +78,9 @@ codec and deep copies) in each package of API types marked +kubebuilder:object:r
 			if _, err := fmt.Fprintf(stdout, "%s %s (%s, ABI v%d): plugin %q reconciles %s\n", verb, path, sizeString(in.Size), in.ABIVersion, in.Manifest.Name, kinds.String(in.Manifest.For.APIVersion, in.Manifest.For.Kind)); err != nil {
 				return err
 			}
-			warnGrant(stderr, dir, in.Manifest)
+			if grantErr == nil {
+				warnGrant(stderr, grantFrom, grant.Grant, in.Manifest)
+			}
 			return nil
 		},
 	}
@@ -143,13 +149,11 @@ func folderCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error)
 // warnGrant says, without failing the build, when DIR/host.yaml grants the plugin less than its
 // manifest asks for: wasmrec dev and wasmrec test would refuse it, and so would a host given
 // that grant.
-func warnGrant(w io.Writer, dir string, m *abi.Manifest) {
-	var o plugintest.Options
-	from, err := readGrant(dir, "", &o)
-	if err != nil || o.Grant == nil { // no host.yaml, or one wasmrec test and dev report on
+func warnGrant(w io.Writer, from string, grant []abi.Permission, m *abi.Manifest) {
+	if grant == nil { // no host.yaml
 		return
 	}
-	if _, err := abi.NewPolicy(m.Name, o.Grant, m.Permissions, nil); err != nil {
+	if _, err := abi.NewPolicy(m.Name, grant, m.Permissions, nil); err != nil {
 		fmt.Fprintf(w, "warning: %s: %v (the grant: %s); wasmrec dev and wasmrec test refuse the plugin until they agree\n", m.Name, err, from)
 	}
 }

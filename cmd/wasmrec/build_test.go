@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/internal/plugintest"
 )
 
 const widgetCRD = `apiVersion: apiextensions.k8s.io/v1
@@ -60,7 +61,16 @@ func TestBuildWarnsOfANarrowerGrant(t *testing.T) {
 	m := &abi.Manifest{Name: "app", For: abi.Watch{APIVersion: "v1", Kind: "ConfigMap"},
 		Permissions: []abi.Permission{{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "patch"}}}}
 	var out strings.Builder
-	warnGrant(&out, dir, m)
+	warn := func() { // as wasmrec build reads DIR/host.yaml
+		t.Helper()
+		var o plugintest.Options
+		from, err := readGrant(dir, "", &o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warnGrant(&out, from, o.Grant, m)
+	}
+	warn()
 	if out.Len() != 0 {
 		t.Errorf("a folder without host.yaml: %q", out.String())
 	}
@@ -72,12 +82,12 @@ func TestBuildWarnsOfANarrowerGrant(t *testing.T) {
 		}
 	}
 	grant("get, list, watch, patch")
-	warnGrant(&out, dir, m)
+	warn()
 	if out.Len() != 0 {
 		t.Errorf("a grant of all that is asked: %q", out.String())
 	}
 	grant("get, list, watch")
-	warnGrant(&out, dir, m)
+	warn()
 	if got := out.String(); !strings.Contains(got, "warning: app: the module asks for permissions it was not granted: patch core/configmaps") || !strings.Contains(got, "host.yaml") {
 		t.Errorf("a narrower grant: %q", got)
 	}

@@ -85,7 +85,7 @@ func loadDevPlugins(ctx context.Context, paths []string, stdout io.Writer) ([]*d
 			if err != nil {
 				return nil, err
 			}
-			in, err := checkModule(ctx, dp.module, b, "")
+			in, err := checkModule(ctx, dp.module, b, "", 0)
 			if err != nil {
 				return nil, fmt.Errorf("--plugin %s: %w", p, err)
 			}

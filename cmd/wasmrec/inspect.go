@@ -81,7 +81,9 @@ type inspection struct {
 
 // checkModule reads a module as the host does at load: it must compile, speak the ABI and
 // give a manifest.
-func checkModule(ctx context.Context, path string, b []byte, cacheDir string) (*inspection, error) {
+// checkModule loads the module as the host does, its instances capped at memoryLimit bytes (0:
+// the host's default), and reads what it asks for.
+func checkModule(ctx context.Context, path string, b []byte, cacheDir string, memoryLimit uint64) (*inspection, error) {
 	engine, err := wasm.NewEngine(wasm.EngineOptions{CacheDir: cacheDir})
 	if err != nil {
 		return nil, err
@@ -93,7 +95,7 @@ func checkModule(ctx context.Context, path string, b []byte, cacheDir string) (*
 		return nil, err
 	}
 	in.ABIVersion, in.Exports, in.Imports = d.ABIVersion, d.Exports, d.Imports
-	m, err := engine.Compile(ctx, b, wasm.Options{Name: strings.TrimSuffix(filepath.Base(path), ".wasm")})
+	m, err := engine.Compile(ctx, b, wasm.Options{Name: strings.TrimSuffix(filepath.Base(path), ".wasm"), MemoryLimit: memoryLimit})
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +128,7 @@ func inspect(ctx context.Context, path string, b []byte, output, cacheDir string
 	if output != "text" && output != "json" && output != "yaml" {
 		return fmt.Errorf("--output %q: use text, json or yaml", output)
 	}
-	in, err := checkModule(ctx, path, b, cacheDir)
+	in, err := checkModule(ctx, path, b, cacheDir, 0)
 	if err != nil {
 		return fmt.Errorf("%s is not a usable plugin: %w", path, err)
 	}
@@ -186,7 +188,7 @@ func watchString(x abi.Watch) string {
 // printGrant prints the host config entry that grants the module's plugin what its manifest
 // asks for: what an operator pastes into host.yaml's plugins.
 func printGrant(ctx context.Context, path string, b []byte, output, cacheDir string, stdout io.Writer) error {
-	in, err := checkModule(ctx, path, b, cacheDir)
+	in, err := checkModule(ctx, path, b, cacheDir, 0)
 	if err != nil {
 		return fmt.Errorf("%s is not a usable plugin: %w", path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wasmrec/wasmrec/host/controlplane"
+	"github.com/wasmrec/wasmrec/internal/plugintest"
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
 
@@ -247,8 +249,34 @@ func TestCheckModuleRefusesAWatchNotAskedFor(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, err, "testguests")
 	}
-	_, err = checkModule(context.Background(), "noop.wasm", b, t.TempDir())
+	_, err = checkModule(context.Background(), "noop.wasm", b, t.TempDir(), 0)
 	if want := `plugin "noop": watching ConfigMap.v1 needs list core/configmaps, watch core/configmaps: the module's manifest does not ask for`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("checkModule: %v, want %q", err, want)
+	}
+}
+
+// build, test and dev load a module with DIR/host.yaml's memory limit, as the host will: a
+// Go guest whose initialisation needs more than the limit fails there, saying so, and loads
+// under the default.
+func TestCheckModuleTakesHostYAMLsMemoryLimit(t *testing.T) {
+	b, err := os.ReadFile("../../bin/testguests/panic-go.wasm")
+	if err != nil {
+		testenv.Missing(t, err, "testguests")
+	}
+	dir := t.TempDir()
+	hc := "plugins:\n  - name: panic-go\n    module: panic-go.wasm\n    memoryLimit: 3Mi\n"
+	if err := os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(hc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var o plugintest.Options
+	if _, err := readGrant(dir, "", &o); err != nil || o.MemoryLimit != 3<<20 {
+		t.Fatalf("readGrant: memory limit %d, %v; want 3 MiB", o.MemoryLimit, err)
+	}
+	_, err = checkModule(context.Background(), "panic-go.wasm", b, t.TempDir(), o.MemoryLimit)
+	if want := "cannot allocate memory (the cap is 3 MiB an instance)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("checkModule under host.yaml's 3Mi: %v, want %q", err, want)
+	}
+	if _, err := checkModule(context.Background(), "panic-go.wasm", b, t.TempDir(), 0); err != nil {
+		t.Fatalf("checkModule under the default limit: %v", err)
 	}
 }

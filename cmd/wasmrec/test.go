@@ -291,6 +291,9 @@ func readGrant(dir, path string, opts *plugintest.Options) (string, error) {
 	}
 	p := hc.Plugins[0]
 	opts.Name, opts.Grant, opts.Namespaces = p.Name, p.Permissions, p.Namespaces
+	if p.MemoryLimit != nil {
+		opts.MemoryLimit = uint64(p.MemoryLimit.Value())
+	}
 	if opts.Grant == nil { // nothing granted, not the manifest's own
 		opts.Grant = []abi.Permission{}
 	}

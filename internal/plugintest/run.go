@@ -34,6 +34,9 @@ type Options struct {
 	Kinds []Kind
 	// Timeout bounds one reconcile, as the host's timeout does. Defaults to 30 s.
 	Timeout time.Duration
+	// MemoryLimit caps one instance's memory, in bytes, as the host config's memoryLimit does.
+	// Defaults to the host's default (host/wasm.DefaultMemoryLimit).
+	MemoryLimit uint64
 	// CacheDir holds compiled modules across runs (host/wasm.EngineOptions.CacheDir). Defaults
 	// to the user cache directory's; "-" for none.
 	CacheDir string
@@ -83,7 +86,7 @@ func Load(ctx context.Context, module []byte, opts Options) (*Suite, error) {
 	if name == "" {
 		name = "plugin"
 	}
-	if s.module, err = engine.Compile(ctx, module, wasm.Options{Name: name, Logger: s.logs.logger()}); err != nil {
+	if s.module, err = engine.Compile(ctx, module, wasm.Options{Name: name, MemoryLimit: opts.MemoryLimit, Logger: s.logs.logger()}); err != nil {
 		return nil, errors.Join(err, engine.Close(ctx))
 	}
 	s.opts = opts.withDefaults(s.module.Manifest())
