@@ -90,20 +90,21 @@ func (r *Resource) Watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 		Watch(ctx)
 }
 
-// Create creates the object whose JSON is body.
-func (r *Resource) Create(ctx context.Context, body []byte, opts metav1.CreateOptions) (*Object, error) {
+// Create creates the object whose JSON is body. It returns what the API server answered, as
+// Answer gives it; so do Update and Patch.
+func (r *Resource) Create(ctx context.Context, body []byte, opts metav1.CreateOptions) ([]byte, error) {
 	return r.do(ctx, r.client.rest.Post().AbsPath(r.path("")...).Body(body).
 		SpecificallyVersionedParams(&opts, parameterCodec, v1))
 }
 
 // Update replaces the object (or its subresource) named name with body.
-func (r *Resource) Update(ctx context.Context, name string, body []byte, opts metav1.UpdateOptions, subresources ...string) (*Object, error) {
+func (r *Resource) Update(ctx context.Context, name string, body []byte, opts metav1.UpdateOptions, subresources ...string) ([]byte, error) {
 	return r.do(ctx, r.client.rest.Put().AbsPath(r.path(name, subresources...)...).Body(body).
 		SpecificallyVersionedParams(&opts, parameterCodec, v1))
 }
 
 // Patch patches the object (or its subresource) named name.
-func (r *Resource) Patch(ctx context.Context, name string, pt types.PatchType, patch []byte, opts metav1.PatchOptions, subresources ...string) (*Object, error) {
+func (r *Resource) Patch(ctx context.Context, name string, pt types.PatchType, patch []byte, opts metav1.PatchOptions, subresources ...string) ([]byte, error) {
 	return r.do(ctx, r.client.rest.Patch(pt).AbsPath(r.path(name, subresources...)...).Body(patch).
 		SpecificallyVersionedParams(&opts, parameterCodec, v1))
 }
@@ -113,16 +114,16 @@ func (r *Resource) Delete(ctx context.Context, name string, opts metav1.DeleteOp
 	return r.client.rest.Delete().AbsPath(r.path(name)...).Body(&opts).Do(ctx).Error()
 }
 
-func (r *Resource) do(ctx context.Context, req *rest.Request) (*Object, error) {
+func (r *Resource) do(ctx context.Context, req *rest.Request) ([]byte, error) {
 	body, err := raw(req.Do(ctx))
 	if err != nil {
 		return nil, err
 	}
-	o, err := Decode(body)
+	out, err := Answer(body)
 	if err != nil {
-		return nil, fmt.Errorf("object: decoding the %s the API server returned: %w", r.resource, err)
+		return nil, fmt.Errorf("object: reading the %s the API server returned: %w", r.resource, err)
 	}
-	return o, nil
+	return out, nil
 }
 
 // raw returns a response's body, or its error with the API server's Status (reason, message,

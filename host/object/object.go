@@ -58,24 +58,61 @@ func Decode(data []byte) (*Object, error) {
 // decoding and encoding the metadata again.
 func (o *Object) UnmarshalJSON(data []byte) error {
 	*o = Object{}
-	var meta member
-	err := members(data, func(m member) error {
+	raw, meta, err := withoutManagedFields(data, func(m member) error {
 		switch string(m.key) {
 		case "apiVersion":
 			return m.decode(data, &o.APIVersion)
 		case "kind":
 			return m.decode(data, &o.Kind)
-		case "metadata":
-			meta = m
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if !meta.found() {
-		o.Raw = bytes.Clone(data)
+	o.Raw = raw
+	if meta.start < 0 {
 		return nil
+	}
+	if err := json.Unmarshal(raw[meta.start:meta.end], &o.ObjectMeta); err != nil {
+		return fmt.Errorf("object metadata: %w", err)
+	}
+	o.ManagedFields = nil // a duplicate key would have escaped the cut
+	delete(o.Annotations, LastApplied)
+	if len(o.Annotations) == 0 {
+		o.Annotations = nil
+	}
+	return nil
+}
+
+// Answer is the JSON of an object the API server answered a write with, less
+// metadata.managedFields: what a get of it from the cache gives. It decodes none of it, where
+// Decode reads the metadata: the answer goes on to the plugin that wrote, and the host reads
+// nothing of it.
+func Answer(data []byte) ([]byte, error) {
+	raw, _, err := withoutManagedFields(data, nil)
+	return raw, err
+}
+
+// withoutManagedFields returns a copy of the object JSON data less metadata.managedFields, and
+// where the metadata's value sits in that copy (start < 0 if it has none). It calls each, if not
+// nil, with each member of the object, offsets in data.
+func withoutManagedFields(data []byte, each func(member) error) ([]byte, span, error) {
+	var meta member
+	err := members(data, func(m member) error {
+		if string(m.key) == "metadata" {
+			meta = m
+		}
+		if each != nil {
+			return each(m)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, span{}, err
+	}
+	if !meta.found() {
+		return bytes.Clone(data), span{-1, -1}, nil
 	}
 	// What to cut: metadata.managedFields, with a comma.
 	var cuts []span
@@ -89,7 +126,7 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("object metadata: %w", err)
+		return nil, span{}, fmt.Errorf("object metadata: %w", err)
 	}
 	// In document order; a repeated key's cuts may overlap: merge them.
 	merged := cuts[:0]
@@ -112,16 +149,8 @@ func (o *Object) UnmarshalJSON(data []byte) error {
 		at = c.end
 		metaEnd -= c.end - c.start
 	}
-	o.Raw = append(raw, data[at:]...)
-	if err := json.Unmarshal(o.Raw[meta.val.start:metaEnd], &o.ObjectMeta); err != nil {
-		return fmt.Errorf("object metadata: %w", err)
-	}
-	o.ManagedFields = nil // a duplicate key would have escaped the cut
-	delete(o.Annotations, LastApplied)
-	if len(o.Annotations) == 0 {
-		o.Annotations = nil
-	}
-	return nil
+	raw = append(raw, data[at:]...)
+	return raw, span{meta.val.start, metaEnd}, nil
 }
 
 // MarshalJSON returns Raw.

@@ -1,6 +1,7 @@
 package object
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"reflect"
@@ -154,7 +155,28 @@ func FuzzDecode(f *testing.F) {
 		if !reflect.DeepEqual(got.Object, u.Object) {
 			t.Errorf("Decode(%q).Raw = %q", in, o.Raw)
 		}
+		if a, err := Answer([]byte(in)); err != nil || !bytes.Equal(a, o.Raw) {
+			t.Errorf("Answer(%q) = %q, %v; Decode's Raw is %q", in, a, err, o.Raw)
+		}
 	})
+}
+
+// A write's answer is cut as a decoded object's JSON is, and keeps the last-applied annotation.
+func TestAnswerIsTheJSONDecodeKeeps(t *testing.T) {
+	o, err := Decode([]byte(configMap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Answer([]byte(configMap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, o.Raw) || strings.Contains(string(a), "managedFields") || !strings.Contains(string(a), LastApplied) {
+		t.Errorf("Answer = %s\nwant Decode's Raw %s", a, o.Raw)
+	}
+	if _, err := Answer([]byte(`["not", "an object"]`)); err == nil {
+		t.Error("Answer took an array")
+	}
 }
 
 func TestFromTypedEncodesTheObjectOnce(t *testing.T) {

@@ -56,7 +56,7 @@ func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	// What is sent is obj.Raw: the object less metadata.managedFields, which the API server
 	// keeps (abi.PatchSetsManagedFields says why).
 	r := c.resource(m, obj.Namespace)
-	var out *object.Object
+	var out []byte
 	switch fn {
 	case abi.ImportCreate:
 		out, err = r.Create(ctx, obj.Raw, metav1.CreateOptions{FieldManager: manager, DryRun: c.dryRun(wo.DryRun)})
@@ -68,7 +68,7 @@ func (c *Calls) write(ctx context.Context, fn string, body []byte) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	return out.Raw, nil
+	return out, nil
 }
 
 // managedFieldsRefused is the answer to a patch that writes metadata.managedFields.
@@ -118,11 +118,7 @@ func (c *Calls) patch(ctx context.Context, body []byte) ([]byte, error) {
 	if req.Subresource != "" {
 		subs = []string{req.Subresource}
 	}
-	out, err := c.resource(m, req.Namespace).Patch(ctx, req.Name, pt, req.Patch, opts, subs...)
-	if err != nil {
-		return nil, err
-	}
-	return out.Raw, nil
+	return c.resource(m, req.Namespace).Patch(ctx, req.Name, pt, req.Patch, opts, subs...)
 }
 
 func (c *Calls) delete(ctx context.Context, body []byte) error {
