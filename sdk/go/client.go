@@ -72,7 +72,8 @@ func NewClient() *Client { return &Client{} }
 type Transport interface {
 	// Call makes a host call: fn is an abi.Import* call name (abi.ImportGet...), req its JSON
 	// request (ABI.md). It returns the status and the response: the call's answer on
-	// abi.StatusOK, a message saying what went wrong otherwise.
+	// abi.StatusOK, a message saying what went wrong otherwise. The response is the caller's:
+	// decoded objects share its bytes, so Call must not modify or reuse them afterwards.
 	Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte)
 	// Log takes one log line as the log import does (level abi.LogDebug to abi.LogError): the
 	// message, then, if there are key/values, a NUL byte and a JSON array of them.
@@ -87,10 +88,10 @@ func NewClientWith(t Transport) *Client { return &Client{t: t} }
 type ObjectRef = abi.ObjectRef
 
 // Raw makes a host call whose request is encoded already (ABI.md): fn is an abi.Import* name.
-// It returns the answer, or a *StatusError. It is what package client's typed calls are made
+// It returns the answer, which is the caller's alone, or a *StatusError. It is what package client's typed calls are made
 // of; a plugin uses the methods above or package client.
 func (c *Client) Raw(ctx context.Context, fn string, req []byte) ([]byte, error) {
-	return c.call(ctx, fn, json.RawMessage(req))
+	return c.send(ctx, fn, req)
 }
 
 func (c *Client) call(ctx context.Context, fn string, req any) ([]byte, error) {
@@ -108,6 +109,11 @@ func (c *Client) call(ctx context.Context, fn string, req any) ([]byte, error) {
 			return nil, fmt.Errorf("%s: encoding the request: %w", fn, err)
 		}
 	}
+	return c.send(ctx, fn, body)
+}
+
+// send makes host call fn with the encoded request body.
+func (c *Client) send(ctx context.Context, fn string, body []byte) ([]byte, error) {
 	var (
 		status abi.Status
 		resp   []byte

@@ -65,7 +65,7 @@ func (o *Object) Into(v any) error {
 		return err
 	}
 	if u, ok := v.(codec.Unmarshaler); ok { // a generated type (sdk/go/k8s)
-		return codec.Unmarshal(b, u)
+		return codec.UnmarshalKeep(b, u)
 	}
 	return json.Unmarshal(b, v)
 }

@@ -85,12 +85,13 @@ func ref(obj Object) abi.ObjectRef {
 	return abi.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
-// decodeInto makes obj what resp holds, with its apiVersion and kind set.
-func decodeInto(what string, resp []byte, obj Object) error {
+// decodeInto makes obj what resp, the answer of call fn on r, holds, with its apiVersion and
+// kind set. resp is a host call's answer, which nothing else holds: obj's strings share it.
+func decodeInto(fn string, r abi.ObjectRef, resp []byte, obj Object) error {
 	apiVersion, kind := obj.APIVersionKind()
 	obj.Reset()
-	if err := codec.Unmarshal(resp, obj); err != nil {
-		return fmt.Errorf("%s: decoding the answer into a %s: %w", what, kind, err)
+	if err := codec.UnmarshalKeep(resp, obj); err != nil {
+		return fmt.Errorf("%s %s: decoding the answer into a %s: %w", fn, describe(r), kind, err)
 	}
 	if obj.GetKind() == "" {
 		obj.SetAPIVersionKind(apiVersion, kind)
@@ -162,7 +163,7 @@ func (c *Client) Get(ctx context.Context, key ObjectKey, obj Object) error {
 	if err != nil {
 		return err
 	}
-	return decodeInto("get "+describe(abi.ObjectRef{Kind: kind, Namespace: key.Namespace, Name: key.Name}), resp, obj)
+	return decodeInto("get", abi.ObjectRef{Kind: kind, Namespace: key.Namespace, Name: key.Name}, resp, obj)
 }
 
 // List reads the objects of list's kind that opts select (InNamespace, MatchingLabels,
@@ -189,7 +190,7 @@ func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) 
 		resp = match.prefilter(resp)
 	}
 	list.Reset()
-	if err := codec.Unmarshal(resp, list); err != nil {
+	if err := codec.UnmarshalKeep(resp, list); err != nil {
 		return fmt.Errorf("list %s: decoding the answer: %w", kind, err)
 	}
 	if match != nil {
@@ -216,7 +217,7 @@ func (c *Client) write(ctx context.Context, fn string, obj Object, fieldManager 
 	if err != nil {
 		return err
 	}
-	return decodeInto(fn+" "+describe(ref(obj)), resp, obj)
+	return decodeInto(fn, ref(obj), resp, obj)
 }
 
 func writeOptions(fieldManager string, dry []string) (abi.WriteOptions, error) {
@@ -297,7 +298,7 @@ func (c *Client) patch(ctx context.Context, obj Object, patch Patch, sub string,
 	if err != nil {
 		return err
 	}
-	return decodeInto("patch "+describe(r), resp, obj)
+	return decodeInto("patch", r, resp, obj)
 }
 
 // Delete deletes obj; opts are PropagationPolicy, Preconditions (of its UID) and DryRunAll.
@@ -353,7 +354,7 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj Object, opts ...DeleteAllO
 		return err
 	}
 	var items itemRefs
-	if err := codec.Unmarshal(resp, &items); err != nil {
+	if err := codec.UnmarshalKeep(resp, &items); err != nil {
 		return fmt.Errorf("deleteAllOf %s: decoding the list: %w", kind, err)
 	}
 	for _, it := range items.refs {

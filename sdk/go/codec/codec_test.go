@@ -1,9 +1,11 @@
 package codec_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/wasmrec/wasmrec/sdk/go/codec"
@@ -44,7 +46,7 @@ func (x *sample) DecodeJSON(d *codec.Decoder) {
 		case "tags":
 			codec.ReadSlice(&x.Tags, d, codec.ReadString[string])
 		case "labels":
-			codec.ReadMap(&x.Labels, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Labels, d)
 		case "data":
 			codec.ReadBytes(&x.Data, d)
 		default:
@@ -65,7 +67,7 @@ type stdSample struct {
 }
 
 func TestDecodeAgreesWithEncodingJSON(t *testing.T) {
-	for _, in := range []string{
+	for _, in := range append([]string{
 		`{}`, `null`, `{"name":"a\u00e9\ud83d\ude00\"","count":-2147483648,"big":9223372036854775807}`,
 		`{"count":2147483648}`, `{"count":1.0}`, `{"count":1e2}`, `{"count":"1"}`, `{"big":-9223372036854775809}`,
 		`{"ratio":1e308}`, `{"ratio":1e309}`, `{"ratio":-0.5e-3}`, `{"ptr":null}`, `{"ptr":7}`,
@@ -73,24 +75,62 @@ func TestDecodeAgreesWithEncodingJSON(t *testing.T) {
 		`{"data":"aGVsbG8="}`, `{"data":"!!"}`, `{"name":"x",}`, `{"name" "x"}`, `{"name":"x"} x`,
 		`{"unknown":{"deep":[1,2,{"x":null}]},"name":"y"}`, `{"unknown":[1,]}`, `[1]`, `"s"`,
 		`{"name":"\x01"}`, `{"name":"bad \xff utf8"}`, `{"count":01}`, `{"count":-}`, `{"name":true}`,
-	} {
+		`{"labels":{"a":1}}`, `{"labels":{"a":"1",}}`, `{"labels":[]}`, `{"labels":null}`,
+	}, stringsAcrossWords()...) {
 		var std stdSample
 		errStd := json.Unmarshal([]byte(in), &std)
-		var got sample
-		errGot := codec.Unmarshal([]byte(in), &got)
-		if (errStd == nil) != (errGot == nil) {
-			t.Errorf("%s: encoding/json says %v, codec %v", in, errStd, errGot)
-			continue
+		for _, unmarshal := range []func([]byte, codec.Unmarshaler) error{codec.Unmarshal, codec.UnmarshalKeep} {
+			var got sample
+			errGot := unmarshal([]byte(in), &got)
+			if (errStd == nil) != (errGot == nil) {
+				t.Errorf("%s: encoding/json says %v, codec %v", in, errStd, errGot)
+				continue
+			}
+			if errStd != nil {
+				continue
+			}
+			want := sample(std)
+			a, _ := json.Marshal(stdSample(got))
+			b, _ := json.Marshal(stdSample(want))
+			if string(a) != string(b) {
+				t.Errorf("%s: codec read %s, encoding/json %s", in, a, b)
+			}
 		}
-		if errStd != nil {
-			continue
+	}
+}
+
+// stringsAcrossWords are names and label keys and values with each byte that ends the decoder's
+// plain-ASCII fast path (a quote, escaped or not, a backslash, a control character, non-ASCII
+// UTF-8, invalid UTF-8) at every offset of the first three 8-byte words, and strings that end there.
+func stringsAcrossWords() []string {
+	var out []string
+	for _, special := range []string{`\"`, `\\`, `\n`, "\x01", "\x7f", "\u00e9", "é", "\xff", "\x1f", " ", "~"} {
+		for at := range 24 {
+			s := strings.Repeat("a", at) + special + strings.Repeat("b", 24-at)
+			out = append(out, `{"name":"`+s+`","labels":{"`+s+`":"`+s+`"}}`)
 		}
-		want := sample(std)
-		a, _ := json.Marshal(stdSample(got))
-		b, _ := json.Marshal(stdSample(want))
-		if string(a) != string(b) {
-			t.Errorf("%s: codec read %s, encoding/json %s", in, a, b)
-		}
+	}
+	for n := range 26 {
+		s := strings.Repeat("c", n)
+		out = append(out, `{"name":"`+s+`","labels":{"`+s+`":"`+s+`"}}`, `{"name":"`+s)
+	}
+	return out
+}
+
+// UnmarshalKeep's strings are cut from the data it was given; Unmarshal's from a copy, so that
+// the caller may reuse the data.
+func TestUnmarshalKeepSharesTheData(t *testing.T) {
+	in := []byte(`{"name":"original","labels":{"key":"value"}}`)
+	var kept, copied sample
+	if err := codec.UnmarshalKeep(in, &kept); err != nil {
+		t.Fatal(err)
+	}
+	if err := codec.Unmarshal(in, &copied); err != nil {
+		t.Fatal(err)
+	}
+	copy(in, bytes.ReplaceAll(in, []byte("original"), []byte("modified")))
+	if kept.Name != "modified" || copied.Name != "original" || copied.Labels["key"] != "value" {
+		t.Errorf("after the data changed, UnmarshalKeep's name is %q (want it to follow the data), Unmarshal's %q", kept.Name, copied.Name)
 	}
 }
 

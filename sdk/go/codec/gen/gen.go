@@ -329,6 +329,9 @@ func scalar(t *Type) string {
 	return ""
 }
 
+// plainString is the predeclared string type.
+func plainString(t *Type) bool { return t.Kind == String && !t.Named() }
+
 func isBytes(t *Type) bool { return t.Kind == Slice && t.Elem.Kind == Uint8 && !t.Elem.Named() }
 
 // direction is what reading or writing a value calls: read, with a *codec.Decoder named d and
@@ -374,6 +377,9 @@ func (f *File) stmt(dir direction, t *Type, ptr string) string {
 	}
 	if t.Name != "" { // a named map, slice or pointer: the helpers take the type literal
 		ptr = "(*" + f.UnderlyingExpr(t) + ")(" + ptr + ")"
+	}
+	if dir == reading && t.Kind == Map && plainString(t.Key) && plainString(t.Elem) {
+		return f.codec("ReadStringMap") + "(" + ptr + ", d)\n"
 	}
 	var helper string
 	switch t.Kind {

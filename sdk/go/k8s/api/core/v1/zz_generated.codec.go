@@ -354,7 +354,7 @@ func (x *CSIPersistentVolumeSource) DecodeJSON(d *codec.Decoder) {
 		case "fsType":
 			codec.ReadString(&x.FSType, d)
 		case "volumeAttributes":
-			codec.ReadMap(&x.VolumeAttributes, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.VolumeAttributes, d)
 		case "controllerPublishSecretRef":
 			codec.ReadPtr(&x.ControllerPublishSecretRef, d, (*SecretReference).DecodeJSON)
 		case "nodeStageSecretRef":
@@ -431,7 +431,7 @@ func (x *CSIVolumeSource) DecodeJSON(d *codec.Decoder) {
 		case "fsType":
 			codec.ReadPtr(&x.FSType, d, codec.ReadString[string])
 		case "volumeAttributes":
-			codec.ReadMap(&x.VolumeAttributes, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.VolumeAttributes, d)
 		case "nodePublishSecretRef":
 			codec.ReadPtr(&x.NodePublishSecretRef, d, (*LocalObjectReference).DecodeJSON)
 		default:
@@ -934,7 +934,7 @@ func (x *ConfigMap) DecodeJSON(d *codec.Decoder) {
 		case "immutable":
 			codec.ReadPtr(&x.Immutable, d, codec.ReadBool[bool])
 		case "data":
-			codec.ReadMap(&x.Data, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Data, d)
 		case "binaryData":
 			codec.ReadMap(&x.BinaryData, d, func(p *[]uint8, d *codec.Decoder) {
 				codec.ReadBytes(p, d)
@@ -3165,7 +3165,7 @@ func (x *FlexPersistentVolumeSource) DecodeJSON(d *codec.Decoder) {
 		case "readOnly":
 			codec.ReadBool(&x.ReadOnly, d)
 		case "options":
-			codec.ReadMap(&x.Options, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Options, d)
 		default:
 			d.Skip()
 		}
@@ -3216,7 +3216,7 @@ func (x *FlexVolumeSource) DecodeJSON(d *codec.Decoder) {
 		case "readOnly":
 			codec.ReadBool(&x.ReadOnly, d)
 		case "options":
-			codec.ReadMap(&x.Options, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Options, d)
 		default:
 			d.Skip()
 		}
@@ -6613,7 +6613,7 @@ func (x *PodCertificateProjection) DecodeJSON(d *codec.Decoder) {
 		case "certificateChainPath":
 			codec.ReadString(&x.CertificateChainPath, d)
 		case "userAnnotations":
-			codec.ReadMap(&x.UserAnnotations, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.UserAnnotations, d)
 		default:
 			d.Skip()
 		}
@@ -7199,7 +7199,7 @@ func (x *PodSpec) DecodeJSON(d *codec.Decoder) {
 		case "dnsPolicy":
 			codec.ReadString(&x.DNSPolicy, d)
 		case "nodeSelector":
-			codec.ReadMap(&x.NodeSelector, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.NodeSelector, d)
 		case "serviceAccountName":
 			codec.ReadString(&x.ServiceAccountName, d)
 		case "serviceAccount":
@@ -8322,7 +8322,7 @@ func (x *ReplicationControllerSpec) DecodeJSON(d *codec.Decoder) {
 		case "minReadySeconds":
 			codec.ReadInt32(&x.MinReadySeconds, d)
 		case "selector":
-			codec.ReadMap(&x.Selector, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Selector, d)
 		case "template":
 			codec.ReadPtr(&x.Template, d, (*PodTemplateSpec).DecodeJSON)
 		default:
@@ -9083,7 +9083,7 @@ func (x *Secret) DecodeJSON(d *codec.Decoder) {
 				codec.ReadBytes(p, d)
 			})
 		case "stringData":
-			codec.ReadMap(&x.StringData, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.StringData, d)
 		case "type":
 			codec.ReadString(&x.Type, d)
 		default:
@@ -9759,7 +9759,7 @@ func (x *ServiceSpec) DecodeJSON(d *codec.Decoder) {
 		case "ports":
 			codec.ReadSlice(&x.Ports, d, (*ServicePort).DecodeJSON)
 		case "selector":
-			codec.ReadMap(&x.Selector, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Selector, d)
 		case "clusterIP":
 			codec.ReadString(&x.ClusterIP, d)
 		case "clusterIPs":

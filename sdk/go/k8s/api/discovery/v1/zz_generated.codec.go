@@ -27,7 +27,7 @@ func (x *Endpoint) DecodeJSON(d *codec.Decoder) {
 		case "targetRef":
 			codec.ReadPtr(&x.TargetRef, d, (*corev1.ObjectReference).DecodeJSON)
 		case "deprecatedTopology":
-			codec.ReadMap(&x.DeprecatedTopology, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.DeprecatedTopology, d)
 		case "nodeName":
 			codec.ReadPtr(&x.NodeName, d, codec.ReadString[string])
 		case "zone":

@@ -147,7 +147,7 @@ func (x *Scheduling) DecodeJSON(d *codec.Decoder) {
 		}
 		switch k {
 		case "nodeSelector":
-			codec.ReadMap(&x.NodeSelector, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.NodeSelector, d)
 		case "tolerations":
 			codec.ReadSlice(&x.Tolerations, d, (*corev1.Toleration).DecodeJSON)
 		default:

@@ -462,7 +462,7 @@ func (x *StorageClass) DecodeJSON(d *codec.Decoder) {
 		case "provisioner":
 			codec.ReadString(&x.Provisioner, d)
 		case "parameters":
-			codec.ReadMap(&x.Parameters, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Parameters, d)
 		case "reclaimPolicy":
 			codec.ReadPtr(&x.ReclaimPolicy, d, codec.ReadString[corev1.PersistentVolumeReclaimPolicy])
 		case "mountOptions":
@@ -771,7 +771,7 @@ func (x *VolumeAttachmentStatus) DecodeJSON(d *codec.Decoder) {
 		case "attached":
 			codec.ReadBool(&x.Attached, d)
 		case "attachmentMetadata":
-			codec.ReadMap(&x.AttachmentMetadata, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.AttachmentMetadata, d)
 		case "attachError":
 			codec.ReadPtr(&x.AttachError, d, (*VolumeError).DecodeJSON)
 		case "detachError":
@@ -822,7 +822,7 @@ func (x *VolumeAttributesClass) DecodeJSON(d *codec.Decoder) {
 		case "driverName":
 			codec.ReadString(&x.DriverName, d)
 		case "parameters":
-			codec.ReadMap(&x.Parameters, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Parameters, d)
 		default:
 			d.Skip()
 		}

@@ -176,7 +176,7 @@ func (x *LabelSelector) DecodeJSON(d *codec.Decoder) {
 		}
 		switch k {
 		case "matchLabels":
-			codec.ReadMap(&x.MatchLabels, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.MatchLabels, d)
 		case "matchExpressions":
 			codec.ReadSlice(&x.MatchExpressions, d, (*LabelSelectorRequirement).DecodeJSON)
 		default:
@@ -386,9 +386,9 @@ func (x *ObjectMeta) DecodeJSON(d *codec.Decoder) {
 		case "deletionGracePeriodSeconds":
 			codec.ReadPtr(&x.DeletionGracePeriodSeconds, d, codec.ReadInt64[int64])
 		case "labels":
-			codec.ReadMap(&x.Labels, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Labels, d)
 		case "annotations":
-			codec.ReadMap(&x.Annotations, d, codec.ReadString[string])
+			codec.ReadStringMap(&x.Annotations, d)
 		case "ownerReferences":
 			codec.ReadSlice(&x.OwnerReferences, d, (*OwnerReference).DecodeJSON)
 		case "finalizers":
