@@ -281,10 +281,14 @@ func (g *typeGen) typeOf(name, path string, s *apiextensionsv1.JSONSchemaProps, 
 		case "byte":
 			return "[]byte"
 		}
-		if field && (s.Nullable || s.Default != nil) {
-			return "*string"
+		t := "string"
+		if e := g.enumOf(name, path, s); e != "" {
+			t = e
 		}
-		return "string"
+		if field && (s.Nullable || s.Default != nil) {
+			return "*" + t
+		}
+		return t
 	case "boolean":
 		return ptr("bool")
 	case "integer":
@@ -370,11 +374,49 @@ func (g *typeGen) structOf(name, path string, s *apiextensionsv1.JSONSchemaProps
 	return n
 }
 
+// enumOf declares a string type for schema s, at path, whose values are its enum's, with a
+// constant for each (CronJobSpecConcurrencyPolicyForbid), as kubebuilder's types name their enums;
+// "" if s has no enum of strings. The type is named as a struct there would be.
+func (g *typeGen) enumOf(name, path string, s *apiextensionsv1.JSONSchemaProps) string {
+	vals := stringEnum(s)
+	if len(vals) == 0 {
+		return ""
+	}
+	n := uniqueName(name, g.names)
+	g.decls.WriteString("\n")
+	writeDoc(&g.decls, "", fmt.Sprintf("%s is the value at %s: one of the constants below.", n, path))
+	fmt.Fprintf(&g.decls, "// +kubebuilder:validation:Enum=%s\ntype %s string\n\nconst (\n", strings.Join(vals, ";"), n)
+	for _, v := range vals {
+		word := goField(v)
+		switch {
+		case strings.IndexFunc(v, isIdent) < 0: // "", or no letter or digit
+			word = "Empty"
+		case len(word) > 1 && word[0] == 'F' && unicode.IsDigit(rune(word[1])): // goField's F before a digit: the type's name goes first
+			word = word[1:]
+		}
+		fmt.Fprintf(&g.decls, "\t%s %s = %q\n", uniqueName(n+word, g.names), n, v)
+	}
+	g.decls.WriteString(")\n")
+	return n
+}
+
+// stringEnum is the strings of s's enum (a nullable enum's null is not one).
+func stringEnum(s *apiextensionsv1.JSONSchemaProps) []string {
+	var vals []string
+	for _, e := range s.Enum {
+		var v string
+		if json.Unmarshal(e.Raw, &v) == nil {
+			vals = append(vals, v)
+		}
+	}
+	return vals
+}
+
 // markers are the kubebuilder validation markers of what the schema checks of a field, for the
 // reader: the CRD in crds/ is what the API server enforces.
 func markers(s *apiextensionsv1.JSONSchemaProps) []string {
 	var out []string
-	if len(s.Enum) > 0 {
+	if len(s.Enum) > 0 && (s.Type != "string" || len(stringEnum(s)) == 0) { // a string enum's type says it (enumOf)
 		var vals []string
 		for _, e := range s.Enum {
 			vals = append(vals, strings.Trim(string(e.Raw), `"`))

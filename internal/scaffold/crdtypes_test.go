@@ -19,7 +19,7 @@ import (
 
 // widget is a Widget that sets every field of testdata/widgets.yaml's schema, as JSON.
 const widget = `{"apiVersion":"shop.example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"shop"},
-"spec":{"size":3,"weight":9000000000,"ratio":0.5,"paused":false,"color":"green","serialID":"A-1","serial_id":"a-1",
+"spec":{"size":3,"weight":9000000000,"ratio":0.5,"paused":false,"color":"green","lane":"fast-lane","serialID":"A-1","serial_id":"a-1",
 "madeAt":"2026-01-02T03:04:05Z","port":"http","memory":"1Gi","labels":{"a":"b"},"limits":{"x":{"max":2}},
 "parts":[{"name":"bolt","count":0,"tags":["m4"]},{"name":"nut"}],
 "template":{"metadata":{"name":"box","labels":{"k":"v"}},"spec":{"fragile":true}},
@@ -62,6 +62,9 @@ func TestTheTypesHoldEveryFieldOfTheSchema(t *testing.T) {
 	if w.Spec.Parts[0].Count == nil || *w.Spec.Parts[0].Count != 0 || w.Spec.Paused == nil || *w.Spec.Paused {
 		t.Errorf("optional numbers and bools set to zero are lost: %+v", w.Spec)
 	}
+	if w.Spec.Color == nil || *w.Spec.Color != WidgetSpecColorGreen || w.Spec.Lane != WidgetSpecLaneFastLane {
+		t.Errorf("enums read as %v and %q", w.Spec.Color, w.Spec.Lane)
+	}
 }
 `
 
@@ -83,7 +86,11 @@ func TestACustomResourceIsTypedFromItsCRD(t *testing.T) {
 		"// +kubebuilder:subresource:status\n\n// Widget is a thing the shop sells.\ntype Widget struct {",
 		"\tSpec WidgetSpec `json:\"spec,omitzero\"`\n",
 		"\t// Size in centimetres.\n\t// +kubebuilder:validation:Minimum=1\n\tSize int32 `json:\"size\"`\n",
-		"\t// +kubebuilder:validation:Enum=red;green;blue\n\t// +kubebuilder:default=\"red\"\n\t// +optional\n\tColor *string `json:\"color,omitempty\"`\n",
+		"\t// +kubebuilder:default=\"red\"\n\t// +optional\n\tColor *WidgetSpecColor `json:\"color,omitempty\"`\n",
+		"// WidgetSpecColor is the value at spec.color: one of the constants below.\n// +kubebuilder:validation:Enum=red;green;blue\ntype WidgetSpecColor string\n",
+		"\tWidgetSpecColorRed   WidgetSpecColor = \"red\"\n\tWidgetSpecColorGreen WidgetSpecColor = \"green\"\n\tWidgetSpecColorBlue  WidgetSpecColor = \"blue\"\n",
+		"\tWidgetSpecLaneEmpty     WidgetSpecLane = \"\"\n\tWidgetSpecLaneFastLane  WidgetSpecLane = \"fast-lane\"\n\tWidgetSpecLaneFastLane2 WidgetSpecLane = \"fastLane\"\n",
+		"\tLane WidgetSpecLane `json:\"lane,omitempty\"`\n",
 		"\t// +listType=map\n\t// +listMapKey=name\n\tParts []WidgetSpecPart `json:\"parts\"`\n",
 		"// WidgetSpecPart is the object at spec.parts[*].\ntype WidgetSpecPart struct {",
 		"\tSerialID2 string `json:\"serial_id,omitempty\"`\n",
