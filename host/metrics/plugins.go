@@ -11,6 +11,7 @@ type PluginStats struct {
 	Digest                       string
 	Instances                    int    // alive, idle or busy
 	InstanceMemoryBytes          uint64 // of the idle instances
+	SnapshotBytes                int    // its module's snapshot, kept until its code is let go
 	Traps, Timeouts, BadResults  int64
 	Instantiated, Discarded, Rec int64 // Rec: recycled
 	LogDroppedLines              int64 // guest output past the plugin's log limit
@@ -26,8 +27,8 @@ type pluginCollector struct {
 	mu      sync.Mutex
 	plugins map[string]func() PluginStats
 
-	info, instances, memory, traps, timeouts, badResults, instantiated, discarded, recycled, droppedLines, droppedBytes *prometheus.Desc
-	recordings, recordingsDropped, recordingsBytes                                                                      *prometheus.Desc
+	info, instances, memory, snapshot, traps, timeouts, badResults, instantiated, discarded, recycled, droppedLines, droppedBytes *prometheus.Desc
+	recordings, recordingsDropped, recordingsBytes                                                                                *prometheus.Desc
 }
 
 func newPluginCollector() *pluginCollector {
@@ -39,6 +40,7 @@ func newPluginCollector() *pluginCollector {
 		info:         d("wasmrec_plugin_info", "The module a plugin runs (value 1)", "digest"),
 		instances:    d("wasmrec_plugin_instances", "Live instances of a plugin's module"),
 		memory:       d("wasmrec_plugin_instance_memory_bytes", "Linear memory of a plugin's idle instances"),
+		snapshot:     d("wasmrec_plugin_snapshot_bytes", "Memory a plugin's module keeps of its snapshot (what its initialisation wrote, from which instances start) until its code is let go"),
 		traps:        d("wasmrec_plugin_traps_total", "Reconciles that trapped"),
 		timeouts:     d("wasmrec_plugin_timeouts_total", "Reconciles interrupted at their deadline"),
 		badResults:   d("wasmrec_plugin_bad_results_total", "Reconciles that returned a malformed result"),
@@ -69,7 +71,7 @@ func (m *Metrics) UnregisterPlugin(name string) {
 }
 
 func (c *pluginCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled, c.droppedLines, c.droppedBytes, c.recordings, c.recordingsDropped, c.recordingsBytes} {
+	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.snapshot, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled, c.droppedLines, c.droppedBytes, c.recordings, c.recordingsDropped, c.recordingsBytes} {
 		ch <- d
 	}
 }
@@ -82,6 +84,7 @@ func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, name, s.Digest)
 		ch <- prometheus.MustNewConstMetric(c.instances, prometheus.GaugeValue, float64(s.Instances), name)
 		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(s.InstanceMemoryBytes), name)
+		ch <- prometheus.MustNewConstMetric(c.snapshot, prometheus.GaugeValue, float64(s.SnapshotBytes), name)
 		ch <- prometheus.MustNewConstMetric(c.traps, prometheus.CounterValue, float64(s.Traps), name)
 		ch <- prometheus.MustNewConstMetric(c.timeouts, prometheus.CounterValue, float64(s.Timeouts), name)
 		ch <- prometheus.MustNewConstMetric(c.badResults, prometheus.CounterValue, float64(s.BadResults), name)

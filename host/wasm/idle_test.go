@@ -90,6 +90,10 @@ func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
 	m := compile(t, e, wasmBytes, wasm.Options{Name: "app", IdleTimeout: 50 * time.Millisecond, CodeIdleTimeout: 100 * time.Millisecond})
 	debug.FreeOSMemory() // what compiling left behind is not the code's
 	loaded := rss(t)
+	snap := m.SnapshotBytes()
+	if snap == 0 {
+		t.Error("a Go guest's module holds no snapshot after its first instance")
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for m.Stats().CodeReleases == 0 {
 		if time.Now().After(deadline) {
@@ -112,6 +116,9 @@ func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
 	}
 	if wasm.HoldsBytes(m) {
 		t.Error("the module still holds its bytes with its code let go: they were to wait in the cache directory")
+	}
+	if got := m.SnapshotBytes(); got != 0 {
+		t.Errorf("the module holds a snapshot of %d bytes with its code let go (%d before)", got, snap)
 	}
 	start := time.Now()
 	if _, err := m.Reconcile(context.Background(), call("none")); err != nil {
