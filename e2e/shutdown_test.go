@@ -323,7 +323,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Fatalf("still running 1s after the second SIGTERM:\n%s", h.out.String())
 	}
 	out := h.out.String()
-	if !strings.Contains(out, "exiting at once; reconciles in flight: misbehave "+ns+"/spin (for ") || !strings.Contains(out, `"misbehave"`) {
+	if !strings.Contains(out, "exiting at once; reconciles in flight: misbehave "+ns+"/spin (for ") || !strings.Contains(out, "; still stopping: misbehave") || strings.Contains(out, "*plugin.") {
 		t.Fatalf("the exit does not name what was running:\n%s", tail(out, 10))
 	}
 	t.Logf("exited %s after the second SIGTERM: %s", time.Since(signalled).Round(time.Millisecond), out[strings.LastIndex(out, "wasmrec: "):])

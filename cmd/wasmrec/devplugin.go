@@ -194,6 +194,9 @@ func newDevRebuilder(plugins []*devPlugin, cfg *rest.Config, onCluster bool, log
 	return &devRebuilder{plugins: watched, cfg: cfg, onCluster: onCluster, log: log.WithName("dev"), out: out}
 }
 
+// Name names it in the manager's messages.
+func (*devRebuilder) Name() string { return "dev's rebuilder of plugins" }
+
 func (r *devRebuilder) Start(ctx context.Context) error {
 	seen, crds, grants := map[*devPlugin]string{}, map[*devPlugin]string{}, map[*devPlugin]string{}
 	for _, dp := range r.plugins {

@@ -348,7 +348,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	}
 	inFlight := host.InFlight // config plugins and plugin objects' alike
 	setStillRunning(ctx, func() string {
-		return fmt.Sprintf("reconciles in flight: %s; runnables still running: %s", orNone(inFlight()), orNone(mgr.Running()))
+		return fmt.Sprintf("reconciles in flight: %s; still stopping: %s", orNone(inFlight()), orNone(mgr.Running()))
 	})
 	mctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -158,6 +158,9 @@ func New(cfg *rest.Config, opts Options) (*Cache, error) {
 // RESTMapper returns the mapper the cache resolves kinds with.
 func (c *Cache) RESTMapper() meta.RESTMapper { return c.mapper }
 
+// Name names it in the manager's messages.
+func (c *Cache) Name() string { return "the informer cache" }
+
 // Start runs the informers acquired so far and any acquired later, until ctx is done; then it
 // stops them all and returns once none is running.
 func (c *Cache) Start(ctx context.Context) error {

@@ -44,6 +44,9 @@ func NewWatcher(c *cache.Cache, log logr.Logger) *Watcher {
 // NeedLeaderElection is false: every replica follows CRDs.
 func (w *Watcher) NeedLeaderElection() bool { return false }
 
+// Name names it in the manager's messages.
+func (w *Watcher) Name() string { return "the CustomResourceDefinition watch" }
+
 // Start watches CRDs until ctx is done.
 func (w *Watcher) Start(ctx context.Context) error {
 	inf, err := w.cache.Acquire(crdKey)

@@ -123,6 +123,9 @@ type Churn struct {
 // NeedLeaderElection is false: churn is a demo aid, not a controller.
 func (*Churn) NeedLeaderElection() bool { return false }
 
+// Name names it in the manager's messages.
+func (*Churn) Name() string { return "the demo's churn" }
+
 // Start churns until ctx is done.
 func (c *Churn) Start(ctx context.Context) error {
 	apps := dynamic.NewForConfigOrDie(c.Config).Resource(appGVR).Namespace(Namespace)

@@ -74,7 +74,7 @@ func (g *group) start(ctx context.Context) error {
 	}
 	for _, e := range started {
 		if !g.ready(ctx, e.r) {
-			return fmt.Errorf("manager: %s group: waiting for %s to be ready: %w", g.name, describe(e.r), context.Cause(ctx))
+			return fmt.Errorf("manager: waiting for %s to be ready: %w", describe(e.r), context.Cause(ctx))
 		}
 	}
 	return nil
@@ -166,8 +166,8 @@ func (g *group) stopAndWait(ctx context.Context) error {
 	if len(names) == 0 {
 		return nil
 	}
-	return fmt.Errorf("manager: %s group: %d runnables still running after the graceful-shutdown timeout: %s",
-		g.name, len(names), strings.Join(names, ", "))
+	return fmt.Errorf("manager: %d of the %s still running after the graceful-shutdown timeout: %s",
+		len(names), g.name, strings.Join(names, ", "))
 }
 
 // running names the runnables started and not yet returned.
@@ -183,9 +183,14 @@ func (g *group) running() []string {
 	return names
 }
 
+// describe names r for a reader of the log: by its Name, if it has one (every runnable of the
+// host does), else by its Go type.
 func describe(r Runnable) string {
-	if n, ok := r.(interface{ Name() string }); ok {
-		return fmt.Sprintf("%T %q", r, n.Name())
+	switch r := r.(type) {
+	case interface{ Name() string }:
+		return r.Name()
+	case *Server:
+		return "the " + r.Name + " server"
 	}
 	return fmt.Sprintf("%T", r)
 }

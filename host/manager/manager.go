@@ -107,12 +107,12 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		synced:  make(chan struct{}),
 		elected: make(chan struct{}),
 	}
-	m.servers = m.newGroup("HTTP servers", nil)
+	m.servers = m.newGroup("servers", nil)
 	m.caches = m.newGroup("caches", func(ctx context.Context, r Runnable) bool {
 		return r.(cacheRunnable).WaitForCacheSync(ctx)
 	})
-	m.others = m.newGroup("others", nil)
-	m.leaders = m.newGroup("leader election", nil)
+	m.others = m.newGroup("host services", nil)
+	m.leaders = m.newGroup("controllers", nil)
 	if cfg != nil {
 		c, err := cache.New(cfg, opts.Cache)
 		if err != nil {

@@ -290,7 +290,7 @@ func TestFirstErrorStopsTheManager(t *testing.T) {
 	go func() { done <- m.Start(context.Background()) }()
 	select {
 	case err := <-done:
-		if !errors.Is(err, boom) || !strings.Contains(err.Error(), `"failing"`) {
+		if !errors.Is(err, boom) || !strings.Contains(err.Error(), "failing: boom") {
 			t.Fatalf("Start = %v, want boom naming the runnable", err)
 		}
 	case <-time.After(10 * time.Second):
