@@ -1,7 +1,6 @@
 package controllerutil
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"github.com/wasmrec/wasmrec/sdk/go/codec"
 	untyped "github.com/wasmrec/wasmrec/sdk/go/controllerutil"
 	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
+	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/api/equality"
 	metav1 "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/apis/meta/v1"
 	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime/schema"
 )
@@ -181,12 +181,23 @@ func getOrCreate(ctx context.Context, c *client.Client, obj client.Object, f Mut
 // CreateOrUpdate reads obj (its name and namespace set) from the cluster, calls f on it, and
 // updates it if f changed it; if it does not exist, f is called on obj as it was given, and
 // obj created.
+//
+// f's changes are found as controller-runtime finds them, with equality.Semantic: a nil slice,
+// map or []byte that was empty, or empty that was nil, is no change.
 func CreateOrUpdate(ctx context.Context, c *client.Client, obj client.Object, f MutateFn) (OperationResult, error) {
-	before, after, res, err := getAndMutate(ctx, c, obj, f)
-	if err != nil || before == nil {
-		return res, err
+	key := client.ObjectKeyFromObject(obj)
+	created, err := getOrCreate(ctx, c, obj, f)
+	if err != nil {
+		return OperationResultNone, err
 	}
-	if bytes.Equal(before, after) {
+	if created {
+		return OperationResultCreated, nil
+	}
+	existing := obj.DeepCopyObject()
+	if err := mutate(f, key, obj); err != nil {
+		return OperationResultNone, err
+	}
+	if equality.Semantic.DeepEqual(existing, obj) {
 		return OperationResultNone, nil
 	}
 	if err := c.Update(ctx, obj); err != nil {

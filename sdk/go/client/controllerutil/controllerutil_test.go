@@ -121,3 +121,36 @@ func TestCreateOrPatchPatchesTheStatusApart(t *testing.T) {
 		t.Fatal("RemoveFinalizer")
 	}
 }
+
+// A copy made the usual way turns an empty value into a nil one: controller-runtime's
+// CreateOrUpdate sees no change there, and neither does this one, where comparing the JSON
+// ("" against null) updated the object on every reconcile.
+func TestCreateOrUpdateSeesNilAndEmptyAlike(t *testing.T) {
+	cluster := fake.NewCluster(manifest)
+	c := client.From(cluster.Client())
+	ctx := context.Background()
+	source := map[string][]byte{"empty": {}, "some": []byte("x")}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "copy"}}
+	copyData := func() error {
+		cm.BinaryData = map[string][]byte{}
+		for k, v := range source {
+			cm.BinaryData[k] = append([]byte(nil), v...) // nil for the empty value
+		}
+		cm.Labels = nil // was empty, or not there
+		return nil
+	}
+	// As the API server stores it: an empty value is "", which reads back as an empty []byte.
+	stored := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "copy", Labels: map[string]string{}}, BinaryData: map[string][]byte{"empty": {}, "some": []byte("x")}}
+	if err := c.Create(ctx, stored); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if got, err := controllerutil.CreateOrUpdate(ctx, c, cm, copyData); err != nil || got != controllerutil.OperationResultNone {
+			t.Fatalf("again (%d): %s, %v; want unchanged", i, got, err)
+		}
+	}
+	source["some"] = []byte("y")
+	if got, err := controllerutil.CreateOrUpdate(ctx, c, cm, copyData); err != nil || got != controllerutil.OperationResultUpdated {
+		t.Fatalf("after a change: %s, %v; want updated", got, err)
+	}
+}
