@@ -9,8 +9,10 @@ import (
 	"go/format"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -227,7 +229,7 @@ func typesFromSchema(pkg string, crd *apiextensionsv1.CustomResourceDefinition, 
 	out.Write(g.decls.Bytes())
 	src, err := format.Source(out.Bytes())
 	if err != nil {
-		return nil, fmt.Errorf("the Go types written from %s do not parse: %w", crd.Name, err)
+		return nil, fmt.Errorf("the Go types written from the schema of %s do not parse (%w): a defect of wasmrec new, please report it with the CRD; leave --crd out and write the types in api/ yourself meanwhile", crd.Name, err)
 	}
 	return src, nil
 }
@@ -385,19 +387,29 @@ func (g *typeGen) enumOf(name, path string, s *apiextensionsv1.JSONSchemaProps) 
 	n := uniqueName(name, g.names)
 	g.decls.WriteString("\n")
 	writeDoc(&g.decls, "", fmt.Sprintf("%s is the value at %s: one of the constants below.", n, path))
-	fmt.Fprintf(&g.decls, "// +kubebuilder:validation:Enum=%s\ntype %s string\n\nconst (\n", strings.Join(vals, ";"), n)
+	marked := make([]string, len(vals))
+	for i, v := range vals {
+		marked[i] = markerValue(v)
+	}
+	fmt.Fprintf(&g.decls, "// +kubebuilder:validation:Enum=%s\ntype %s string\n\nconst (\n", strings.Join(marked, ";"), n)
 	for _, v := range vals {
-		word := goField(v)
-		switch {
-		case strings.IndexFunc(v, isIdent) < 0: // "", or no letter or digit
+		word := goWords(v) // after the type's name, which makes it an exported name
+		if word == "" {    // "", or no letter or digit
 			word = "Empty"
-		case len(word) > 1 && word[0] == 'F' && unicode.IsDigit(rune(word[1])): // goField's F before a digit: the type's name goes first
-			word = word[1:]
 		}
 		fmt.Fprintf(&g.decls, "\t%s %s = %q\n", uniqueName(n+word, g.names), n, v)
 	}
 	g.decls.WriteString(")\n")
 	return n
+}
+
+// markerValue is v as a kubebuilder marker's list holds it: as it is if it is a plain word,
+// else quoted ("", "fast lane", a value with ; or a quote).
+func markerValue(v string) string {
+	if v != "" && strings.IndexFunc(v, func(r rune) bool { return !isIdent(r) && r != '-' && r != '.' && r != '_' }) < 0 {
+		return v
+	}
+	return strconv.Quote(v)
 }
 
 // stringEnum is the strings of s's enum (a nullable enum's null is not one).
@@ -447,9 +459,20 @@ func markers(s *apiextensionsv1.JSONSchemaProps) []string {
 	return out
 }
 
-// goField is the Go name of a JSON field: its words capitalized, common initialisms in capitals
-// (apiVersion: APIVersion, podIP: PodIP), what a Go name cannot hold left out.
+// goField is the Go name of a JSON field: goWords of it, made an exported name.
 func goField(json string) string {
+	s := goWords(json)
+	// A name must start with a letter, and an upper-case one to be exported (encoding/json and
+	// the generated codec skip unexported fields): 1st or 日本 are F1st and F日本.
+	if r, _ := utf8.DecodeRuneInString(s); !unicode.IsUpper(r) {
+		s = "F" + s
+	}
+	return s
+}
+
+// goWords is json's words capitalized, common initialisms in capitals (apiVersion: APIVersion,
+// podIP: PodIP), what a Go name cannot hold left out.
+func goWords(json string) string {
 	var words []string
 	start := 0
 	rs := []rune(json)
@@ -472,13 +495,10 @@ func goField(json string) string {
 			b.WriteString(up)
 			continue
 		}
-		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		r, size := utf8.DecodeRuneInString(w)
+		b.WriteString(string(unicode.ToUpper(r)) + w[size:])
 	}
-	s := b.String()
-	if s == "" || unicode.IsDigit(rune(s[0])) {
-		s = "F" + s
-	}
-	return s
+	return b.String()
 }
 
 // uniqueName is name, or name2, name3... if taken, and takes it.

@@ -19,7 +19,7 @@ import (
 
 // widget is a Widget that sets every field of testdata/widgets.yaml's schema, as JSON.
 const widget = `{"apiVersion":"shop.example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"shop"},
-"spec":{"size":3,"weight":9000000000,"ratio":0.5,"paused":false,"color":"green","lane":"fast-lane","serialID":"A-1","serial_id":"a-1",
+"spec":{"size":3,"weight":9000000000,"ratio":0.5,"paused":false,"color":"green","lane":"fast-lane","éclair":"e","日本":"j","serialID":"A-1","serial_id":"a-1",
 "madeAt":"2026-01-02T03:04:05Z","port":"http","memory":"1Gi","labels":{"a":"b"},"limits":{"x":{"max":2}},
 "parts":[{"name":"bolt","count":0,"tags":["m4"]},{"name":"nut"}],
 "template":{"metadata":{"name":"box","labels":{"k":"v"}},"spec":{"fragile":true}},
@@ -89,7 +89,10 @@ func TestACustomResourceIsTypedFromItsCRD(t *testing.T) {
 		"\t// +kubebuilder:default=\"red\"\n\t// +optional\n\tColor *WidgetSpecColor `json:\"color,omitempty\"`\n",
 		"// WidgetSpecColor is the value at spec.color: one of the constants below.\n// +kubebuilder:validation:Enum=red;green;blue\ntype WidgetSpecColor string\n",
 		"\tWidgetSpecColorRed   WidgetSpecColor = \"red\"\n\tWidgetSpecColorGreen WidgetSpecColor = \"green\"\n\tWidgetSpecColorBlue  WidgetSpecColor = \"blue\"\n",
-		"\tWidgetSpecLaneEmpty     WidgetSpecLane = \"\"\n\tWidgetSpecLaneFastLane  WidgetSpecLane = \"fast-lane\"\n\tWidgetSpecLaneFastLane2 WidgetSpecLane = \"fastLane\"\n",
+		"// +kubebuilder:validation:Enum=\"\";fast-lane;fastLane;\"fast lane\";é;日本;1x\ntype WidgetSpecLane string\n",
+		"\tWidgetSpecLaneEmpty     WidgetSpecLane = \"\"\n\tWidgetSpecLaneFastLane  WidgetSpecLane = \"fast-lane\"\n\tWidgetSpecLaneFastLane2 WidgetSpecLane = \"fastLane\"\n\tWidgetSpecLaneFastLane3 WidgetSpecLane = \"fast lane\"\n\tWidgetSpecLaneÉ         WidgetSpecLane = \"é\"\n\tWidgetSpecLane日本        WidgetSpecLane = \"日本\"\n\tWidgetSpecLane1x        WidgetSpecLane = \"1x\"\n",
+		"\tÉclair string `json:\"éclair,omitempty\"`\n",
+		"\tF日本 string `json:\"日本,omitempty\"`\n",
 		"\tLane WidgetSpecLane `json:\"lane,omitempty\"`\n",
 		"\t// +listType=map\n\t// +listMapKey=name\n\tParts []WidgetSpecPart `json:\"parts\"`\n",
 		"// WidgetSpecPart is the object at spec.parts[*].\ntype WidgetSpecPart struct {",
