@@ -546,29 +546,16 @@ func ReadSlice[T any](p *[]T, d *Decoder, read func(*T, *Decoder)) {
 // ReadMap reads an object into *p, making the map if it is nil; each value is read from its
 // zero value. A null makes *p nil.
 func ReadMap[K ~string, V any](p *map[K]V, d *Decoder, read func(*V, *Decoder)) {
-	if d.Null() {
-		*p = nil
-		return
-	}
-	if !d.Object() {
-		return
-	}
-	m := *p
-	if m == nil {
-		m = map[K]V{}
-		*p = m
-	}
-	for i := 0; ; i++ {
-		k, ok := d.Member(i)
-		if !ok {
-			return
+	m, ok := beginMap(p, d)
+	for i := 0; ok; i++ {
+		var k string
+		if k, ok = d.Member(i); ok {
+			var v V
+			read(&v, d)
+			if ok = d.err == nil; ok {
+				m[K(k)] = v
+			}
 		}
-		var v V
-		read(&v, d)
-		if d.err != nil {
-			return
-		}
-		m[K(k)] = v
 	}
 }
 
@@ -576,27 +563,30 @@ func ReadMap[K ~string, V any](p *map[K]V, d *Decoder, read func(*V, *Decoder)) 
 // without a call for each: maps of strings (labels, annotations, a ConfigMap's data) are the
 // most common, and in a wasm guest a call costs several times what it does natively.
 func ReadStringMap(p *map[string]string, d *Decoder) {
+	m, ok := beginMap(p, d)
+	for i := 0; ok; i++ {
+		var k string
+		if k, ok = d.Member(i); ok {
+			v, _ := d.str("a string") // a null is ""
+			if ok = d.err == nil; ok {
+				m[k] = v
+			}
+		}
+	}
+}
+
+// beginMap starts reading an object into *p and returns the map to fill, made if *p is nil; ok
+// is false if there is none to read: a null (*p is made nil), another value or an error.
+func beginMap[K comparable, V any](p *map[K]V, d *Decoder) (m map[K]V, ok bool) {
 	if d.Null() {
 		*p = nil
-		return
+		return nil, false
 	}
 	if !d.Object() {
-		return
+		return nil, false
 	}
-	m := *p
-	if m == nil {
-		m = map[string]string{}
-		*p = m
+	if *p == nil {
+		*p = map[K]V{}
 	}
-	for i := 0; ; i++ {
-		k, ok := d.Member(i)
-		if !ok {
-			return
-		}
-		v, _ := d.str("a string") // a null is ""
-		if d.err != nil {
-			return
-		}
-		m[k] = v
-	}
+	return *p, true
 }
