@@ -1,5 +1,3 @@
-// Package equality compares API objects as k8s.io/apimachinery/pkg/api/equality does: Semantic
-// is its Semantic, for the generated types.
 package equality
 
 import (
