@@ -11,7 +11,7 @@ type PluginStats struct {
 	Digest                       string
 	Instances                    int    // alive, idle or busy
 	InstanceMemoryBytes          uint64 // of the idle instances
-	SnapshotBytes                int    // its module's snapshot, kept until its code is let go
+	SnapshotBytes                int64  // its module's snapshot, kept until its code is let go
 	Traps, Timeouts, BadResults  int64
 	Instantiated, Discarded, Rec int64 // Rec: recycled
 	LogDroppedLines              int64 // guest output past the plugin's log limit

@@ -66,7 +66,7 @@ func (p *Plugin) stats() metrics.PluginStats {
 	s := mod.Stats()
 	_, mem := mod.Instances()
 	ps := metrics.PluginStats{
-		Digest: mod.Digest(), Instances: int(s.Live), InstanceMemoryBytes: mem, SnapshotBytes: mod.SnapshotBytes(),
+		Digest: mod.Digest(), Instances: int(s.Live), InstanceMemoryBytes: mem, SnapshotBytes: s.SnapshotBytes,
 		Traps: s.Traps, Timeouts: s.Timeouts, BadResults: s.BadResults,
 		Instantiated: s.Instantiated, Discarded: s.Discarded, Rec: s.Recycled,
 		LogDroppedLines: s.LogDroppedLines, LogDroppedBytes: s.LogDroppedBytes,

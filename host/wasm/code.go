@@ -163,6 +163,7 @@ func (m *Module) releaseCode(ctx context.Context) error {
 	}
 	c := m.code
 	m.code, m.snap = nil, nil
+	m.stats.snapshotBytes.Store(0)
 	if c == nil {
 		return nil
 	}
@@ -237,6 +238,7 @@ func (m *Module) unloadIdleCode() {
 	m.codeMu.Lock()
 	c := m.code
 	m.code, m.snap = nil, nil
+	m.stats.snapshotBytes.Store(0)
 	if c != nil && m.engine.spill(m.digest, m.wasm) {
 		m.wasm = nil
 	}

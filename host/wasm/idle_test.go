@@ -90,7 +90,7 @@ func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
 	m := compile(t, e, wasmBytes, wasm.Options{Name: "app", IdleTimeout: 50 * time.Millisecond, CodeIdleTimeout: 100 * time.Millisecond})
 	debug.FreeOSMemory() // what compiling left behind is not the code's
 	loaded := rss(t)
-	snap := m.SnapshotBytes()
+	snap := m.Stats().SnapshotBytes
 	if snap == 0 {
 		t.Error("a Go guest's module holds no snapshot after its first instance")
 	}
@@ -117,7 +117,7 @@ func TestIdleModuleLetsGoOfItsCode(t *testing.T) {
 	if wasm.HoldsBytes(m) {
 		t.Error("the module still holds its bytes with its code let go: they were to wait in the cache directory")
 	}
-	if got := m.SnapshotBytes(); got != 0 {
+	if got := m.Stats().SnapshotBytes; got != 0 {
 		t.Errorf("the module holds a snapshot of %d bytes with its code let go (%d before)", got, snap)
 	}
 	start := time.Now()

@@ -17,18 +17,6 @@ func (m *Module) Instances() (idle int, memory uint64) {
 	return len(m.idle), memory
 }
 
-// SnapshotBytes is what the module holds of its snapshot, in the Go heap, until its code is
-// let go: the blocks of memory its initialisation wrote, less those another snapshot of the
-// same code holds. 0 when it has none.
-func (m *Module) SnapshotBytes() int {
-	m.codeMu.Lock()
-	defer m.codeMu.Unlock()
-	if m.snap == nil {
-		return 0
-	}
-	return m.snap.size
-}
-
 // Retire takes the module out of service but keeps it compiled: new reconciles get ErrClosed,
 // Retire waits (at most until ctx ends) for checked-out instances to come back, and closes the
 // idle ones. Reactivate puts it back in service at the cost of new instances only.

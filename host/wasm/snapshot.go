@@ -218,6 +218,7 @@ func (m *Module) takeSnapshot(ctx context.Context, c *code, inst *instance, cloc
 		m.noSnapshot = true
 	} else if m.code == c {
 		m.snap = s
+		m.stats.snapshotBytes.Store(int64(s.size))
 	}
 	m.codeMu.Unlock()
 	if err != nil {

@@ -13,6 +13,10 @@ type Stats struct {
 	CodeReleases, CodeReloads         int64 // the compiled module let go, and loaded again
 	Traps, Timeouts, BadResults       int64
 	LogDroppedLines, LogDroppedBytes  int64 // guest output past the LogLimit
+	// SnapshotBytes is what the module holds of its snapshot, in the Go heap, until its code is
+	// let go: the blocks of memory its initialisation wrote, less those another snapshot of the
+	// same code holds. 0 when it has none.
+	SnapshotBytes int64
 }
 
 // counters are what Stats reads: the module adds to them from every reconcile, pool timer and
@@ -25,6 +29,7 @@ type counters struct {
 	codeReleases, codeReloads         atomic.Int64
 	traps, timeouts, badResults       atomic.Int64
 	logDroppedLines, logDroppedBytes  atomic.Int64
+	snapshotBytes                     atomic.Int64 // set with Module.snap, under codeMu
 }
 
 // read copies the counters into a Stats, one at a time.
@@ -43,5 +48,6 @@ func (c *counters) read() Stats {
 		BadResults:      c.badResults.Load(),
 		LogDroppedLines: c.logDroppedLines.Load(),
 		LogDroppedBytes: c.logDroppedBytes.Load(),
+		SnapshotBytes:   c.snapshotBytes.Load(),
 	}
 }
