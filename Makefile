@@ -89,7 +89,7 @@ GO_PLUGINS := app failing mirror rollout
 C_PLUGINS  := app-c
 # The exploration corpus (internal/explore/testdata/corpus): each plugin with a bug, and its twin.
 CORPUS := twice staledelete forgetful stalestatus loop edge
-TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go record-go record-v2-go panic-go overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5 \
+TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go record-go record-v2-go panic-go map-go mapnoexport mapc overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5 \
 	$(foreach p,$(CORPUS),explore-$(p) explore-$(p)-fixed)
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
@@ -112,12 +112,12 @@ $(BIN)/plugins/app-c.wasm: plugins/app-c/app.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
-# Test guests speak the raw ABI, except benchc, hashc and overlap, which use the C SDK.
+# Test guests speak the raw ABI, except benchc, hashc, overlap and mapc, which use the C SDK.
 $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -o $@ $<
 
-$(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm $(BIN)/testguests/overlap.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
+$(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm $(BIN)/testguests/overlap.wasm $(BIN)/testguests/mapc.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
@@ -237,7 +237,7 @@ ABI_MODULE := github.com/wasmrec/wasmrec/abi
 SDK_MODULE := github.com/wasmrec/wasmrec/sdk/go
 
 # Modules with Go code, and the two that only pin the control plane's versions.
-CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo host/wasm/testdata/hashtypedgo host/wasm/testdata/panicgo host/wasm/testdata/recordgo internal/explore/testdata/corpus
+CODE_MODULES := . abi sdk/go $(GO_PLUGINS:%=plugins/%) host/wasm/testdata/benchgo host/wasm/testdata/crudgo host/wasm/testdata/hashgo host/wasm/testdata/hashtypedgo host/wasm/testdata/panicgo host/wasm/testdata/recordgo host/wasm/testdata/mapgo internal/explore/testdata/corpus
 MODULES      := $(CODE_MODULES) e2e/controlplane/etcd e2e/controlplane/kube-apiserver
 
 .PHONY: check

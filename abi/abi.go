@@ -18,6 +18,11 @@ const (
 	// ExportReconcile (request_len i32) -> i64: reconciles the pending request (read it with
 	// the read import); returns 0 for a zero Result or PackPtrLen of a result envelope.
 	ExportReconcile = "wasmrec_reconcile"
+	// ExportMap (watch i32, object_len i32) -> i64: maps the pending object, of the manifest's
+	// watches[watch], to the requests it enqueues; returns 0 for none or PackPtrLen of a list of
+	// request envelopes (AppendRequest, one after another). Optional: needed by a manifest with
+	// a watch whose map is MapFunc.
+	ExportMap = "wasmrec_map"
 	// ExportInitialize is the WASI reactor initialiser; the host calls it once per instance
 	// if present.
 	ExportInitialize = "_initialize"
@@ -64,6 +69,11 @@ var Exports = map[string]Signature{
 	ExportVersion:   {},
 	ExportManifest:  {Results: []ValueType{I64}},
 	ExportReconcile: {Params: []ValueType{I32}, Results: []ValueType{I64}},
+}
+
+// OptionalExports lists the exports a plugin of this Version may provide, with their signatures.
+var OptionalExports = map[string]Signature{
+	ExportMap: {Params: []ValueType{I32, I32}, Results: []ValueType{I64}},
 }
 
 // ValueType is a wasm value type.

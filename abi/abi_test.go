@@ -62,6 +62,49 @@ func TestRequestRoundTrip(t *testing.T) {
 	}
 }
 
+func TestMapResultsRoundTrip(t *testing.T) {
+	want := []abi.Request{{Name: "cluster-scoped"}, {Namespace: "ns", Name: "n"}, {Namespace: "ns", Name: "ünï"}}
+	var b []byte
+	for _, r := range want {
+		b = abi.AppendRequest(b, r)
+	}
+	got, err := abi.DecodeRequests(b)
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("DecodeRequests = %+v, %v", got, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("request %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if got, err := abi.DecodeRequests(nil); err != nil || len(got) != 0 {
+		t.Errorf("DecodeRequests(nil) = %+v, %v; want none", got, err)
+	}
+}
+
+func TestDecodeRequestsRefusesMalformed(t *testing.T) {
+	one := abi.AppendRequest(nil, abi.Request{Namespace: "ns", Name: "n"})
+	patch := func(off int, b ...byte) []byte {
+		c := bytes.Clone(one)
+		copy(c[off:], b)
+		return c
+	}
+	for name, b := range map[string][]byte{
+		"short header":     one[:15],
+		"a trailing byte":  append(bytes.Clone(one), 0),
+		"name too long":    patch(4, 9),
+		"empty name":       abi.AppendRequest(nil, abi.Request{Namespace: "ns"}),
+		"retries":          patch(8, 1),
+		"reserved":         patch(12, 1),
+		"second truncated": append(bytes.Clone(one), one[:20]...),
+		"too large":        make([]byte, abi.MaxMapResult+1),
+	} {
+		if _, err := abi.DecodeRequests(b); !errors.Is(err, abi.ErrMalformedRequests) {
+			t.Errorf("%s: err = %v, want ErrMalformedRequests", name, err)
+		}
+	}
+}
+
 func TestDecodeManifest(t *testing.T) {
 	m, err := abi.DecodeManifest([]byte(`{
 		"name": "app",
@@ -83,6 +126,7 @@ func TestDecodeManifestErrorsNameTheField(t *testing.T) {
 	for manifest, want := range map[string]string{
 		`{}`: "for: apiVersion and kind are required",
 		`{"for": {"apiVersion": "v1", "kind": "A"}, "watches": [{"apiVersion": "v1", "kind": "B"}]}`:                              "watches[0]: map must be",
+		`{"for": {"apiVersion": "v1", "kind": "A"}, "watches": [{"apiVersion": "v1", "kind": "B", "map": "lambda"}]}`:             `map must be "sameName", "namespace" or "func", not "lambda"`,
 		`{"for": {"apiVersion": "v1", "kind": "A", "map": "sameName"}}`:                                                           "for: map applies to watches only",
 		`{"for": {"apiVersion": "v1", "kind": "A", "predicates": [{"type": "Sometimes"}]}}`:                                       `unknown predicate type "Sometimes"`,
 		`{"for": {"apiVersion": "v1", "kind": "A", "predicates": [{"type": "Not", "predicates": []}]}}`:                           "Not takes exactly one predicate",

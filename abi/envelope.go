@@ -49,6 +49,39 @@ func DecodeRequest(b []byte) (Request, error) {
 	}, nil
 }
 
+// MaxMapResult bounds what a map export returns: its list of request envelopes.
+const MaxMapResult = 16 << 20
+
+// DecodeRequests decodes what a map export returns: request envelopes one after another, each
+// with retries and the reserved word 0.
+func DecodeRequests(b []byte) ([]Request, error) {
+	if len(b) > MaxMapResult {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMalformedRequests, len(b), MaxMapResult)
+	}
+	var reqs []Request
+	for off := 0; off < len(b); {
+		rest := b[off:]
+		if len(rest) < RequestHeaderSize {
+			return nil, fmt.Errorf("%w: request %d at byte %d: %d bytes, shorter than its %d-byte header", ErrMalformedRequests, len(reqs), off, len(rest), RequestHeaderSize)
+		}
+		nsLen := uint64(binary.LittleEndian.Uint32(rest[0:]))
+		nameLen := uint64(binary.LittleEndian.Uint32(rest[4:]))
+		if binary.LittleEndian.Uint32(rest[8:]) != 0 || binary.LittleEndian.Uint32(rest[12:]) != 0 {
+			return nil, fmt.Errorf("%w: request %d at byte %d: retries and the reserved word must be 0", ErrMalformedRequests, len(reqs), off)
+		}
+		if nameLen == 0 || RequestHeaderSize+nsLen+nameLen > uint64(len(rest)) {
+			return nil, fmt.Errorf("%w: request %d at byte %d: lengths %d+%d do not fit the %d bytes left, or the name is empty", ErrMalformedRequests, len(reqs), off, nsLen, nameLen, len(rest)-RequestHeaderSize)
+		}
+		body := rest[RequestHeaderSize:]
+		reqs = append(reqs, Request{Namespace: string(body[:nsLen]), Name: string(body[nsLen : nsLen+nameLen])})
+		off += RequestHeaderSize + int(nsLen+nameLen)
+	}
+	return reqs, nil
+}
+
+// ErrMalformedRequests is wrapped by every DecodeRequests error.
+var ErrMalformedRequests = errors.New("malformed map result")
+
 // ResultHeaderSize is the fixed part of a result envelope.
 const ResultHeaderSize = 16
 

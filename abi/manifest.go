@@ -28,7 +28,8 @@ type Manifest struct {
 type Watch struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
-	// Map (Watches only) says which For objects an event enqueues: MapSameName or MapNamespace.
+	// Map (Watches only) says which For objects an event enqueues: MapSameName, MapNamespace or
+	// MapFunc.
 	Map        string      `json:"map,omitempty"`
 	Predicates []Predicate `json:"predicates,omitempty"`
 }
@@ -39,7 +40,14 @@ const (
 	MapSameName = "sameName"
 	// MapNamespace enqueues every For object in the watched object's namespace.
 	MapNamespace = "namespace"
+	// MapFunc enqueues what the plugin's map export (ExportMap) returns for the object.
+	MapFunc = "func"
 )
+
+// MapsInGuest reports whether a watch of m is mapped by the plugin's map export.
+func (m *Manifest) MapsInGuest() bool {
+	return slices.ContainsFunc(m.Watches, func(w Watch) bool { return w.Map == MapFunc })
+}
 
 // Predicate filters events. Type is one of the Predicate* constants; the other fields belong to
 // the types that take them.
@@ -148,8 +156,8 @@ func (w Watch) validate(where string, isWatches bool) error {
 		errs = append(errs, fmt.Errorf("%s: apiVersion and kind are required", where))
 	}
 	switch {
-	case isWatches && w.Map != MapSameName && w.Map != MapNamespace:
-		errs = append(errs, fmt.Errorf("%s: map must be %q or %q, not %q", where, MapSameName, MapNamespace, w.Map))
+	case isWatches && w.Map != MapSameName && w.Map != MapNamespace && w.Map != MapFunc:
+		errs = append(errs, fmt.Errorf("%s: map must be %q, %q or %q, not %q", where, MapSameName, MapNamespace, MapFunc, w.Map))
 	case !isWatches && w.Map != "":
 		errs = append(errs, fmt.Errorf("%s: map applies to watches only", where))
 	}

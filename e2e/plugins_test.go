@@ -300,10 +300,12 @@ func TestGoAndCAppPluginsGiveTheSameState(t *testing.T) {
 }
 
 // The rollout plugin stamps a config hash on an opted-in Deployment's template and a new one when
-// its ConfigMap changes; a Deployment that did not opt in is left alone.
+// its ConfigMap changes; a Deployment that did not opt in is left alone. Its map functions run
+// in the plugin: a ConfigMap no Deployment uses enqueues nothing.
 func TestRolloutPlugin(t *testing.T) {
 	ns := namespace(t)
-	pluginHost(t, cfg, logr.Discard(), plugin.Config{Name: "rollout", Module: wasmFile(t, "plugins", "rollout"), Namespaces: []string{ns}, Permissions: []abi.Permission{
+	m := metrics.New()
+	pluginHostWithMetrics(t, cfg, logr.Discard(), m, plugin.Config{Name: "rollout", Module: wasmFile(t, "plugins", "rollout"), Namespaces: []string{ns}, Permissions: []abi.Permission{
 		grant("apps", []string{"deployments"}, "get", "list", "watch", "patch"),
 		grant("", []string{"configmaps", "secrets"}, "get", "list", "watch"),
 		grant("", []string{"events"}, "create"),
@@ -342,6 +344,47 @@ func TestRolloutPlugin(t *testing.T) {
 	})
 	if h := hashOf("plain"); h != "" {
 		t.Fatalf("a deployment that did not opt in got hash %q", h)
+	}
+
+	// Nothing writes the Deployments now (no controller-manager runs here), so reconciles come
+	// only from what the map functions return.
+	count := func(name string, labels map[string]string) float64 { v, _ := value(t, m, name, labels); return v }
+	maps := func() float64 {
+		return count("wasmrec_plugin_maps_total", map[string]string{"plugin": "rollout", "outcome": "ok"})
+	}
+	reconciles := func() float64 {
+		return count("controller_runtime_reconcile_total", map[string]string{"controller": "rollout", "result": "success"})
+	}
+	eventually(t, 10*time.Second, "the reconciles of the change to settle", func() error {
+		before := reconciles()
+		time.Sleep(500 * time.Millisecond)
+		if after := reconciles(); after != before {
+			return fmt.Errorf("%g reconciles, then %g", before, after)
+		}
+		return nil
+	})
+	settled, mapped := reconciles(), maps()
+	if mapped == 0 {
+		t.Fatalf("no map ran in the plugin")
+	}
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unused"}, Data: map[string]string{"k": "1"}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), "unused", types.MergePatchType, []byte(`{"data":{"k":"2"}}`), metav1.PatchOptions{})
+	must(t, err)
+	eventually(t, 10*time.Second, "the plugin to map the unused ConfigMap's create and update", func() error {
+		if n := maps() - mapped; n < 3 { // the create; the update's old and new object
+			return fmt.Errorf("%g maps", n)
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	if r := reconciles(); r != settled {
+		t.Fatalf("a ConfigMap no Deployment uses made %g reconciles; want none", r-settled)
+	}
+	for _, outcome := range []string{"error", "timeout"} {
+		if n := count("wasmrec_plugin_maps_total", map[string]string{"plugin": "rollout", "outcome": outcome}); n != 0 {
+			t.Errorf("%g maps ended in %s", n, outcome)
+		}
 	}
 	evs, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=ConfigChanged"})
 	must(t, err)

@@ -26,6 +26,9 @@ type Metrics struct {
 
 	// HostCalls counts guest-to-host calls by plugin, function and status.
 	HostCalls *prometheus.CounterVec
+	// Maps counts the calls of plugins' map functions (watches mapped by the plugin) by
+	// outcome: ok, error, timeout.
+	Maps *prometheus.CounterVec
 	// Swaps counts module swaps by plugin and outcome.
 	Swaps *prometheus.CounterVec
 	// WriteLimitWaits and WriteLimitWaitSeconds count the writes that waited on their plugin's
@@ -85,6 +88,9 @@ func New() *Metrics {
 		HostCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmrec_plugin_host_calls_total", Help: "Calls from plugins to the host, by plugin, function and status",
 		}, []string{"plugin", "function", "status"}),
+		Maps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmrec_plugin_maps_total", Help: "Events of watched kinds mapped by a plugin's own map function, by plugin and outcome (ok, error, timeout)",
+		}, []string{"plugin", "outcome"}),
 		Swaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmrec_plugin_swaps_total", Help: "Module swaps by plugin and outcome",
 		}, []string{"plugin", "outcome"}),
@@ -126,7 +132,7 @@ func New() *Metrics {
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconcileTotal, m.reconcileErrors, m.terminalErrors, m.panics, m.reconcileTime, m.maxWorkers, m.activeWorkers,
-		m.HostCalls, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds, m.Compiles, m.Running, m.ShardOwned,
+		m.HostCalls, m.Maps, m.Swaps, m.WriteLimitWaits, m.WriteLimitWaitSeconds, m.ReadLimitWaits, m.ReadLimitWaitSeconds, m.Compiles, m.Running, m.ShardOwned,
 		m.RolloutStep, m.RolloutReconciles, m.ShadowDifferences, m.Rollouts, m.plugins)
 	m.queue.register(r)
 	return m

@@ -2,6 +2,9 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"slices"
 
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,9 +17,13 @@ import (
 	"github.com/wasmrec/wasmrec/host/controller"
 	"github.com/wasmrec/wasmrec/host/event"
 	"github.com/wasmrec/wasmrec/host/handler"
+	"github.com/wasmrec/wasmrec/host/object"
+	"github.com/wasmrec/wasmrec/host/plugin/internal/hostcalls"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/informers"
 	"github.com/wasmrec/wasmrec/host/plugin/internal/watches"
 	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/recording"
+	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // watches is what of the plugin its sources depend on, with the shards it runs now.
@@ -49,12 +56,15 @@ func (p *Plugin) keysWithSharding(gvk schema.GroupVersionKind, metadataOnly bool
 	return w.Keys(gvk, metadataOnly)
 }
 
-// mapFunc maps a watched object to For requests, as the watch's map mode says.
-func (p *Plugin) mapFunc(mode string) handler.MapFunc {
-	if mode == abi.MapSameName {
+// mapFunc maps an object of watch w to For requests, as the watch's map mode says.
+func (p *Plugin) mapFunc(w abi.Watch) handler.MapFunc {
+	switch w.Map {
+	case abi.MapSameName:
 		return func(_ context.Context, o event.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
 		}
+	case abi.MapFunc:
+		return func(ctx context.Context, o event.Object) []reconcile.Request { return p.mapInGuest(ctx, w, o) }
 	}
 	return func(ctx context.Context, o event.Object) []reconcile.Request { // abi.MapNamespace
 		objs, err := p.reader.List(ctx, p.forGVK, o.GetNamespace(), nil)
@@ -69,6 +79,99 @@ func (p *Plugin) mapFunc(mode string) handler.MapFunc {
 		}
 		return reqs
 	}
+}
+
+// mapInGuest maps o, an object of watch w, by the plugin's map export: on the live version,
+// or, while a rollout's candidate alone watches w's kind so, on the candidate. A swap that adds
+// the watch enqueues every For object once it is live, so an event no version maps yet is not
+// lost. The guest may get and list, as its reconciles do, but not write, and has the plugin's
+// reconcile timeout. What it names outside the plugin's namespaces is dropped, as the For
+// kind's own events outside them are. A failure enqueues nothing (a map function cannot fail in
+// controller-runtime either): it is logged within the plugin's log limit and counted.
+func (p *Plugin) mapInGuest(ctx context.Context, w abi.Watch, o event.Object) []reconcile.Request {
+	raw, err := rawObject(o)
+	if err != nil {
+		p.log.Error(err, "mapping an event: the object cannot be encoded", "kind", w.Kind, "object", objectKey(o))
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReconcileTimeout())
+	defer cancel()
+	for range 2 { // a second time if the version picked was closed by a swap meanwhile
+		v, index := p.mapperOf(w)
+		if v == nil {
+			p.log.V(1).Info("not mapping an event: no version of the plugin maps its kind", "kind", w.Kind, "object", objectKey(o))
+			return nil
+		}
+		key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
+		calls := &hostcalls.Calls{API: p.api, Policy: v.policy, Req: key, ReadOnly: true}
+		log := p.log.WithValues("watch", w.APIVersion+" "+w.Kind, "object", key.String(), "digest", v.mod.ShortDigest())
+		got, err := v.mod.Map(ctx, &wasm.Call{Host: calls, Logger: log, Map: &recording.MapInput{Watch: uint32(index), Object: raw}})
+		if errors.Is(err, wasm.ErrClosed) && p.Module() != v.mod {
+			continue
+		}
+		p.countMap(err)
+		if err != nil {
+			if v.mod.AdmitLog(len(err.Error())) {
+				log.Error(err, "the plugin's map function failed: the event enqueued nothing")
+			}
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(got))
+		for _, r := range got {
+			if ns := p.cfg.Namespaces; len(ns) > 0 && r.Namespace != "" && !slices.Contains(ns, r.Namespace) {
+				log.V(1).Info("the plugin's map function named an object outside its namespaces: not enqueued", "namespace", r.Namespace, "name", r.Name)
+				continue
+			}
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Name}})
+		}
+		return reqs
+	}
+	return nil
+}
+
+// mapperOf is the version whose map export maps watch w, with the watch's index in its
+// manifest: the live version, else a rollout's candidate; nil if neither maps w's kind so.
+func (p *Plugin) mapperOf(w abi.Watch) (*version, int) {
+	vs := []*version{p.current.Load()}
+	if ro := p.ro.Load(); ro != nil {
+		vs = append(vs, ro.cand)
+	}
+	for _, v := range vs {
+		for i, mw := range v.mod.Manifest().Watches {
+			if mw.Map == abi.MapFunc && mw.APIVersion == w.APIVersion && mw.Kind == w.Kind {
+				return v, i
+			}
+		}
+	}
+	return nil, 0
+}
+
+// countMap counts a map's outcome.
+func (p *Plugin) countMap(err error) {
+	m := p.host.metrics
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	switch {
+	case errors.Is(err, wasm.ErrTimedOut):
+		outcome = "timeout"
+	case err != nil:
+		outcome = "error"
+	}
+	m.Maps.WithLabelValues(p.cfg.Name, outcome).Inc()
+}
+
+// rawObject is o's JSON: an informer's object holds it.
+func rawObject(o event.Object) ([]byte, error) {
+	if obj, ok := o.(*object.Object); ok && obj.Raw != nil {
+		return obj.Raw, nil
+	}
+	return json.Marshal(o)
+}
+
+func objectKey(o event.Object) string {
+	return types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}.String()
 }
 
 func rateLimiter(c RateLimiterConfig) workqueue.TypedRateLimiter[reconcile.Request] {

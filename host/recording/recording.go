@@ -25,6 +25,7 @@ const (
 	StepInitialize = "initialize" // the module's _initialize, run as an instance starts
 	StepManifest   = "manifest"   // its manifest export
 	StepReconcile  = "reconcile"  // its reconcile export
+	StepMap        = "map"        // its map export, for an event of a watched kind
 )
 
 // The outcomes of a Step.
@@ -78,15 +79,23 @@ func (r Request) String() string {
 	return s
 }
 
+// MapInput is what a map step was given: which of the manifest's watches the object is of, and
+// the object's JSON.
+type MapInput struct {
+	Watch  uint32 `json:"watch"`
+	Object []byte `json:"object"`
+}
+
 // Step is one call into an instance: what the guest saw and did, whole, from its start to its
 // outcome. Replayed on an instance in the same state, a module makes the same events and ends
 // the same way. A Step does not change once its call has ended.
 type Step struct {
-	Kind    string   `json:"kind"`
-	Request *Request `json:"request,omitempty"` // a reconcile's
-	Events  []Event  `json:"events"`
+	Kind    string    `json:"kind"`
+	Request *Request  `json:"request,omitempty"` // a reconcile's
+	Map     *MapInput `json:"map,omitempty"`     // a map's
+	Events  []Event   `json:"events"`
 	// Result is what the export returned: a reconcile's result envelope (none: success), the
-	// manifest's bytes.
+	// manifest's bytes, a map's request envelopes.
 	Result  []byte `json:"result,omitempty"`
 	Outcome string `json:"outcome"`
 	Error   string `json:"error,omitempty"` // the host's words for a trap, a timeout, a bad result
@@ -111,7 +120,15 @@ func (s *Step) Describe() string {
 	default:
 		return s.Outcome
 	}
-	if s.Kind != StepReconcile {
+	switch s.Kind {
+	case StepReconcile:
+	case StepMap:
+		reqs, err := abi.DecodeRequests(s.Result)
+		if err != nil {
+			return fmt.Sprintf("returned %q", s.Result)
+		}
+		return fmt.Sprintf("mapped to %d requests", len(reqs))
+	default:
 		return fmt.Sprintf("returned %d bytes", len(s.Result))
 	}
 	if len(s.Result) == 0 {
@@ -140,7 +157,13 @@ func DescribeResult(r abi.Result) string {
 }
 
 // Size is about how many bytes the step holds.
-func (s *Step) Size() int { return s.size + 64 + len(s.Result) + len(s.Error) }
+func (s *Step) Size() int {
+	n := s.size + 64 + len(s.Result) + len(s.Error)
+	if s.Map != nil {
+		n += len(s.Map.Object)
+	}
+	return n
+}
 
 func digestOf(b []byte) string {
 	sum := sha256.Sum256(b)
@@ -242,8 +265,12 @@ func DecodeStep(b []byte) (*Step, error) {
 	}
 	switch s.Kind {
 	case StepInitialize, StepManifest, StepReconcile:
+	case StepMap:
+		if s.Map == nil {
+			return nil, fmt.Errorf("a map step without its input")
+		}
 	default:
-		return nil, fmt.Errorf("a step of kind %q, not %s, %s or %s", s.Kind, StepInitialize, StepManifest, StepReconcile)
+		return nil, fmt.Errorf("a step of kind %q, not %s, %s, %s or %s", s.Kind, StepInitialize, StepManifest, StepReconcile, StepMap)
 	}
 	return &s, nil
 }

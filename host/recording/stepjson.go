@@ -26,6 +26,17 @@ func (s *Step) appendJSON(dst []byte) []byte {
 		}
 		dst = append(dst, '}')
 	}
+	if m := s.Map; m != nil {
+		dst = append(dst, `,"map":{"watch":`...)
+		dst = strconv.AppendUint(dst, uint64(m.Watch), 10)
+		dst = append(dst, `,"object":`...)
+		if m.Object == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendBytes(dst, m.Object)
+		}
+		dst = append(dst, '}')
+	}
 	dst = append(dst, `,"events":`...)
 	if s.Events == nil {
 		dst = append(dst, "null"...)

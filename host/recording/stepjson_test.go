@@ -16,6 +16,7 @@ func FuzzStepJSON(f *testing.F) {
 			{Kind: kind, Outcome: outcome},
 			{Kind: kind, Request: &Request{Namespace: ns, Name: name, Retries: retries}, Events: []Event{{Type: typ, Fn: fn, In: in, Out: out, Status: status, N: n}, {Type: typ}}, Result: result, Outcome: outcome, Error: errText},
 			{Kind: kind, Events: []Event{}, Outcome: outcome},
+			{Kind: kind, Map: &MapInput{Watch: retries, Object: in}, Result: result, Outcome: outcome},
 		} {
 			want, err := json.Marshal(s)
 			if err != nil {

@@ -21,13 +21,15 @@ type Host interface {
 	Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte)
 }
 
-// Call is one reconcile of a plugin.
+// Call is one reconcile of a plugin, or one map of a watched object (Module.Map).
 type Call struct {
 	Request abi.Request
 	// Host serves the guest's calls; nil refuses them all.
 	Host Host
 	// Logger, tagged with the request and a reconcile ID, receives the guest's output.
 	Logger logr.Logger
+	// Map, set for Module.Map, is what the map export is given; Request is then unused.
+	Map *recording.MapInput
 
 	// Step is what the reconcile saw and did, Before the steps its instance ran before it, its
 	// _initialize first, and Instance names the instance: set when the module records
@@ -46,6 +48,7 @@ type instance struct {
 	mod       api.Module
 	mem       api.Memory
 	reconcile api.Function
+	mapFn     api.Function      // the map export; nil if the module has none
 	interrupt api.MutableGlobal // set to 1, it stops the guest at its next loop (nil: not instrumented)
 	deadline  *time.Timer       // sets interrupt at a reconcile's deadline; idle between reconciles
 	stack     []uint64
@@ -169,27 +172,56 @@ func (inst *instance) logger() logr.Logger {
 // interruption at ctx's deadline or a malformed result is an error, and the instance is thrown
 // away. The error names the plugin.
 func (m *Module) Reconcile(ctx context.Context, c *Call) (abi.Result, error) {
+	res, _, err := m.run(ctx, c, false)
+	return res, err
+}
+
+// Map runs the plugin's map export on an instance from the pool, for c.Map: an object of the
+// kind of the manifest's watches[c.Map.Watch], whose event enqueues the requests it returns.
+// The guest's host calls go to c.Host, as a reconcile's do. A trap, an interruption at ctx's
+// deadline or a malformed result is an error, and the instance is thrown away. The error names
+// the plugin. When the module records, the map is a step of its instance (c.Step), which a
+// replay of a later reconcile on that instance runs again.
+func (m *Module) Map(ctx context.Context, c *Call) ([]abi.Request, error) {
+	if c.Map == nil {
+		return nil, fmt.Errorf("plugin %q: a map needs its object", m.opts.Name)
+	}
+	_, reqs, err := m.run(ctx, c, true)
+	return reqs, err
+}
+
+// run runs c, a map or a reconcile, on an instance from the pool, under the module's CPU share.
+// When the module records, c gets the step and the steps its instance ran before it.
+func (m *Module) run(ctx context.Context, c *Call, isMap bool) (res abi.Result, reqs []abi.Request, err error) {
 	if s := m.opts.CPU; s != nil {
 		if err := s.acquire(ctx); err != nil {
-			return abi.Result{}, fmt.Errorf("plugin %q: %w", m.opts.Name, err)
+			return res, nil, fmt.Errorf("plugin %q: %w", m.opts.Name, err)
 		}
 		defer s.release()
 	}
 	inst, err := m.get(ctx)
 	if err != nil {
-		return abi.Result{}, err
+		return res, nil, err
 	}
-	if m.opts.Record {
-		inst.step = &recording.Step{Kind: recording.StepReconcile, Request: &recording.Request{Namespace: c.Request.Namespace, Name: c.Request.Name, Retries: c.Request.Retries}}
+	var healthy bool
+	if isMap {
+		if m.opts.Record {
+			inst.step = &recording.Step{Kind: recording.StepMap, Map: &recording.MapInput{Watch: c.Map.Watch, Object: bytes.Clone(c.Map.Object)}}
+		}
+		reqs, healthy, err = inst.map1(ctx, c)
+	} else {
+		if m.opts.Record {
+			inst.step = &recording.Step{Kind: recording.StepReconcile, Request: &recording.Request{Namespace: c.Request.Namespace, Name: c.Request.Name, Retries: c.Request.Retries}}
+		}
+		res, healthy, err = inst.reconcile1(ctx, c)
 	}
-	res, healthy, err := inst.reconcile1(ctx, c)
 	if step := inst.step; step != nil {
 		c.Step, c.Before, c.Instance = step, inst.lineage[:len(inst.lineage):len(inst.lineage)], inst.id
 		inst.endStep()
 		inst.recycle = inst.lineageBytes > MaxLineage
 	}
 	m.put(inst, healthy)
-	return res, err
+	return res, reqs, err
 }
 
 // endStep adds the step in progress to the instance's lineage. The lineage only grows: a
@@ -203,17 +235,89 @@ func (inst *instance) endStep() {
 // reconcile1 runs c on inst, and says whether inst may serve again. Its step, if it records,
 // gets the outcome.
 func (inst *instance) reconcile1(ctx context.Context, c *Call) (res abi.Result, healthy bool, err error) {
+	inst.reqBuf = abi.AppendRequest(inst.reqBuf[:0], c.Request)
+	inst.stack[0] = uint64(len(inst.reqBuf))
+	ret, healthy, err := inst.invoke(ctx, c, inst.reconcile, inst.reqBuf)
+	if err != nil || ret == 0 {
+		return abi.Result{}, healthy, err
+	}
+	m := inst.module
+	b, err := inst.resultBytes(ret)
+	if err == nil {
+		if inst.step != nil {
+			inst.step.Result = bytes.Clone(b)
+		}
+		res, err = abi.DecodeResult(b)
+	}
+	if err != nil {
+		m.stats.badResults.Add(1)
+		err = fmt.Errorf("plugin %q: %w", m.opts.Name, err)
+		step := inst.stepOrScratch()
+		step.Outcome, step.Error = recording.BadResult, err.Error()
+		return abi.Result{}, false, err
+	}
+	return res, healthy, nil
+}
+
+// map1 runs c, a map, on inst, and says whether inst may serve again. Its step, if it
+// records, gets the outcome.
+func (inst *instance) map1(ctx context.Context, c *Call) (reqs []abi.Request, healthy bool, err error) {
+	m := inst.module
+	if inst.mapFn == nil {
+		return nil, true, fmt.Errorf("plugin %q: its module does not export %s", m.opts.Name, abi.ExportMap)
+	}
+	inst.stack[0], inst.stack[1] = uint64(c.Map.Watch), uint64(len(c.Map.Object))
+	ret, healthy, err := inst.invoke(ctx, c, inst.mapFn, c.Map.Object)
+	if err != nil || ret == 0 {
+		return nil, healthy, err
+	}
+	ptr, n := abi.UnpackPtrLen(ret)
+	b, ok := inst.mem.Read(ptr, n)
+	switch {
+	case n > abi.MaxMapResult:
+		err = fmt.Errorf("%w: %d bytes, more than %d", abi.ErrMalformedRequests, n, abi.MaxMapResult)
+	case !ok:
+		err = fmt.Errorf("%w: [%d, %d) is outside the plugin's %d bytes of memory", abi.ErrMalformedRequests, ptr, uint64(ptr)+uint64(n), inst.mem.Size())
+	default:
+		if inst.step != nil {
+			inst.step.Result = bytes.Clone(b)
+		}
+		reqs, err = abi.DecodeRequests(b)
+	}
+	if err != nil {
+		m.stats.badResults.Add(1)
+		err = fmt.Errorf("plugin %q: %w", m.opts.Name, err)
+		step := inst.stepOrScratch()
+		step.Outcome, step.Error = recording.BadResult, err.Error()
+		return nil, false, err
+	}
+	return reqs, healthy, nil
+}
+
+// stepOrScratch is the step in progress, or, when none is recorded, a step whose writes are
+// never read.
+func (inst *instance) stepOrScratch() *recording.Step {
+	if inst.step != nil {
+		return inst.step
+	}
+	return new(recording.Step)
+}
+
+// invoke calls fn, an export that takes a pending buffer (the reconcile or the map), for c on
+// inst: pending is what read hands the guest first, and inst.stack holds fn's arguments. It
+// returns what fn returned, and says whether inst may serve again. A trap or a timeout is an
+// error (its step, if it records, gets the outcome); otherwise the step has returned and the
+// caller reads ret.
+func (inst *instance) invoke(ctx context.Context, c *Call, fn api.Function, pending []byte) (ret uint64, healthy bool, err error) {
 	m := inst.module
 	inst.cur = c
-	inst.reqBuf = abi.AppendRequest(inst.reqBuf[:0], c.Request)
-	inst.pending = inst.reqBuf
-	inst.stack[0] = uint64(len(inst.reqBuf))
+	inst.pending = pending
 	stop := inst.armInterrupt(ctx)
 	if inst.interrupt != nil { // a guest that may not be interrupted sleeps as long as it asks
 		inst.wake = ctx.Done()
 	}
 	inst.stop = reconcile.Stopping(ctx)
-	callErr := inst.reconcile.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), inst.stack)
+	callErr := fn.CallWithStack(context.WithValue(ctx, instanceKey{}, inst), inst.stack)
 	inst.wake, inst.stop = nil, nil
 	// An instance whose flag was (or is being) set is not used again, even if it returned.
 	interrupted := stop != nil && !stop()
@@ -227,17 +331,14 @@ func (inst *instance) reconcile1(ctx context.Context, c *Call) (res abi.Result, 
 	}
 	inst.endOutput()
 	inst.cur, inst.pending = nil, nil
-	step := inst.step
-	if step == nil {
-		step = &recording.Step{} // written to, and dropped
-	}
+	step := inst.stepOrScratch()
 
 	if callErr != nil {
 		if interrupted || errors.Is(ctx.Err(), context.DeadlineExceeded) { // our timer may fire before ctx's own
 			m.stats.timeouts.Add(1)
 			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTimedOut, explain(callErr, m.opts))
 			step.Outcome, step.Error = recording.TimedOut, err.Error()
-			return abi.Result{}, false, err
+			return 0, false, err
 		}
 		m.stats.traps.Add(1)
 		if len(panicLines) > 0 {
@@ -246,34 +347,19 @@ func (inst *instance) reconcile1(ctx context.Context, c *Call) (res abi.Result, 
 			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
 		}
 		step.Outcome, step.Error = recording.Trapped, err.Error()
-		return abi.Result{}, false, err
+		return 0, false, err
 	}
 	if inst.interrupt != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		// It returned, but past its deadline: woken from a sleep there, before its next loop
-		// check. The reconcile timed out all the same, and counts as such; the instance is
-		// sound. (One that may not be interrupted finishes past its deadline, as it may.)
+		// check. The call timed out all the same, and counts as such; the instance is sound.
+		// (One that may not be interrupted finishes past its deadline, as it may.)
 		m.stats.timeouts.Add(1)
 		err = fmt.Errorf("plugin %q: %w: the guest returned after its deadline", m.opts.Name, ErrTimedOut)
 		step.Outcome, step.Error = recording.TimedOut, err.Error()
-		return abi.Result{}, !interrupted, err
+		return 0, !interrupted, err
 	}
-	ret := inst.stack[0]
 	step.Outcome = recording.Returned
-	if ret == 0 {
-		return abi.Result{}, !interrupted, nil
-	}
-	b, err := inst.resultBytes(ret)
-	if err == nil {
-		step.Result = bytes.Clone(b)
-		res, err = abi.DecodeResult(b)
-	}
-	if err != nil {
-		m.stats.badResults.Add(1)
-		err = fmt.Errorf("plugin %q: %w", m.opts.Name, err)
-		step.Outcome, step.Error = recording.BadResult, err.Error()
-		return abi.Result{}, false, err
-	}
-	return res, !interrupted, nil
+	return inst.stack[0], !interrupted, nil
 }
 
 // sleep is the guest's nanosleep (WASI's poll_oneoff on a clock, a Go guest's idle scheduler):

@@ -136,6 +136,9 @@ func (e *Engine) Compile(ctx context.Context, wasm []byte, opts Options) (_ *Mod
 	if m.manifest, err = inst.readManifest(ctx); err != nil {
 		return nil, err
 	}
+	if m.manifest.MapsInGuest() && inst.mapFn == nil {
+		return nil, fmt.Errorf("its manifest has a watch whose map is %q, but the module does not export %s: build it with an SDK that has map functions (sdk/go's MapWatch), or export %s as ABI.md says", abi.MapFunc, abi.ExportMap, abi.ExportMap)
+	}
 	m.put(inst, true)
 	return m, nil
 }
@@ -211,7 +214,7 @@ func (m *Module) newInstance(ctx context.Context, rp *replayer) (_ *instance, er
 	if taker {
 		defer m.tookSnapshot()
 	}
-	inst := &instance{module: m, stack: make([]uint64, 1), replay: rp}
+	inst := &instance{module: m, stack: make([]uint64, 2), replay: rp}
 	inst.stdout = &lineWriter{inst: inst, stream: "stdout"}
 	inst.stderr = &lineWriter{inst: inst, stream: "stderr"}
 	if m.opts.Record || rp != nil {
@@ -248,6 +251,7 @@ func (m *Module) newInstance(ctx context.Context, rp *replayer) (_ *instance, er
 	inst.mod = mod
 	inst.mem = mod.Memory()
 	inst.reconcile = mod.ExportedFunction(abi.ExportReconcile)
+	inst.mapFn = mod.ExportedFunction(abi.ExportMap)
 	if inst.step != nil {
 		inst.step.Outcome = recording.Returned
 		if rp != nil {

@@ -297,13 +297,10 @@ func (m *Module) Replay(ctx context.Context, before []*recording.Step, step *rec
 			if err := rp.endStep(inst.lineage[len(inst.lineage)-1]); err != nil {
 				return err
 			}
-		case recording.StepReconcile:
-			if want.Request == nil {
-				return fmt.Errorf("step %d, a reconcile, has no request", rp.at)
+		case recording.StepReconcile, recording.StepMap:
+			if err := inst.runStep(ctx, rp.at, want); err != nil {
+				return err
 			}
-			inst.step = &recording.Step{Kind: recording.StepReconcile, Request: want.Request}
-			c := &Call{Request: abi.Request{Namespace: want.Request.Namespace, Name: want.Request.Name, Retries: want.Request.Retries}, Logger: m.opts.Logger}
-			_, _, _ = inst.reconcile1(ctx, c)
 			got := inst.step
 			inst.endStep()
 			if err := rp.endStep(got); err != nil {
@@ -312,6 +309,25 @@ func (m *Module) Replay(ctx context.Context, before []*recording.Step, step *rec
 		default:
 			return fmt.Errorf("step %d is of kind %q: only the first may be an _initialize", rp.at, want.Kind)
 		}
+	}
+	return nil
+}
+
+// runStep runs want, a recorded reconcile or map (step number at), again on inst, as a step of
+// its own: inst.step holds what the guest did.
+func (inst *instance) runStep(ctx context.Context, at int, want *recording.Step) error {
+	c := &Call{Logger: inst.module.opts.Logger}
+	switch {
+	case want.Kind == recording.StepReconcile && want.Request != nil:
+		inst.step = &recording.Step{Kind: recording.StepReconcile, Request: want.Request}
+		c.Request = abi.Request{Namespace: want.Request.Namespace, Name: want.Request.Name, Retries: want.Request.Retries}
+		_, _, _ = inst.reconcile1(ctx, c)
+	case want.Kind == recording.StepMap && want.Map != nil:
+		inst.step = &recording.Step{Kind: recording.StepMap, Map: want.Map}
+		c.Map = want.Map
+		_, _, _ = inst.map1(ctx, c)
+	default:
+		return fmt.Errorf("step %d, a %s, has no input", at, want.Kind)
 	}
 	return nil
 }

@@ -162,14 +162,13 @@ func (m *Module) RerunSteps(ctx context.Context, steps []*recording.Step) ([]*re
 		switch want.Kind {
 		case recording.StepManifest:
 			_, _ = inst.readManifest(ctx)
-		case recording.StepReconcile:
-			if want.Request == nil {
-				return nil, fmt.Errorf("step %d, a reconcile, has no request", rp.at)
+		case recording.StepReconcile, recording.StepMap:
+			if err := inst.runStep(ctx, rp.at, want); err != nil {
+				return nil, err
 			}
-			inst.step = &recording.Step{Kind: recording.StepReconcile, Request: want.Request}
-			c := &Call{Request: abi.Request{Namespace: want.Request.Namespace, Name: want.Request.Name, Retries: want.Request.Retries}, Logger: m.opts.Logger}
-			_, _, _ = inst.reconcile1(ctx, c)
-			out[i+1] = inst.step
+			if want.Kind == recording.StepReconcile {
+				out[i+1] = inst.step
+			}
 			inst.endStep()
 		default:
 			return nil, fmt.Errorf("step %d is of kind %q: only the first may be an _initialize", rp.at, want.Kind)

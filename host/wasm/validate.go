@@ -194,6 +194,14 @@ func validate(cm wazero.CompiledModule) (Describe, error) {
 			problems = append(problems, fmt.Sprintf("invalid export[%q]: signature %s, want %s", name, got, want))
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(abi.OptionalExports)) {
+		want := abiSignature(abi.OptionalExports[name])
+		if def, ok := exports[name]; ok {
+			if got := signature(def.ParamTypes(), def.ResultTypes()); got != want {
+				problems = append(problems, fmt.Sprintf("invalid export[%q]: signature %s, want %s", name, got, want))
+			}
+		}
+	}
 	if def, ok := exports[abi.ExportInitialize]; ok && (len(def.ParamTypes()) > 0 || len(def.ResultTypes()) > 0) {
 		problems = append(problems, fmt.Sprintf("invalid export[%q]: must take and return nothing", abi.ExportInitialize))
 	}

@@ -57,8 +57,16 @@ type watch struct {
 	role  string // "for", "owns" or "watches"
 	group string
 	kind  string
-	mode  string // watches: abi.MapSameName or abi.MapNamespace
+	mode  string // watches: abi.MapSameName, abi.MapNamespace or abi.MapFunc
+	index int    // watches: its index in the manifest's
 	preds []predicate.Predicate
+}
+
+// toMap is an object of a watch the plugin maps itself, waiting for no reconcile to run: its
+// map export runs on the module's instance.
+type toMap struct {
+	watch  int
+	object []byte
 }
 
 // reconcileLog is what one reconcile of the run did, from which schedules are made.
@@ -96,6 +104,7 @@ type world struct {
 
 	queue   []key
 	queued  map[key]bool
+	toMap   []toMap // events to map by the plugin, in the order they came
 	retries map[key]int
 	perKey  map[key]int // reconciles since the last change
 
@@ -144,27 +153,27 @@ func newWorld(ctx context.Context, s *plugintest.Suite, before []map[string]any,
 	if w.cluster, err = s.NewCluster(before); err != nil {
 		return nil, err
 	}
-	add := func(role string, wt abi.Watch) error {
+	add := func(role string, wt abi.Watch, index int) error {
 		preds, err := predicate.FromManifest(wt.Predicates)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", role, wt.Kind, err)
 		}
 		k := keyOf(wt.APIVersion, wt.Kind, "", "")
-		w.watches = append(w.watches, watch{role: role, group: k.group, kind: k.kind, mode: wt.Map, preds: preds})
+		w.watches = append(w.watches, watch{role: role, group: k.group, kind: k.kind, mode: wt.Map, index: index, preds: preds})
 		w.kinds[key{group: k.group, kind: k.kind}] = wt.APIVersion
 		return nil
 	}
-	if err := add("for", m.For); err != nil {
+	if err := add("for", m.For, 0); err != nil {
 		return nil, err
 	}
 	w.forGK = keyOf(m.For.APIVersion, m.For.Kind, "", "")
 	for _, o := range m.Owns {
-		if err := add("owns", o); err != nil {
+		if err := add("owns", o, 0); err != nil {
 			return nil, err
 		}
 	}
-	for _, o := range m.Watches {
-		if err := add("watches", o); err != nil {
+	for i, o := range m.Watches {
+		if err := add("watches", o, i); err != nil {
 			return nil, err
 		}
 	}
@@ -223,10 +232,40 @@ func (w *world) enqueue(k key) {
 	}
 }
 
+// mapEvents maps the events of watches the plugin maps itself by its map export, and enqueues
+// what it returns. A map that fails is a failure of the run.
+func (w *world) mapEvents(ctx context.Context) {
+	for len(w.toMap) > 0 {
+		e := w.toMap[0]
+		w.toMap = w.toMap[1:]
+		ctx, cancel := context.WithTimeout(ctx, w.timeout)
+		reqs, err := w.module.Map(ctx, &wasm.Call{Host: mapHost{w.cluster}, Logger: logr.Discard(), Map: &recording.MapInput{Watch: uint32(e.watch), Object: e.object}})
+		cancel()
+		if err != nil {
+			o := unstructuredOf(e.object)
+			w.fail("the map function of watches[%d] failed on %s %s: %v", e.watch, o.GetKind(), key{namespace: o.GetNamespace(), name: o.GetName()}, err)
+			continue
+		}
+		for _, r := range reqs {
+			w.enqueue(key{w.forGK.group, w.forGK.kind, r.Namespace, r.Name})
+		}
+	}
+}
+
+// mapHost serves a map function's calls: reads from the cluster as it is; no writes.
+type mapHost struct{ cluster *fake.Cluster }
+
+func (h mapHost) Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	if fn != abi.ImportGet && fn != abi.ImportList {
+		return abi.StatusBadRequest, []byte(fn + ": a map function may only read (get, list)")
+	}
+	return h.cluster.Call(ctx, fn, req)
+}
+
 // settle reconciles until the queue is empty (requeues after a delay are left: the check that
 // follows reconciles every object anyway). It returns false when the run has stopped.
 func (w *world) settle(ctx context.Context) bool {
-	for len(w.queue) > 0 {
+	for w.mapEvents(ctx); len(w.queue) > 0; w.mapEvents(ctx) {
 		k := w.queue[0]
 		w.queue = w.queue[1:]
 		delete(w.queued, k)
@@ -700,6 +739,14 @@ func (w *world) observe(old, now []byte) {
 				}
 			}
 		case "watches":
+			if wt.mode == abi.MapFunc { // the old object and the new, as the host's handler maps them
+				for _, b := range [][]byte{old, now} {
+					if b != nil {
+						w.toMap = append(w.toMap, toMap{watch: wt.index, object: b})
+					}
+				}
+				continue
+			}
 			if wt.mode == abi.MapSameName {
 				w.enqueue(key{w.forGK.group, w.forGK.kind, obj.GetNamespace(), obj.GetName()})
 				continue

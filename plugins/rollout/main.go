@@ -4,6 +4,10 @@
 // reads into its environment in the pod template's annotation wasmrec.dev/config-hash, so a
 // change to that data changes the template and the Deployment rolls.
 //
+// A change to a ConfigMap or Secret enqueues only the Deployments that use it: the plugin's map
+// functions list them through an index of the names each Deployment's pod template refers to,
+// as a controller-runtime controller does with a field index and EnqueueRequestsFromMapFunc.
+//
 // It reads the Deployment typed, with the SDK's generated Kubernetes types (sdk/go/k8s) and
 // package client, and the ConfigMaps and Secrets untyped, as JSON maps whose data it hashes.
 package main
@@ -25,22 +29,55 @@ import (
 const (
 	optIn   = "wasmrec.dev/rollout-on-config-change"
 	hashKey = "wasmrec.dev/config-hash"
+	// configIndex indexes Deployments by the "ConfigMap/name" and "Secret/name" their pod
+	// template uses.
+	configIndex = "spec.template.config"
 )
 
 func init() {
+	r := &reconciler{client: wasmrec.NewClient(), typed: client.New()}
+	if err := r.typed.IndexField(context.Background(), &appsv1.Deployment{}, configIndex, func(o client.Object) []string {
+		return references(&o.(*appsv1.Deployment).Spec.Template.Spec)
+	}); err != nil {
+		panic(err)
+	}
 	wasmrec.Register(wasmrec.Manifest{
 		Name: "rollout",
 		For:  wasmrec.Watch{APIVersion: "apps/v1", Kind: "Deployment"},
 		Watches: []wasmrec.Watch{
-			{APIVersion: "v1", Kind: "ConfigMap", Map: wasmrec.MapNamespace},
-			{APIVersion: "v1", Kind: "Secret", Map: wasmrec.MapNamespace},
+			client.MapWatch(r.configMapUsers),
+			client.MapWatch(r.secretUsers),
 		},
 		Permissions: []wasmrec.Permission{
 			{Group: "apps", Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}},
 			{Group: "", Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "watch"}},
 			{Group: "", Resources: []string{"events"}, Verbs: []string{"create"}},
 		},
-	}, &reconciler{client: wasmrec.NewClient(), typed: client.New()})
+	}, r)
+}
+
+// configMapUsers enqueues the Deployments whose pod template uses the ConfigMap.
+func (r *reconciler) configMapUsers(ctx context.Context, cm *corev1.ConfigMap) []wasmrec.Request {
+	return r.users(ctx, cm.Namespace, "ConfigMap/"+cm.Name)
+}
+
+// secretUsers enqueues the Deployments whose pod template uses the Secret.
+func (r *reconciler) secretUsers(ctx context.Context, s *corev1.Secret) []wasmrec.Request {
+	return r.users(ctx, s.Namespace, "Secret/"+s.Name)
+}
+
+// users are the Deployments of namespace whose pod template uses ref ("ConfigMap/name").
+func (r *reconciler) users(ctx context.Context, namespace, ref string) []wasmrec.Request {
+	var ds appsv1.DeploymentList
+	if err := r.typed.List(ctx, &ds, client.InNamespace(namespace), client.MatchingFields{configIndex: ref}); err != nil {
+		wasmrec.Log.Error(err, "listing the Deployments that use "+ref+": none is enqueued")
+		return nil
+	}
+	reqs := make([]wasmrec.Request, len(ds.Items))
+	for i, d := range ds.Items {
+		reqs[i] = wasmrec.NewRequest(d.Namespace, d.Name)
+	}
+	return reqs
 }
 
 func main() {}

@@ -90,6 +90,42 @@ EXPORT("wasmrec_reconcile") uint64_t wasmrec_reconcile(uint32_t n) {
   return pack(result_buf, 16 + msg_len);
 }
 
+/* map_buf holds the requests wasmrec_plugin_map adds, as request envelopes, until the host has
+ * copied them. */
+static uint8_t *map_buf;
+static size_t map_len, map_cap;
+
+int wasmrec_map_add(const char *namespace_, const char *name) {
+  size_t ns_len = namespace_ ? strlen(namespace_) : 0, name_len = name ? strlen(name) : 0;
+  if (name_len == 0) return -1;
+  size_t need = map_len + 16 + ns_len + name_len;
+  if (need > map_cap) {
+    size_t cap = map_cap ? map_cap : 1024;
+    while (cap < need) cap *= 2;
+    uint8_t *b = realloc(map_buf, cap);
+    if (!b) return -1;
+    map_buf = b, map_cap = cap;
+  }
+  uint8_t *p = map_buf + map_len;
+  put32(p, (uint32_t)ns_len);
+  put32(p + 4, (uint32_t)name_len);
+  put32(p + 8, 0);
+  put32(p + 12, 0);
+  if (ns_len) memcpy(p + 16, namespace_, ns_len);
+  memcpy(p + 16 + ns_len, name, name_len);
+  map_len = need;
+  return 0;
+}
+
+EXPORT("wasmrec_map") uint64_t wasmrec_map(uint32_t watch, uint32_t n) {
+  if (!wasmrec_plugin_map) __builtin_trap(); /* the manifest maps a watch, the plugin has no map */
+  char *object = read_pending(n);
+  map_len = 0;
+  wasmrec_plugin_map(watch, object, n);
+  free(object);
+  return map_len ? pack(map_buf, (uint32_t)map_len) : 0;
+}
+
 static wasmrec_response call(uint64_t (*fn)(const void *, uint32_t), const char *req) {
   uint64_t r = fn(req, (uint32_t)strlen(req));
   wasmrec_response out = {.status = (uint32_t)(r >> 32), .len = (uint32_t)r};

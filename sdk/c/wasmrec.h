@@ -5,6 +5,10 @@
  *   const char *wasmrec_plugin_manifest(void);               // the manifest JSON
  *   wasmrec_result wasmrec_plugin_reconcile(const wasmrec_request *req);
  *
+ * and a third if a watch of its manifest is mapped by the plugin ("map": "func"):
+ *
+ *   void wasmrec_plugin_map(uint32_t watch, const char *object, uint32_t len);
+ *
  * Build: clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 \
  *          -I sdk/c -o plugin.wasm plugin.c sdk/c/wasmrec.c
  */
@@ -167,5 +171,16 @@ WASMREC_IMPORT("event") uint64_t wasmrec_host_event(const void *ptr, uint32_t le
 /* Defined by the plugin. */
 const char *wasmrec_plugin_manifest(void);
 wasmrec_result wasmrec_plugin_reconcile(const wasmrec_request *req);
+
+/* Map functions. An event of a manifest watch with "map": "func" enqueues what the plugin's
+ * wasmrec_plugin_map adds with wasmrec_map_add for the object. Define it if the manifest has
+ * such a watch (it is weak: a plugin without one need not). watch is the watch's index in the
+ * manifest's "watches", object its JSON, NUL-terminated, len bytes, valid during the call. It
+ * may call wasmrec_get and wasmrec_list; a write is answered WASMREC_BAD_REQUEST. */
+void wasmrec_plugin_map(uint32_t watch, const char *object, uint32_t len) __attribute__((weak));
+/* wasmrec_map_add enqueues the For object namespace_/name (namespace_ "" or NULL for a
+ * cluster-scoped one); call it from wasmrec_plugin_map. Returns 0, or -1 for an empty name or
+ * when out of memory (the request is not added). */
+int wasmrec_map_add(const char *namespace_, const char *name);
 
 #endif

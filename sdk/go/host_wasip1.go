@@ -108,3 +108,15 @@ func reconcile(n uint32) uint64 {
 	}
 	return abi.PackPtrLen(uint32(uintptr(ptr(result))), uint32(len(result)))
 }
+
+// mapped holds the last map result until the host has copied it.
+var mapped []byte
+
+//go:wasmexport wasmrec_map
+func mapExport(watch, n uint32) uint64 {
+	mapped = mapObject(mapped, watch, readPending(n))
+	if len(mapped) == 0 {
+		return 0
+	}
+	return abi.PackPtrLen(uint32(uintptr(ptr(mapped))), uint32(len(mapped)))
+}

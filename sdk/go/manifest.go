@@ -33,4 +33,6 @@ const (
 	MapSameName = abi.MapSameName
 	// MapNamespace enqueues every For object in the watched object's namespace.
 	MapNamespace = abi.MapNamespace
+	// MapByFunc enqueues what the watch's map function returns; MapWatch makes such a watch.
+	MapByFunc = abi.MapFunc
 )

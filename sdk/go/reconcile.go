@@ -51,11 +51,11 @@ type (
 	// Manifest is what the plugin says about itself, returned to the host as JSON: its Name,
 	// For (the kind it reconciles), Owns (kinds whose controller owner, of the For kind, is
 	// reconciled: controller-runtime's Owns), Watches (other kinds, mapped to For objects by
-	// their Map: same name or every object of the namespace) and Permissions (what it asks to
+	// their Map: same name, every object of the namespace, or a MapWatch's function) and Permissions (what it asks to
 	// be granted; kubebuilder RBAC markers add to them at wasmrec build).
 	Manifest = abi.Manifest
 	// Watch names a kind by APIVersion and Kind, with Predicates that filter its events and,
-	// in Watches, a Map (MapSameName or MapNamespace).
+	// in Watches, a Map (MapSameName, MapNamespace, or a function: make it with MapWatch).
 	Watch = abi.Watch
 	// Predicate filters a Watch's events: a Type (Predicate* constants) and its arguments.
 	Predicate = abi.Predicate
@@ -70,7 +70,8 @@ type (
 var registered struct {
 	r     Reconciler
 	m     Manifest
-	added []Permission // AddPermissions
+	added []Permission                                                // AddPermissions
+	maps  map[string]func(context.Context, []byte) ([]Request, error) // MapWatch, by "apiVersion/kind"
 }
 
 // TerminalError wraps err so the host does not retry (until the object changes).

@@ -14,6 +14,9 @@ func Register(m Manifest, r Reconciler) {
 	if err := m.Validate(); err != nil {
 		panic(fmt.Sprintf("wasmrec: %v", err))
 	}
+	if err := checkMaps(m); err != nil {
+		panic(fmt.Sprintf("wasmrec: %v", err))
+	}
 	registered.r, registered.m = r, m
 }
 

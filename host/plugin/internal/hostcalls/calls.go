@@ -67,6 +67,9 @@ type Calls struct {
 	// DryRun sends every write with dryRun=All, so that the API server checks it and stores
 	// nothing, and records no event: a version in its shadow run. Its calls are not counted.
 	DryRun bool
+	// ReadOnly refuses every write with bad request: the calls of a map function, which runs
+	// on the informer's event path and may only read.
+	ReadOnly bool
 	// Record, if set, is told of every write call (create, update, patch, delete, event), with
 	// the request and how it ended.
 	Record func(call string, body []byte, status abi.Status)
@@ -97,18 +100,20 @@ func (c *Calls) Call(ctx context.Context, fn string, body []byte) (abi.Status, [
 		span.SetAttributes(tracing.Call.String(fn))
 		defer span.End()
 	}
-	switch fn {
-	case abi.ImportGet:
+	switch {
+	case c.ReadOnly && fn != abi.ImportGet && fn != abi.ImportList:
+		err = fail(abi.StatusBadRequest, "%s: a map function may only read (get, list): write from the reconcile it enqueues", fn)
+	case fn == abi.ImportGet:
 		resp, err = c.get(ctx, body)
-	case abi.ImportList:
+	case fn == abi.ImportList:
 		resp, err = c.list(ctx, body)
-	case abi.ImportCreate, abi.ImportUpdate, abi.ImportUpdateStatus:
+	case fn == abi.ImportCreate, fn == abi.ImportUpdate, fn == abi.ImportUpdateStatus:
 		resp, err = c.write(ctx, fn, body)
-	case abi.ImportPatch:
+	case fn == abi.ImportPatch:
 		resp, err = c.patch(ctx, body)
-	case abi.ImportDelete:
+	case fn == abi.ImportDelete:
 		err = c.delete(ctx, body)
-	case abi.ImportEvent:
+	case fn == abi.ImportEvent:
 		err = c.event(ctx, body)
 	default:
 		err = fail(abi.StatusBadRequest, "unknown host function %q", fn)

@@ -193,3 +193,34 @@ func TestALimitRefusesACallItCouldNotLetThroughInTime(t *testing.T) {
 		t.Errorf("it waited %v before refusing; a call that cannot make it is refused at once", waited)
 	}
 }
+
+// A map function's calls may read, as a reconcile's do, and write nothing: each write is bad
+// request before it reaches the policy, the limits or the API server.
+func TestAMapFunctionMayOnlyRead(t *testing.T) {
+	c, m := calls(t, []abi.Permission{{Group: "", Resources: []string{"configmaps", "events"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}})
+	c.ReadOnly = true
+	ref := abi.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "x"}
+	obj := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"namespace": "ns", "name": "x"}}
+	for _, tc := range []struct {
+		fn  string
+		req any
+	}{
+		{abi.ImportCreate, obj},
+		{abi.ImportUpdate, obj},
+		{abi.ImportUpdateStatus, obj},
+		{abi.ImportPatch, abi.PatchRequest{ObjectRef: ref, Type: abi.PatchMerge, Patch: json.RawMessage(`{}`)}},
+		{abi.ImportDelete, abi.DeleteRequest{ObjectRef: ref}},
+		{abi.ImportEvent, abi.EventRequest{Type: "Normal", Reason: "R"}},
+	} {
+		if s, msg := call(t, c, tc.fn, tc.req); s != abi.StatusBadRequest || !strings.Contains(msg, "may only read") {
+			t.Errorf("%s from a map function: %s %q; want bad request saying it may only read", tc.fn, s, msg)
+		}
+	}
+	if m.lookups != 0 {
+		t.Errorf("%d kind lookups for writes of a map function; want 0", m.lookups)
+	}
+	// A read goes on to the policy: here to the reader, which this test has not got.
+	if s, msg := call(t, c, abi.ImportGet, abi.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "x"}); s != abi.StatusForbidden || !strings.Contains(msg, "may get nothing") {
+		t.Errorf("a get outside the grant from a map function: %s %q; want the policy's refusal", s, msg)
+	}
+}

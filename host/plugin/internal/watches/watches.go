@@ -34,9 +34,9 @@ type Plugin struct {
 	// ShardFilter wraps the handler of an owned or watched kind, whose object may map to a For
 	// object of another shard. Nil: none.
 	ShardFilter func(handler.EventHandler) handler.EventHandler
-	// Map maps a watched object to For requests, by the watch's map mode (abi.MapSameName,
-	// abi.MapNamespace).
-	Map func(mode string) handler.MapFunc
+	// Map maps an object of a watch to For requests, by the watch's map mode (abi.MapSameName,
+	// abi.MapNamespace, abi.MapFunc).
+	Map func(w abi.Watch) handler.MapFunc
 }
 
 // Source is one source of the controller and the informer it reads.
@@ -110,7 +110,7 @@ func (pl Plugin) Sources(m *abi.Manifest) (Sources, error) {
 		}
 	}
 	for i, w := range m.Watches {
-		if err := add("watches", w, false, handler.EnqueueRequestsFromMapFunc(pl.Map(w.Map))); err != nil {
+		if err := add("watches", w, false, handler.EnqueueRequestsFromMapFunc(pl.Map(w))); err != nil {
 			return nil, fmt.Errorf("watches[%d]: %w", i, err)
 		}
 	}

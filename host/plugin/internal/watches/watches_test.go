@@ -32,7 +32,7 @@ func plugin() Plugin {
 		Mapper:     m,
 		Namespaces: []string{"a", "b"},
 		For:        configMap,
-		Map:        func(string) handler.MapFunc { return nil },
+		Map:        func(abi.Watch) handler.MapFunc { return nil },
 	}
 }
 
