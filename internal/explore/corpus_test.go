@@ -23,9 +23,13 @@ func module(t testing.TB, name string) []byte {
 	return b
 }
 
-func workload(t *testing.T) plugintest.Case {
+// workload is the first case of a file of testdata/corpus/tests: widgets.yaml, unless given.
+func workload(t *testing.T, file string) plugintest.Case {
 	t.Helper()
-	f, err := plugintest.ReadFile(filepath.Join("testdata", "corpus", "tests", "widgets.yaml"))
+	if file == "" {
+		file = "widgets.yaml"
+	}
+	f, err := plugintest.ReadFile(filepath.Join("testdata", "corpus", "tests", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +48,8 @@ func load(t *testing.T, name string) *plugintest.Suite {
 }
 
 // Each plugin of the corpus has a bug of a kind Sieve and Kamera report; exploration finds it,
-// under the fault that shows it (the loop, without one), and passes its correct twin.
+// under the fault that shows it (the loop and the map function, without one), and passes its
+// correct twin.
 //
 // What each exploration found, and in how long, goes to bin/explore-corpus.txt (make test prints
 // it).
@@ -57,20 +62,22 @@ func TestCorpus(t *testing.T) {
 		}
 	}()
 	for _, tc := range []struct {
-		plugin string
-		fault  string // "" for the run without faults
-		want   string // a problem holds it
+		plugin   string
+		fault    string // "" for the run without faults
+		want     string // a problem holds it
+		workload string // its file in testdata/corpus/tests, if not widgets.yaml
 	}{
-		{"twice", plugintest.FaultCrash, "ConfigMap default/w-*: 2, without faults 1"},
-		{"staledelete", plugintest.FaultStale, "ConfigMap default/w-data was deleted and created again"},
-		{"forgetful", plugintest.FaultCrash, `status: removed (was {"phase":"Ready"})`},
-		{"stalestatus", plugintest.FaultStale, `status.size`},
-		{"loop", "", "loop: Widget.corpus.wasmrec.dev default/w was reconciled 20 times"},
-		{"edge", plugintest.FaultCoalesce, `status.resizes: 2 -> 1`},
+		{"twice", plugintest.FaultCrash, "ConfigMap default/w-*: 2, without faults 1", ""},
+		{"staledelete", plugintest.FaultStale, "ConfigMap default/w-data was deleted and created again", ""},
+		{"forgetful", plugintest.FaultCrash, `status: removed (was {"phase":"Ready"})`, ""},
+		{"stalestatus", plugintest.FaultStale, `status.size`, ""},
+		{"loop", "", "loop: Widget.corpus.wasmrec.dev default/w was reconciled 20 times", ""},
+		{"edge", plugintest.FaultCoalesce, `status.resizes: 2 -> 1`, ""},
+		{"mapped", "", `reconciled again once settled, Widget.corpus.wasmrec.dev default/w wrote patch Widget.corpus.wasmrec.dev default/w (status.value: "1" -> "2")`, "configs.yaml"},
 	} {
 		t.Run(tc.plugin, func(t *testing.T) {
 			ctx := context.Background()
-			c := workload(t)
+			c := workload(t, tc.workload)
 			rep, err := explore.Explore(ctx, load(t, "explore-"+tc.plugin), c, explore.Options{})
 			if err != nil {
 				t.Fatal(err)
