@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/chromedp/chromedp"
+	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/recording"
 	"github.com/wasmrec/wasmrec/internal/testenv"
 )
@@ -287,4 +288,74 @@ func TestRolloutReplayStepRollsBack(t *testing.T) {
 		t.Fatal("the new version reached its shadow step")
 	}
 	t.Logf("rolled back%s", line)
+}
+
+// A plugin with map functions, recording every reconcile: the maps its instances ran come with
+// each recording, shown as steps, and every recording replays offline the same.
+func TestRecordingsHoldTheMapsBeforeAReconcile(t *testing.T) {
+	ns := namespace(t)
+	recs := t.TempDir()
+	h := startHost(t, fmt.Sprintf(`plugins:
+  - name: rollout
+    module: %s
+    namespaces: [%s]
+    record: {mode: all}
+    permissions:
+      - {group: apps, resources: [deployments], verbs: [get, list, watch, patch]}
+      - {group: "", resources: [configmaps, secrets], verbs: [get, list, watch]}
+      - {group: "", resources: [events], verbs: [create]}
+`, wasmFile(t, "plugins", "rollout"), ns), "--recordings-dir", recs)
+	h.waitOut(t, `msg="starting workers" plugin=rollout`)
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: demo.WebConfig}, Data: map[string]string{"k": "1"}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.AppsV1().Deployments(ns).Create(ctx, demo.WebDeployment(ns), metav1.CreateOptions{})
+	must(t, err)
+	hash := func() string {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return d.Spec.Template.Annotations["wasmrec.dev/config-hash"]
+	}
+	for i := 2; i <= 4; i++ {
+		before := hash()
+		_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, demo.WebConfig, types.MergePatchType, fmt.Appendf(nil, `{"data":{"k":"%d"}}`, i), metav1.PatchOptions{})
+		must(t, err)
+		eventually(t, 30*time.Second, fmt.Sprintf("the hash after change %d", i), func() error {
+			if h := hash(); h == before || h == "" {
+				return fmt.Errorf("hash %q", h)
+			}
+			return nil
+		})
+	}
+	var listed []recording.Listed
+	eventually(t, 20*time.Second, "recordings after maps", func() error {
+		listed, _ = recording.List(filepath.Join(recs, "rollout"))
+		for _, l := range listed {
+			_, before, err := l.Load()
+			if err != nil {
+				return err
+			}
+			for _, s := range before {
+				if s.Kind == recording.StepMap {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("none of %d recordings has a map before it", len(listed))
+	})
+	cmd := exec.Command("../bin/wasmrec", "replay", filepath.Join(recs, "rollout"))
+	cmd.Env = append(cmd.Environ(), "KUBECONFIG=/nonexistent")
+	out, err := cmd.CombinedOutput()
+	if err != nil || strings.Count(string(out), "the same") != len(listed) {
+		t.Fatalf("replaying %d recordings: %v\n%s", len(listed), err, out)
+	}
+	cmd = exec.Command("../bin/wasmrec", "replay", filepath.Join(recs, "rollout"), "--show")
+	cmd.Env = append(cmd.Environ(), "KUBECONFIG=/nonexistent")
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "map watches[0] ConfigMap "+ns+"/"+demo.WebConfig) {
+		t.Fatalf("the recordings shown name no map of %s: %v\n%s", demo.WebConfig, err, out)
+	}
 }

@@ -145,11 +145,23 @@ func listRecordings(w io.Writer, targets []replayTarget) {
 	}
 }
 
+// requestOf is what a step was given: a reconcile's request, or a map's watch and object.
 func requestOf(s *recording.Step) string {
-	if s.Request == nil {
-		return "-"
+	switch {
+	case s.Request != nil:
+		return s.Request.String()
+	case s.Map != nil:
+		var o struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Namespace string `json:"namespace"`
+				Name      string `json:"name"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(s.Map.Object, &o)
+		return fmt.Sprintf("watches[%d] %s %s", s.Map.Watch, o.Kind, recording.Request{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name})
 	}
-	return s.Request.String()
+	return "-"
 }
 
 func countCalls(s *recording.Step) int {
