@@ -336,14 +336,14 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 		result = "error"
 		q.Forget(req)
 		if c.opts.LogError == nil || c.opts.LogError(err) {
-			log.Error(err, "reconciler error: terminal, not retried", stackOf(err)...)
+			log.Error(err, "reconciler error: terminal, not retried", reconcile.StackOf(err)...)
 		}
 	case err != nil:
 		result = "error"
 		// Log before requeueing, so the log's order is the order of events: the retry's delay
 		// starts after this line.
 		if c.opts.LogError == nil || c.opts.LogError(err) {
-			log.Error(err, "reconciler error", append([]any{"retries", q.NumRequeues(req) + 1}, stackOf(err)...)...)
+			log.Error(err, "reconciler error", append([]any{"retries", q.NumRequeues(req) + 1}, reconcile.StackOf(err)...)...)
 		}
 		q.AddRateLimited(req)
 	case res.RequeueAfter > 0:
@@ -395,15 +395,6 @@ func (c *Controller) reconcile(ctx context.Context, req reconcile.Request) (res 
 		return reconcile.Result{}, false, fmt.Errorf("reconcile timed out after %s: %w", c.opts.ReconcileTimeout, errors.Join(context.DeadlineExceeded, err))
 	}
 	return res, false, err
-}
-
-// stackOf is the "stack" key and value of an error that carries its own (reconcile.Stacker).
-func stackOf(err error) []any {
-	var s reconcile.Stacker
-	if errors.As(err, &s) && s.Stack() != "" {
-		return []any{"stack", s.Stack()}
-	}
-	return nil
 }
 
 func newQueue(rl workqueue.TypedRateLimiter[reconcile.Request], clk clock.WithTicker) handler.Queue {

@@ -26,8 +26,8 @@ type Metrics struct {
 
 	// HostCalls counts guest-to-host calls by plugin, function and status.
 	HostCalls *prometheus.CounterVec
-	// Maps counts the calls of plugins' map functions (watches mapped by the plugin) by
-	// outcome: ok, error, timeout.
+	// Maps counts the objects of watched kinds plugins' map functions mapped, by outcome: ok,
+	// error, timeout, and skipped (a version of an object whose map timed out before).
 	Maps *prometheus.CounterVec
 	// Swaps counts module swaps by plugin and outcome.
 	Swaps *prometheus.CounterVec
@@ -89,7 +89,7 @@ func New() *Metrics {
 			Name: "wasmrec_plugin_host_calls_total", Help: "Calls from plugins to the host, by plugin, function and status",
 		}, []string{"plugin", "function", "status"}),
 		Maps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wasmrec_plugin_maps_total", Help: "Events of watched kinds mapped by a plugin's own map function, by plugin and outcome (ok, error, timeout)",
+			Name: "wasmrec_plugin_maps_total", Help: "Objects of watched kinds mapped by a plugin's own map function, by plugin and outcome (ok, error, timeout, skipped: a version of an object whose map timed out before)",
 		}, []string{"plugin", "outcome"}),
 		Swaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmrec_plugin_swaps_total", Help: "Module swaps by plugin and outcome",

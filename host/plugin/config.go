@@ -407,7 +407,7 @@ type Hooks struct {
 	// the swap lock), the controller's start or the warmer's. It must not block (enqueueing the
 	// Plugin object whose status says it is what it is for).
 	OnUnavailable func([]string)
-	// OnFailing is told when Failing changes from "" or back to it, from a reconcile's
-	// goroutine: it must not block.
+	// OnFailing is told what Failing says when it changes from "" or back to it, from a
+	// reconcile's goroutine or a map's (an informer's event handler): it must not block.
 	OnFailing func(string)
 }

@@ -207,13 +207,24 @@ func notReady(started bool, failures []cache.Failure, pluginsNeed map[cache.Key]
 const FailingAfter = 5
 
 // Failing says, once FailingAfter reconciles in a row have failed (errors, panics, timeouts),
-// that the plugin is failing, with the last error; "" again from the next reconcile that
-// succeeds. The code that writes a plugin's status sets Degraded from it; OnFailing says when it
-// changes.
-func (p *Plugin) Failing() string { return p.failures.message() }
+// or FailingAfter maps of watched objects by its map function, that the plugin is failing,
+// with the last error; "" again from the next reconcile (or map) that succeeds. The code that
+// writes a plugin's status sets Degraded from it; OnFailing says when it changes.
+func (p *Plugin) Failing() string {
+	return strings.Join(slices.DeleteFunc([]string{p.failures.message(), p.mapFailures.message()}, func(s string) bool { return s == "" }), "; ")
+}
 
-// failureStreak counts a plugin's reconciles failed since the last one that succeeded.
+// onFailing tells the OnFailing hook, if set, what Failing says now: a streak changed.
+func (p *Plugin) onFailing(string) {
+	if f := p.cfg.Hooks.OnFailing; f != nil {
+		f(p.Failing())
+	}
+}
+
+// failureStreak counts a plugin's reconciles (or maps) failed since the last one that
+// succeeded.
 type failureStreak struct {
+	what   string // what fails, in the message: "" is "reconcile"
 	mu     sync.Mutex
 	n      int
 	since  time.Time // when the first of them failed
@@ -267,5 +278,5 @@ func (f *failureStreak) message() string {
 	if f.n < FailingAfter {
 		return ""
 	}
-	return fmt.Sprintf("every reconcile since %s has failed (%d or more in a row); the last error: %s", f.since.UTC().Format(time.RFC3339), FailingAfter, f.last)
+	return fmt.Sprintf("every %s since %s has failed (%d or more in a row); the last error: %s", cmp.Or(f.what, "reconcile"), f.since.UTC().Format(time.RFC3339), FailingAfter, f.last)
 }

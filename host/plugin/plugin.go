@@ -89,7 +89,9 @@ type Plugin struct {
 
 	health pluginHealth // what was said of informers it needs that the host may not list
 
-	failures failureStreak // reconciles failed since the last success
+	failures    failureStreak // reconciles failed since the last success
+	mapFailures failureStreak // maps of watched objects failed since the last success
+	mapTimeouts mapTimeouts   // object versions whose maps timed out
 
 	rec *recorder // keeps its recordings; nil if it records nothing
 }
@@ -138,7 +140,7 @@ func (h *Host) load(ctx context.Context, cfg Config, wasmBytes []byte, src *mods
 	}()
 	workers := max(cfg.MaxConcurrentReconciles, 1)
 	log := h.log.WithValues("plugin", cfg.Name)
-	p := &Plugin{cfg: cfg, host: h, log: log}
+	p := &Plugin{cfg: cfg, host: h, log: log, mapFailures: failureStreak{what: "map of a watched object by the plugin's map function"}}
 	p.source.Store(src)
 	checkers, err := h.checkers(cfg)
 	if err != nil {

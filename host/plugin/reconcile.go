@@ -121,7 +121,7 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	case res.Failed:
 		err = fmt.Errorf("plugin %q: %s", p.cfg.Name, clip(res.Err))
 	}
-	p.failures.record(err, p.cfg.Hooks.OnFailing)
+	p.failures.record(err, p.onFailing)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

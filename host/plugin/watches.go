@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,15 +90,18 @@ func (p *Plugin) mapFunc(w abi.Watch) handler.MapFunc {
 // or, while a rollout's candidate alone watches w's kind so, on the candidate. A swap that adds
 // the watch enqueues every For object once it is live, so an event no version maps yet is not
 // lost. The guest may get and list, as its reconciles do, but not write, and has the plugin's
-// reconcile timeout. What it names outside the plugin's namespaces is dropped, as the For
-// kind's own events outside them are. A failure enqueues nothing (a map function cannot fail in
-// controller-runtime either): it is logged within the plugin's log limit and counted.
+// reconcile timeout; a version of an object whose map timed out is not mapped again by the
+// same module (the old object of an update, a resync). A request the For kind's scope or the
+// plugin's namespaces rule out is dropped, saying so. A failure maps the object to nothing (a
+// map function cannot fail in controller-runtime either): it is logged within the plugin's log
+// limit and counted, and a streak of them makes the plugin Failing.
 func (p *Plugin) mapInGuest(ctx context.Context, w abi.Watch, o event.Object) []reconcile.Request {
 	raw, err := rawObject(o)
 	if err != nil {
 		p.log.Error(err, "mapping an event: the object cannot be encoded", "kind", w.Kind, "object", objectKey(o))
 		return nil
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.ReconcileTimeout())
 	defer cancel()
 	for range 2 { // a second time if the version picked was closed by a swap meanwhile
@@ -102,31 +110,108 @@ func (p *Plugin) mapInGuest(ctx context.Context, w abi.Watch, o event.Object) []
 			p.log.V(1).Info("not mapping an event: no version of the plugin maps its kind", "kind", w.Kind, "object", objectKey(o))
 			return nil
 		}
+		log := p.log.WithValues("watch", w.APIVersion+" "+w.Kind, "object", objectKey(o), "digest", v.mod.ShortDigest())
+		version := timedOutMap{digest: v.mod.Digest(), uid: o.GetUID(), resourceVersion: o.GetResourceVersion()}
+		if p.mapTimeouts.has(version) {
+			p.countMap("skipped")
+			log.V(1).Info("not mapping the object: its map timed out before, at this resourceVersion")
+			return nil
+		}
 		key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
 		calls := &hostcalls.Calls{API: p.api, Policy: v.policy, Req: key, ReadOnly: true}
-		log := p.log.WithValues("watch", w.APIVersion+" "+w.Kind, "object", key.String(), "digest", v.mod.ShortDigest())
 		got, err := v.mod.Map(ctx, &wasm.Call{Host: calls, Logger: log, Map: &recording.MapInput{Watch: uint32(index), Object: raw}})
-		if errors.Is(err, wasm.ErrClosed) && p.Module() != v.mod {
+		switch {
+		case errors.Is(err, wasm.ErrClosed) && p.Module() != v.mod:
 			continue
+		case err != nil && parent.Err() != nil: // the controller stops: no failure of the plugin's
+			log.V(1).Info("not mapping the object: the plugin's controller is stopping", "error", err.Error())
+			return nil
+		case errors.Is(err, wasm.ErrTimedOut):
+			p.mapTimeouts.add(version)
+			err = fmt.Errorf("plugin %q: its map function did not return within %s, the plugin's timeout (timeout in host.yaml, spec.timeout of its Plugin or ClusterPlugin), and was stopped: keep a map to a few reads, or raise the timeout: %w",
+				p.cfg.Name, p.cfg.ReconcileTimeout(), err)
 		}
-		p.countMap(err)
+		p.mapFailures.record(err, p.onFailing)
 		if err != nil {
+			p.countMap(mapOutcome(err))
 			if v.mod.AdmitLog(len(err.Error())) {
-				log.Error(err, "the plugin's map function failed: the event enqueued nothing")
+				log.Error(err, "the plugin's map function failed: the object maps to nothing", reconcile.StackOf(err)...)
 			}
 			return nil
 		}
-		reqs := make([]reconcile.Request, 0, len(got))
-		for _, r := range got {
-			if ns := p.cfg.Namespaces; len(ns) > 0 && r.Namespace != "" && !slices.Contains(ns, r.Namespace) {
-				log.V(1).Info("the plugin's map function named an object outside its namespaces: not enqueued", "namespace", r.Namespace, "name", r.Name)
-				continue
-			}
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Name}})
-		}
-		return reqs
+		p.countMap("ok")
+		return p.admitMapped(got, log)
 	}
 	return nil
+}
+
+// admitMapped are the requests a map returned that the plugin may reconcile: those that fit
+// the For kind's scope (a namespace for a namespaced kind, none for a cluster-scoped one) and,
+// if it has namespaces, lie in them. What else it named is logged, within the log limit.
+func (p *Plugin) admitMapped(got []abi.Request, log logr.Logger) []reconcile.Request {
+	namespaced := true
+	if m, err := p.host.mapper.RESTMapping(p.forGVK.GroupKind(), p.forGVK.Version); err == nil {
+		namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
+	}
+	reqs := make([]reconcile.Request, 0, len(got))
+	for _, r := range got {
+		why := ""
+		switch ns := p.cfg.Namespaces; {
+		case namespaced && r.Namespace == "":
+			why = fmt.Sprintf("it has no namespace, and %s is namespaced", p.forGVK.Kind)
+		case !namespaced && r.Namespace != "":
+			why = fmt.Sprintf("it has a namespace, and %s is cluster-scoped", p.forGVK.Kind)
+		case len(ns) > 0 && r.Namespace != "" && !slices.Contains(ns, r.Namespace):
+			why = fmt.Sprintf("its namespace is not one of the plugin's (%s)", strings.Join(ns, ", "))
+		}
+		if why != "" {
+			if msg := "the plugin's map function named an object it may not reconcile: not enqueued"; p.Module().AdmitLog(len(msg) + len(why)) {
+				log.Info(msg, "namespace", r.Namespace, "name", r.Name, "reason", why)
+			}
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Name}})
+	}
+	return reqs
+}
+
+// mapOutcome is how wasmrec_plugin_maps_total counts a failed map.
+func mapOutcome(err error) string {
+	if errors.Is(err, wasm.ErrTimedOut) {
+		return "timeout"
+	}
+	return "error"
+}
+
+// timedOutMap is a version of an object whose map timed out in a module.
+type timedOutMap struct {
+	digest, resourceVersion string
+	uid                     types.UID
+}
+
+// mapTimeouts are the object versions whose maps timed out, at most maxMapTimeouts of them
+// (past that they are all forgotten): each costs the plugin's whole timeout, and an update
+// maps its old object again.
+type mapTimeouts struct {
+	mu   sync.Mutex
+	seen map[timedOutMap]bool
+}
+
+const maxMapTimeouts = 4096
+
+func (t *mapTimeouts) add(k timedOutMap) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.seen == nil || len(t.seen) >= maxMapTimeouts {
+		t.seen = map[timedOutMap]bool{}
+	}
+	t.seen[k] = true
+}
+
+func (t *mapTimeouts) has(k timedOutMap) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.seen[k]
 }
 
 // mapperOf is the version whose map export maps watch w, with the watch's index in its
@@ -146,20 +231,11 @@ func (p *Plugin) mapperOf(w abi.Watch) (*version, int) {
 	return nil, 0
 }
 
-// countMap counts a map's outcome.
-func (p *Plugin) countMap(err error) {
-	m := p.host.metrics
-	if m == nil {
-		return
+// countMap counts a map's outcome: ok, error, timeout or skipped.
+func (p *Plugin) countMap(outcome string) {
+	if m := p.host.metrics; m != nil {
+		m.Maps.WithLabelValues(p.cfg.Name, outcome).Inc()
 	}
-	outcome := "ok"
-	switch {
-	case errors.Is(err, wasm.ErrTimedOut):
-		outcome = "timeout"
-	case err != nil:
-		outcome = "error"
-	}
-	m.Maps.WithLabelValues(p.cfg.Name, outcome).Inc()
 }
 
 // rawObject is o's JSON: an informer's object holds it.

@@ -91,3 +91,13 @@ type Stacker interface {
 	error
 	Stack() string
 }
+
+// StackOf is the "stack" key and value of an error that carries its own stack (a Stacker),
+// for a log line's key/values; none for another error.
+func StackOf(err error) []any {
+	var s Stacker
+	if errors.As(err, &s) && s.Stack() != "" {
+		return []any{"stack", s.Stack()}
+	}
+	return nil
+}

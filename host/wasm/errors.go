@@ -68,6 +68,20 @@ func (e *GuestPanic) Stack() string { return e.GuestStack }
 
 func (e *GuestPanic) Unwrap() error { return ErrTrapped }
 
+// worded is sentinel (ErrTrapped, ErrTimedOut) in the words of c: a map's says map, and still
+// is the sentinel to errors.Is.
+func (c *Call) worded(sentinel error) error {
+	if c.Map == nil {
+		return sentinel
+	}
+	return mapWords{sentinel}
+}
+
+type mapWords struct{ sentinel error }
+
+func (e mapWords) Error() string { return strings.Replace(e.sentinel.Error(), "reconcile", "map", 1) }
+func (e mapWords) Unwrap() error { return e.sentinel }
+
 // explain adds what a guest's exit code or a trap most likely means.
 func explain(err error, opts Options) error {
 	var exit *sys.ExitError

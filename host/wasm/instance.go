@@ -336,7 +336,7 @@ func (inst *instance) invoke(ctx context.Context, c *Call, fn api.Function, pend
 	if callErr != nil {
 		if interrupted || errors.Is(ctx.Err(), context.DeadlineExceeded) { // our timer may fire before ctx's own
 			m.stats.timeouts.Add(1)
-			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTimedOut, explain(callErr, m.opts))
+			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, c.worded(ErrTimedOut), explain(callErr, m.opts))
 			step.Outcome, step.Error = recording.TimedOut, err.Error()
 			return 0, false, err
 		}
@@ -344,7 +344,7 @@ func (inst *instance) invoke(ctx context.Context, c *Call, fn api.Function, pend
 		if len(panicLines) > 0 {
 			err = newGuestPanic(m.opts.Name, panicLines, m.opts)
 		} else {
-			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, ErrTrapped, explain(callErr, m.opts))
+			err = fmt.Errorf("plugin %q: %w: %w", m.opts.Name, c.worded(ErrTrapped), explain(callErr, m.opts))
 		}
 		step.Outcome, step.Error = recording.Trapped, err.Error()
 		return 0, false, err
@@ -354,7 +354,7 @@ func (inst *instance) invoke(ctx context.Context, c *Call, fn api.Function, pend
 		// check. The call timed out all the same, and counts as such; the instance is sound.
 		// (One that may not be interrupted finishes past its deadline, as it may.)
 		m.stats.timeouts.Add(1)
-		err = fmt.Errorf("plugin %q: %w: the guest returned after its deadline", m.opts.Name, ErrTimedOut)
+		err = fmt.Errorf("plugin %q: %w: the guest returned after its deadline", m.opts.Name, c.worded(ErrTimedOut))
 		step.Outcome, step.Error = recording.TimedOut, err.Error()
 		return 0, !interrupted, err
 	}

@@ -47,7 +47,7 @@ func TestMapReturnsTheGuestsRequests(t *testing.T) {
 		data string
 		want []abi.Request
 	}{
-		{`"targets":"a,b,c"`, []abi.Request{{Namespace: "ns", Name: "a"}, {Namespace: "ns", Name: "b"}, {Namespace: "ns", Name: "c"}}},
+		{`"targets":"a,other/b,/c"`, []abi.Request{{Namespace: "ns", Name: "a"}, {Namespace: "other", Name: "b"}, {Name: "c"}}},
 		{`"none":""`, nil},
 		{`"get":"b"`, []abi.Request{{Namespace: "ns", Name: "rv-2"}}},
 		{`"get":"missing"`, []abi.Request{{Namespace: "ns", Name: "get-failed"}}},
@@ -76,14 +76,14 @@ func TestAMapThatFailsThrowsItsInstanceAway(t *testing.T) {
 		text string
 	}{
 		{`"panic":"now"`, wasm.ErrTrapped, "told to panic: now"},
-		{`"spin":""`, wasm.ErrTimedOut, ""},
+		{`"spin":""`, wasm.ErrTimedOut, "map interrupted at its deadline"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		discarded := m.Stats().Discarded
 		_, err := m.Map(ctx, mapCall(tc.data))
 		cancel()
-		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), `plugin "map"`) || !strings.Contains(err.Error(), tc.text) {
-			t.Fatalf("%s: err = %v, want %v naming the plugin and %q", tc.data, err, tc.want, tc.text)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), `plugin "map"`) || !strings.Contains(err.Error(), tc.text) || strings.Contains(err.Error(), "reconcile") {
+			t.Fatalf("%s: err = %v, want %v naming the plugin and %q, and no reconcile", tc.data, err, tc.want, tc.text)
 		}
 		if d := m.Stats().Discarded; d != discarded+1 {
 			t.Fatalf("%s: %d instances thrown away, want %d", tc.data, d, discarded+1)
@@ -125,7 +125,7 @@ func TestAReplayRunsTheMapsBeforeIt(t *testing.T) {
 	if got := maps[1].Step.Describe(); got != "mapped to 1 requests" {
 		t.Errorf("a map step says %q", got)
 	}
-	rec := &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "w"}, Host: recordAPI()}
+	rec := &wasm.Call{Request: abi.Request{Namespace: "ns", Name: "report"}, Host: recordAPI()}
 	res, err := m.Reconcile(ctx, rec)
 	if err != nil || !strings.Contains(res.Err, "3 objects mapped") {
 		t.Fatalf("reconcile: %+v, %v; want it to report 3 maps", res, err)

@@ -251,6 +251,10 @@ func TestListMatchingFieldsUsesTheIndexesRegistered(t *testing.T) {
 	if err := c.List(ctx, &list, client.MatchingFields{"metadata.name": "d"}); err != nil || len(list.Items) != 1 || list.Items[0].Name != "d" {
 		t.Fatalf("by name: %v, %d items", err, len(list.Items))
 	}
+	// A *ListOptions is an option too, as in controller-runtime.
+	if err := c.List(ctx, &list, &client.ListOptions{Namespace: "demo", Fields: map[string]string{".metadata.controller": "db"}}); err != nil || len(list.Items) != 1 || list.Items[0].Name != "b" {
+		t.Fatalf("with a *ListOptions: %v, %d items", err, len(list.Items))
+	}
 }
 
 // A List with an index decodes only the items an earlier List's index values do not rule out:

@@ -27,6 +27,22 @@ func (o *ListOptions) ApplyOptions(opts []ListOption) *ListOptions {
 	return o
 }
 
+// ApplyToList makes o an option of List, as controller-runtime's *ListOptions is:
+// List(ctx, &list, &client.ListOptions{Namespace: ns, Fields: map[string]string{key: v}}). What
+// o sets is set: its namespace and label selector replace those of the options before it, and
+// its fields are added to theirs.
+func (o *ListOptions) ApplyToList(t *ListOptions) {
+	if o.Namespace != "" {
+		t.Namespace = o.Namespace
+	}
+	if o.LabelSelector != "" {
+		t.LabelSelector = o.LabelSelector
+	}
+	if len(o.Fields) > 0 {
+		MatchingFields(o.Fields).ApplyToList(t)
+	}
+}
+
 // ListOption is an option of List (and DeleteAllOf).
 type ListOption interface{ ApplyToList(*ListOptions) }
 

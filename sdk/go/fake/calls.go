@@ -18,6 +18,9 @@ import (
 // over an API server in memory. c.mu is held.
 
 func (c *Cluster) call(fn string, body []byte) ([]byte, error) {
+	if c.mapping && fn != abi.ImportGet && fn != abi.ImportList {
+		return nil, fail(abi.StatusBadRequest, "%s: a map function may only read (get, list): write from the reconcile it enqueues", fn)
+	}
 	switch fn {
 	case abi.ImportGet:
 		return c.get(body)

@@ -32,6 +32,7 @@ type Cluster struct {
 	logs       []LogLine
 	logf       func(format string, args ...any)
 	req        *wasmrec.Request // the request Reconcile is running
+	mapping    bool             // Map is running: writes are refused
 }
 
 type objKey struct{ group, kind, namespace, name string }
@@ -188,6 +189,26 @@ func (c *Cluster) Reconcile(ctx context.Context, r wasmrec.Reconciler, req wasmr
 		c.mu.Unlock()
 	}()
 	return r.Reconcile(ctx, req)
+}
+
+// Map runs fn, a map function of the plugin (a MapWatch's) given the object to map, as the host
+// would run it: reads are answered, and every write is refused with bad request, as the host
+// refuses a map's writes; wasmrec.Log's lines are captured (Logs). It returns what fn returns:
+//
+//	reqs := cluster.Map(func() []wasmrec.Request { return r.configMapUsers(ctx, &cm) })
+func (c *Cluster) Map(fn func() []wasmrec.Request) []wasmrec.Request {
+	reconciling.Lock()
+	defer reconciling.Unlock()
+	defer wasmrec.SetLogTransport(transport{c})()
+	c.mu.Lock()
+	c.mapping = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.mapping = false
+		c.mu.Unlock()
+	}()
+	return fn()
 }
 
 // Put stores objects as they are, as a test or another controller would write them (no

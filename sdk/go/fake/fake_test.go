@@ -430,3 +430,36 @@ func TestIgnoreNotFound(t *testing.T) {
 		t.Error("IgnoreNotFound(nil) is not nil")
 	}
 }
+
+// Map runs a map function as the host does: it reads, and every write is refused; after it the
+// client writes again.
+func TestMapRefusesWrites(t *testing.T) {
+	c := fake.NewCluster(manifest(), app("demo", "a"), cm("demo", "settings", nil))
+	cl := c.Client()
+	ctx := context.Background()
+	var writeErr error
+	reqs := c.Map(func() []wasmrec.Request {
+		apps, err := cl.List(ctx, appV1, "App", "demo", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, writeErr = cl.Create(ctx, cm("demo", "made-in-a-map", nil))
+		wasmrec.Log.Info("mapped", "apps", len(apps))
+		return []wasmrec.Request{wasmrec.NewRequest("demo", apps[0].Name())}
+	})
+	if len(reqs) != 1 || reqs[0].Name != "a" {
+		t.Fatalf("Map returned %+v", reqs)
+	}
+	if statusOf(writeErr) != abi.StatusBadRequest || !strings.Contains(writeErr.Error(), "a map function may only read") {
+		t.Fatalf("a create in a map: %v, want bad request", writeErr)
+	}
+	if _, ok := c.Get("v1", "ConfigMap", "demo", "made-in-a-map"); ok {
+		t.Fatal("the map's create reached the cluster")
+	}
+	if logs := c.Logs(); len(logs) != 1 || logs[0].Message != "mapped" {
+		t.Fatalf("logs %+v", logs)
+	}
+	if _, err := cl.Create(ctx, cm("demo", "after", nil)); err != nil {
+		t.Fatalf("a create after the map: %v", err)
+	}
+}

@@ -1,9 +1,11 @@
-// Command mapgo is a test guest whose map function does what the watched ConfigMap's data
-// says: "targets" lists the names to enqueue (comma-separated, in the object's namespace);
+// Command mapgo is a test guest that reconciles Secrets, and whose map function does what a
+// watched ConfigMap's data says: "targets" lists what to enqueue, comma-separated: "name" in
+// the object's namespace, "ns/name", or "/name" with no namespace;
 // "get" names a ConfigMap to read first, whose resourceVersion becomes a target; "write" makes
 // it try a create, whose status becomes a target; "panic" panics; "spin" loops for ever;
-// "none" returns no request. It counts the objects it mapped in its heap, and each reconcile
-// reports that count as its error, so a replay of a reconcile must run the maps before it.
+// "none" returns no request. It counts the objects it mapped in its heap, and a reconcile of a
+// name starting "report" returns that count as its error, so a replay of it must run the maps
+// before it; other reconciles succeed.
 package main
 
 import (
@@ -18,13 +20,14 @@ import (
 func init() {
 	wasmrec.Register(wasmrec.Manifest{
 		Name: "map",
-		For:  wasmrec.Watch{APIVersion: "example.com/v1", Kind: "Widget"},
+		For:  wasmrec.Watch{APIVersion: "v1", Kind: "Secret"},
 		Watches: []wasmrec.Watch{
-			{APIVersion: "v1", Kind: "Secret", Map: wasmrec.MapSameName},
+			{APIVersion: "v1", Kind: "Namespace", Map: wasmrec.MapNamespace},
 			wasmrec.MapWatch("v1", "ConfigMap", mapConfigMap),
 		},
 		Permissions: []wasmrec.Permission{
 			{Group: "", Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "create"}},
+			{Group: "", Resources: []string{"secrets", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
 		},
 	}, wasmrec.ReconcilerFunc(reconcile))
 }
@@ -63,8 +66,12 @@ func mapConfigMap(ctx context.Context, cm *wasmrec.Object) []wasmrec.Request {
 				reqs = append(reqs, wasmrec.NewRequest("", "create-went-through"))
 			}
 		case "targets":
-			for _, name := range strings.Split(s, ",") {
-				reqs = append(reqs, wasmrec.NewRequest(cm.Namespace(), name))
+			for _, t := range strings.Split(s, ",") {
+				ns, name, ok := strings.Cut(t, "/")
+				if !ok {
+					ns, name = cm.Namespace(), t
+				}
+				reqs = append(reqs, wasmrec.NewRequest(ns, name))
 			}
 		}
 	}
@@ -72,5 +79,8 @@ func mapConfigMap(ctx context.Context, cm *wasmrec.Object) []wasmrec.Request {
 }
 
 func reconcile(ctx context.Context, req wasmrec.Request) (wasmrec.Result, error) {
-	return wasmrec.Result{}, fmt.Errorf("%d objects mapped before %s", mapped, req.Name)
+	if strings.HasPrefix(req.Name, "report") {
+		return wasmrec.Result{}, fmt.Errorf("%d objects mapped before %s", mapped, req.Name)
+	}
+	return wasmrec.Result{}, nil
 }
