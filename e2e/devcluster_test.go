@@ -49,12 +49,21 @@ func TestDevIsASmallCluster(t *testing.T) {
 	}
 	a := newAuthor(t)
 	a.run("", "wasmrec new hello --for v1/ConfigMap")
+	// A plugin of two namespaces, one the new control plane lacks: dev makes it.
+	hostYAML := filepath.Join(a.home, "hello", "host.yaml")
+	b, err := os.ReadFile(hostYAML)
+	must(t, err)
+	must(t, os.WriteFile(hostYAML, bytes.Replace(b, []byte("namespaces: [default]"), []byte("namespaces: [default, team-b]"), 1), 0o644))
 	dev := startDev(t, a, "hello")
 	cs := dev.client(t)
 	ctx := context.Background()
+	devEventually(t, dev, time.Minute, "dev makes the plugin's namespace team-b", func() error {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "team-b", metav1.GetOptions{})
+		return err
+	})
 
 	ns := "owned"
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	must(t, err)
 	// Two owners, each with a copy that names it as owner (as a plugin's owned copy does).
 	owned := func(owner string) {

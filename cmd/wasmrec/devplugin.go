@@ -377,8 +377,9 @@ func (dp *devPlugin) reloadHostYAML(ctx context.Context, cfg *rest.Config) error
 const devAccounts = "wasmrec-plugins"
 
 // applyPluginObject server-side applies the ClusterPlugin object that runs c, as wasmrec-dev,
-// with a ServiceAccount whose RBAC is exactly c's grant (what `wasmrec rbac` prints): on the
-// local control plane the developer is the cluster admin who reviews it.
+// with a ServiceAccount whose RBAC is exactly c's grant (what `wasmrec rbac` prints), making the
+// namespaces c names if they are missing: on the local control plane the developer is the
+// cluster admin who reviews it.
 func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) error {
 	if err := applyRBAC(ctx, cfg, devAccounts, c); err != nil {
 		return fmt.Errorf("the ServiceAccount and RBAC of %q: %w", c.Name, err)
@@ -429,8 +430,12 @@ func applyRBAC(ctx context.Context, cfg *rest.Config, namespace string, c plugin
 	if err != nil {
 		return err
 	}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	// The ServiceAccounts' namespace, and the plugin's own, where its Roles go: a control plane
+	// dev started has only default.
+	for _, ns := range append([]string{namespace}, c.Namespaces...) {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %q: %w", ns, err)
+		}
 	}
 	for _, o := range objs {
 		var err error

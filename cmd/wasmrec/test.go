@@ -161,7 +161,7 @@ func testArgs(args []string) (dir string, files []string, err error) {
 		} else if len(args) == 1 {
 			dir = a
 		} else {
-			return "", nil, fmt.Errorf("%s: give one plugin folder, or test files (.yaml) to run in the working directory's", a)
+			return "", nil, fmt.Errorf("%s: give one plugin folder, or test files (.yaml), which run against the plugin in the working directory; to run a folder's files, cd into it first", a)
 		}
 	}
 	return dir, files, nil
