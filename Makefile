@@ -89,7 +89,7 @@ GO_PLUGINS := app failing mirror rollout
 C_PLUGINS  := app-c
 # The exploration corpus (internal/explore/testdata/corpus): each plugin with a bug, and its twin.
 CORPUS := twice staledelete forgetful stalestatus loop edge mapped
-TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go record-go record-v2-go panic-go map-go mapnoexport mapc overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5 \
+TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go record-go record-v2-go panic-go map-go mapnoexport mapc mapc-nomap overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5 \
 	$(foreach p,$(CORPUS),explore-$(p) explore-$(p)-fixed)
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
@@ -125,6 +125,10 @@ $(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm $(BIN)/testguests/ove
 $(BIN)/testguests/overlap-%.wasm: host/wasm/testdata/overlap.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)
 	$(CLANG) $(WASI_CFLAGS) -D$(shell echo $* | tr a-z- A-Z_) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+
+$(BIN)/testguests/mapc-nomap.wasm: host/wasm/testdata/mapc.c $(SDK_C) | c-toolchain
+	@mkdir -p $(@D)
+	$(CLANG) $(WASI_CFLAGS) -DNO_MAP -I sdk/c -o $@ $< sdk/c/wasmrec.c
 
 $(BIN)/testguests/swap-v%.wasm: host/wasm/testdata/swap.c $(SDK_C) | c-toolchain
 	@mkdir -p $(@D)

@@ -179,3 +179,12 @@ func BenchmarkMap(b *testing.B) {
 		}
 	}
 }
+
+// A C plugin whose manifest maps by func without defining wasmrec_plugin_map is refused at
+// load with the SDK's words, not left to trap at every event.
+func TestACPluginWithoutItsMapFunctionIsRefused(t *testing.T) {
+	_, err := engine(t).Compile(context.Background(), module(t, "testguests", "mapc-nomap"), wasm.Options{Name: "mapc"})
+	if err == nil || !strings.Contains(err.Error(), "defines no wasmrec_plugin_map") {
+		t.Fatalf("err = %v, want the SDK's refusal", err)
+	}
+}

@@ -29,8 +29,27 @@ static char *read_pending(uint32_t n) {
   return b;
 }
 
+/* maps_by_func reports whether manifest m has a watch whose "map" is "func". */
+static int maps_by_func(const char *m) {
+  for (const char *p = strstr(m, "\"map\""); p; p = strstr(p + 1, "\"map\"")) {
+    const char *v = p + 5;
+    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
+    if (*v++ != ':') continue;
+    while (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r') v++;
+    if (strncmp(v, "\"func\"", 6) == 0) return 1;
+  }
+  return 0;
+}
+
 EXPORT("wasmrec_manifest") uint64_t wasmrec_manifest(void) {
   const char *m = wasmrec_plugin_manifest();
+  if (!wasmrec_plugin_map && maps_by_func(m)) {
+    /* Refused at load, with this line: else every event of the watch would trap. */
+    fputs("panic: wasmrec: the manifest maps a watch by \"func\", but the plugin defines no "
+          "wasmrec_plugin_map: define it (see wasmrec.h)\n",
+          stderr);
+    __builtin_trap();
+  }
   return pack(m, (uint32_t)strlen(m));
 }
 

@@ -1,5 +1,6 @@
 /* A C plugin whose map function, through the C SDK, enqueues the object's own name in its
- * namespace and a cluster-scoped "all", for watches[0]; watches[1] maps by namespace. */
+ * namespace and a cluster-scoped "all", for watches[0]; watches[1] maps by namespace. Built
+ * with -DNO_MAP it has no map function. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@ const char *wasmrec_plugin_manifest(void) {
 
 wasmrec_result wasmrec_plugin_reconcile(const wasmrec_request *req) { return (wasmrec_result){0}; }
 
+#ifndef NO_MAP /* built so as mapc-nomap: a manifest that maps by func, and no map function */
 void wasmrec_plugin_map(uint32_t watch, const char *object, uint32_t len) {
   if (watch != 0) __builtin_trap();
   char *ns = NULL, *name = NULL;
@@ -24,3 +26,4 @@ void wasmrec_plugin_map(uint32_t watch, const char *object, uint32_t len) {
   free(ns);
   free(name);
 }
+#endif
