@@ -58,6 +58,10 @@ func IsForbidden(err error) bool { return statusOf(err) == abi.StatusForbidden }
 // IsInvalid reports an object the API server refused as invalid.
 func IsInvalid(err error) bool { return statusOf(err) == abi.StatusInvalid }
 
+// IsBadRequest reports a call the host or the API server could not take as asked: a malformed
+// request, or a write from a map function.
+func IsBadRequest(err error) bool { return statusOf(err) == abi.StatusBadRequest }
+
 // Client reads objects from the host's cache and writes them through the API server.
 type Client struct {
 	t Transport // nil: the wasmrec host

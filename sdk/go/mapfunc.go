@@ -17,8 +17,8 @@ type MapFunc func(ctx context.Context, obj *Object) []Request
 
 // MapWatch is a Watch of apiVersion/kind whose events enqueue the requests fn returns:
 // controller-runtime's Watches(obj, handler.EnqueueRequestsFromMapFunc(fn)). Put it in the
-// manifest's Watches; there is one map function per kind, and a later MapWatch of the same kind
-// replaces it. Package client's MapWatch gives fn the object typed.
+// manifest's Watches. A kind has one map function: a later MapWatch of the kind replaces it,
+// and Register refuses a manifest with two watches of one kind mapped by functions. Package client's MapWatch gives fn the object typed.
 func MapWatch(apiVersion, kind string, fn MapFunc, predicates ...Predicate) Watch {
 	return MapWatchJSON(apiVersion, kind, func(ctx context.Context, object []byte) ([]Request, error) {
 		var o Object
@@ -39,12 +39,22 @@ func MapWatchJSON(apiVersion, kind string, fn func(ctx context.Context, object [
 	return Watch{APIVersion: apiVersion, Kind: kind, Map: abi.MapFunc, Predicates: predicates}
 }
 
-// checkMaps says which watch of m is mapped by a function that no MapWatch gave.
+// checkMaps says which watch of m is mapped by a function that no MapWatch gave, or by the
+// same function as another watch of its kind.
 func checkMaps(m Manifest) error {
+	first := map[string]int{}
 	for i, w := range m.Watches {
-		if _, ok := registered.maps[w.APIVersion+"/"+w.Kind]; w.Map == abi.MapFunc && !ok {
+		if w.Map != abi.MapFunc {
+			continue
+		}
+		key := w.APIVersion + "/" + w.Kind
+		if _, ok := registered.maps[key]; !ok {
 			return fmt.Errorf("watches[%d] (%s %s): its map is %q but it has no map function: make the watch with MapWatch", i, w.APIVersion, w.Kind, abi.MapFunc)
 		}
+		if j, dup := first[key]; dup {
+			return fmt.Errorf("watches[%d] and watches[%d] both map %s %s by a function, and a kind has one map function (the later MapWatch replaced the earlier): map it in one function", j, i, w.APIVersion, w.Kind)
+		}
+		first[key] = i
 	}
 	return nil
 }

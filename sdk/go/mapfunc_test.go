@@ -83,3 +83,13 @@ func (f logTransport) Call(_ context.Context, fn string, _ []byte) (abi.Status, 
 }
 
 func (f logTransport) Log(level int32, line []byte) { f(level, line) }
+
+// Two watches of one kind mapped by functions would share the later one: refused, naming both.
+func TestTwoMapWatchesOfOneKindAreRefused(t *testing.T) {
+	withManifest(t, Manifest{})
+	noop := func(context.Context, *Object) []Request { return nil }
+	m := Manifest{For: Watch{APIVersion: "v1", Kind: "Secret"}, Watches: []Watch{MapWatch("v1", "ConfigMap", noop), MapWatch("v1", "ConfigMap", noop)}}
+	if err := checkMaps(m); err == nil || !strings.Contains(err.Error(), "watches[0] and watches[1] both map v1 ConfigMap") {
+		t.Fatalf("err = %v, want both watches named", err)
+	}
+}

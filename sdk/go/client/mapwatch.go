@@ -17,7 +17,8 @@ import (
 //	func (r *reconciler) deploymentsUsing(ctx context.Context, cm *corev1.ConfigMap) []wasmrec.Request
 //
 // fn may Get and List (a List with MatchingFields of an index is the usual way to find the
-// objects that refer to obj) but not write.
+// objects that refer to obj) but not write. A kind has one map function: two MapWatch of one
+// kind in a manifest are refused by wasmrec.Register.
 func MapWatch[T any, PT interface {
 	*T
 	Object

@@ -322,6 +322,20 @@ func (c *Cluster) commit(k kindInfo, key objKey, old, new map[string]any, sub st
 	}
 	nm, om := meta(new), meta(old)
 	delete(nm, "managedFields")
+	// ObjectMeta's maps and lists are omitempty: the API server stores an empty one as none
+	// (a merge patch that removes the last label leaves no labels).
+	for _, f := range []string{"labels", "annotations", "finalizers", "ownerReferences"} {
+		switch v := nm[f].(type) {
+		case map[string]any:
+			if len(v) == 0 {
+				delete(nm, f)
+			}
+		case []any:
+			if len(v) == 0 {
+				delete(nm, f)
+			}
+		}
+	}
 	for _, f := range metaSystem {
 		setOrDelete(nm, f, deepCopy(om[f]))
 	}

@@ -16,3 +16,7 @@ func IsForbidden(err error) bool { return wasmrec.IsForbidden(err) }
 
 // IsInvalid reports an object the API server refused as invalid.
 func IsInvalid(err error) bool { return wasmrec.IsInvalid(err) }
+
+// IsBadRequest reports a call that could not be taken as asked: a malformed request, or a
+// write from a map function.
+func IsBadRequest(err error) bool { return wasmrec.IsBadRequest(err) }
