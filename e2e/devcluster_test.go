@@ -57,8 +57,11 @@ func TestDevIsASmallCluster(t *testing.T) {
 	dev := startDev(t, a, "hello")
 	cs := dev.client(t)
 	ctx := context.Background()
-	devEventually(t, dev, time.Minute, "dev makes the plugin's namespace team-b", func() error {
+	devEventually(t, dev, time.Minute, "dev makes the plugin's namespace team-b, saying so", func() error {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, "team-b", metav1.GetOptions{})
+		if err == nil && !strings.Contains(dev.output(), `created namespace team-b, one of plugin "hello"'s in its host.yaml`) {
+			err = fmt.Errorf("dev does not say it made it")
+		}
 		return err
 	})
 

@@ -95,8 +95,8 @@ func TestAMapFunctionThatMisbehaves(t *testing.T) {
 		}
 		return nil
 	})
-	logs.waitFor(t, 10*time.Second, "named an object it may not reconcile", `"name"="x"`, "not one of the plugin's")
-	logs.waitFor(t, 10*time.Second, "named an object it may not reconcile", `"name"="y"`, "it has no namespace, and Secret is namespaced")
+	logs.waitFor(t, 10*time.Second, "named an object it may not reconcile", `"name"="x"`, `"error"="its namespace is not one of the plugin's`)
+	logs.waitFor(t, 10*time.Second, "named an object it may not reconcile", `"name"="y"`, `"error"="it has no namespace, and Secret is namespaced"`)
 	if f := p.Failing(); f != "" {
 		t.Errorf("Failing() = %q after a map that worked", f)
 	}

@@ -195,7 +195,7 @@ func (o *devOptions) run(ctx context.Context, stdout, stderr io.Writer) (err err
 			return err
 		}
 		for _, dp := range mine {
-			if err := applyPluginObject(ctx, cp.Config, dp.config); err != nil {
+			if err := applyPluginObject(ctx, cp.Config, dp.config, stdout); err != nil {
 				return err
 			}
 		}

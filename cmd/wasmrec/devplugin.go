@@ -370,7 +370,7 @@ func (dp *devPlugin) reloadHostYAML(ctx context.Context, cfg *rest.Config) error
 		return fmt.Errorf("host.yaml renames plugin %q to %q: stop dev and run it again to rename", dp.config.Name, hc.Plugins[0].Name)
 	}
 	dp.config = hc.Plugins[0]
-	return applyPluginObject(ctx, cfg, dp.config)
+	return applyPluginObject(ctx, cfg, dp.config, dp.warnings)
 }
 
 // devAccounts is the namespace of the ServiceAccounts dev's plugins act as.
@@ -380,8 +380,8 @@ const devAccounts = "wasmrec-plugins"
 // with a ServiceAccount whose RBAC is exactly c's grant (what `wasmrec rbac` prints), making the
 // namespaces c names if they are missing: on the local control plane the developer is the
 // cluster admin who reviews it.
-func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) error {
-	if err := applyRBAC(ctx, cfg, devAccounts, c); err != nil {
+func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config, stdout io.Writer) error {
+	if err := applyRBAC(ctx, cfg, devAccounts, c, stdout); err != nil {
 		return fmt.Errorf("the ServiceAccount and RBAC of %q: %w", c.Name, err)
 	}
 	raw, err := json.Marshal(c)
@@ -421,7 +421,7 @@ func applyPluginObject(ctx context.Context, cfg *rest.Config, c plugin.Config) e
 // applyRBAC creates, or updates, the ServiceAccount of c in namespace and the Roles that grant
 // it c's permissions, as `wasmrec rbac` prints them. The dev host runs as the control plane's
 // admin: it needs no right to impersonate.
-func applyRBAC(ctx context.Context, cfg *rest.Config, namespace string, c plugin.Config) error {
+func applyRBAC(ctx context.Context, cfg *rest.Config, namespace string, c plugin.Config, stdout io.Writer) error {
 	objs, err := plugin.RBAC(namespace, "wasmrec-system/wasmrec", []plugin.Config{c})
 	if err != nil {
 		return err
@@ -432,9 +432,14 @@ func applyRBAC(ctx context.Context, cfg *rest.Config, namespace string, c plugin
 	}
 	// The ServiceAccounts' namespace, and the plugin's own, where its Roles go: a control plane
 	// dev started has only default.
-	for _, ns := range append([]string{namespace}, c.Namespaces...) {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	for i, ns := range append([]string{namespace}, c.Namespaces...) {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		switch {
+		case apierrors.IsAlreadyExists(err):
+		case err != nil:
 			return fmt.Errorf("creating namespace %q: %w", ns, err)
+		case i > 0:
+			fmt.Fprintf(stdout, "created namespace %s, one of plugin %q's in its host.yaml\n", ns, c.Name)
 		}
 	}
 	for _, o := range objs {

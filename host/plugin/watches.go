@@ -147,7 +147,8 @@ func (p *Plugin) mapInGuest(ctx context.Context, w abi.Watch, o event.Object) []
 
 // admitMapped are the requests a map returned that the plugin may reconcile: those that fit
 // the For kind's scope (a namespace for a namespaced kind, none for a cluster-scoped one) and,
-// if it has namespaces, lie in them. What else it named is logged, within the log limit.
+// if it has namespaces, lie in them. What else it named is logged as an error (the plugin's),
+// within the log limit.
 func (p *Plugin) admitMapped(got []abi.Request, log logr.Logger) []reconcile.Request {
 	namespaced := true
 	if m, err := p.host.mapper.RESTMapping(p.forGVK.GroupKind(), p.forGVK.Version); err == nil {
@@ -166,7 +167,7 @@ func (p *Plugin) admitMapped(got []abi.Request, log logr.Logger) []reconcile.Req
 		}
 		if why != "" {
 			if msg := "the plugin's map function named an object it may not reconcile: not enqueued"; p.Module().AdmitLog(len(msg) + len(why)) {
-				log.Info(msg, "namespace", r.Namespace, "name", r.Name, "reason", why)
+				log.Error(errors.New(why), msg, "namespace", r.Namespace, "name", r.Name)
 			}
 			continue
 		}
