@@ -92,7 +92,17 @@ CORPUS := twice staledelete forgetful stalestatus loop edge mapped
 TESTGUESTS := misbehave tenant flood abi7 badimport noop follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go record-go record-v2-go panic-go map-go mapnoexport mapc mapc-nomap overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5 \
 	$(foreach p,$(CORPUS),explore-$(p) explore-$(p)-fixed)
 CLANG      ?= clang
-WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wno-unused-parameter
+WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -O2 -Wall -Wno-unused-parameter
+
+# wasi-cc compiles the prerequisites' .c files with extra flags $(1) and links them into $@, in two
+# steps as `wasmrec build` does: clang given -O2 when it links runs wasm-opt if it is on PATH, which
+# drops the name section (a trap's stack would name no function).
+define wasi-cc
+	@mkdir -p $(@D) $@.objs
+	for s in $(filter %.c,$^); do $(CLANG) $(WASI_CFLAGS) $(1) -c -o $@.objs/$$(basename $$s .c).o $$s || exit 1; done
+	$(CLANG) --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -o $@ $@.objs/*.o
+	@rm -rf $@.objs
+endef
 
 .PHONY: plugins
 plugins: $(GO_PLUGINS:%=$(BIN)/plugins/%.wasm) $(C_PLUGINS:%=$(BIN)/plugins/%.wasm) ## Build the example plugins into bin/plugins/.
@@ -109,30 +119,24 @@ $(BIN)/plugins/%.wasm: $$(wildcard plugins/$$*/*.go plugins/$$*/go.mod plugins/$
 	cd plugins/$* && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
 
 $(BIN)/plugins/app-c.wasm: plugins/app-c/app.c $(SDK_C) | c-toolchain
-	@mkdir -p $(@D)
-	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+	$(call wasi-cc,-I sdk/c)
 
 # Test guests speak the raw ABI, except benchc, hashc, overlap and mapc, which use the C SDK.
 $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
-	@mkdir -p $(@D)
-	$(CLANG) $(WASI_CFLAGS) -o $@ $<
+	$(call wasi-cc,)
 
 $(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm $(BIN)/testguests/overlap.wasm $(BIN)/testguests/mapc.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
-	@mkdir -p $(@D)
-	$(CLANG) $(WASI_CFLAGS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+	$(call wasi-cc,-I sdk/c)
 
 # The rollout e2e's new versions of the overlap guest.
 $(BIN)/testguests/overlap-%.wasm: host/wasm/testdata/overlap.c $(SDK_C) | c-toolchain
-	@mkdir -p $(@D)
-	$(CLANG) $(WASI_CFLAGS) -D$(shell echo $* | tr a-z- A-Z_) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+	$(call wasi-cc,-D$(shell echo $* | tr a-z- A-Z_) -I sdk/c)
 
 $(BIN)/testguests/mapc-nomap.wasm: host/wasm/testdata/mapc.c $(SDK_C) | c-toolchain
-	@mkdir -p $(@D)
-	$(CLANG) $(WASI_CFLAGS) -DNO_MAP -I sdk/c -o $@ $< sdk/c/wasmrec.c
+	$(call wasi-cc,-DNO_MAP -I sdk/c)
 
 $(BIN)/testguests/swap-v%.wasm: host/wasm/testdata/swap.c $(SDK_C) | c-toolchain
-	@mkdir -p $(@D)
-	$(CLANG) $(WASI_CFLAGS) -DVERSION=$* $(if $(filter 3,$*),-DWATCH_CONFIGMAPS) $(if $(filter 4 5,$*),-DWATCH_SECRETS) $(if $(filter 5,$*),-DASK_SECRETS) -I sdk/c -o $@ $< sdk/c/wasmrec.c
+	$(call wasi-cc,-DVERSION=$* $(if $(filter 3,$*),-DWATCH_CONFIGMAPS) $(if $(filter 4 5,$*),-DWATCH_SECRETS) $(if $(filter 5,$*),-DASK_SECRETS) -I sdk/c)
 
 $(BIN)/testguests/record-v2-go.wasm: $(wildcard host/wasm/testdata/recordgo/*) $(SDK_GO)
 	@mkdir -p $(@D)
@@ -151,10 +155,11 @@ $(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO)
 	cd host/wasm/testdata/$*go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
 
 # clang, wasm-ld, wasi-libc and the compiler runtimes (wasm32; sanitizers for the C SDK test), from
-# Debian's packages.
+# Debian's packages. (The check links with -O0: with -O2, clang would run wasm-opt, if installed, on
+# /dev/null, and fail.)
 .PHONY: c-toolchain
 c-toolchain:
-	@if ! echo 'int main(void){return 0;}' | $(CLANG) $(WASI_CFLAGS) -mexec-model=command -x c -o /dev/null - 2>/dev/null || \
+	@if ! echo 'int main(void){return 0;}' | $(CLANG) $(WASI_CFLAGS) -O0 -mexec-model=command -x c -o /dev/null - 2>/dev/null || \
 	    ! echo 'int main(void){return 0;}' | $(CLANG) $(C_TEST_FLAGS) -x c -o /dev/null - 2>/dev/null; then \
 		echo ">> installing clang, lld, wasi-libc and the compiler runtimes (wasm32, sanitizers) with apt-get (C plugins need them)"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \

@@ -308,15 +308,37 @@ func buildC(dir string, o Options) error {
 	if err != nil {
 		return err
 	}
-	for i, s := range sources {
-		sources[i] = filepath.Base(s)
+	sources = append(sources, filepath.Join(sdkPath, "wasmrec.c"))
+	objDir, err := os.MkdirTemp("", "wasmrec-build-c-")
+	if err != nil {
+		return err
 	}
-	args := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot(), "-mexec-model=reactor", "-O2", "-Wall",
-		"-I", sdkPath, "-o", o.Out}
-	args = append(append(args, sources...), filepath.Join(sdkPath, "wasmrec.c"))
-	cmd := exec.Command(clangPath, args...)
+	defer os.RemoveAll(objDir)
+	// Compiled and linked in two steps: clang given -O2 when it links runs wasm-opt, if that is
+	// on PATH, and wasm-opt drops the name section, so a trap's stack would name no function.
+	// Optimized by LLVM alone, a module runs as fast (BenchmarkReconcile, benchc: the same ns/op
+	// within the noise) and its code is about 3 KB larger.
+	var objects []string
+	for i, src := range sources {
+		obj := filepath.Join(objDir, fmt.Sprintf("%d-%s.o", i, strings.TrimSuffix(filepath.Base(src), ".c")))
+		if filepath.Dir(src) == filepath.Clean(dir) {
+			src = filepath.Base(src)
+		}
+		cmd := exec.Command(clangPath, "--target=wasm32-wasi", "--sysroot="+sysroot(), "-O2", "-Wall", "-I", sdkPath, "-c", "-o", obj, src)
+		cmd.Dir = dir
+		if err := runTool(cmd, "", o); err != nil {
+			return withCAdvice(err)
+		}
+		objects = append(objects, obj)
+	}
+	cmd := exec.Command(clangPath, append([]string{"--target=wasm32-wasi", "--sysroot=" + sysroot(), "-mexec-model=reactor", "-o", o.Out}, objects...)...)
 	cmd.Dir = dir
-	err = runTool(cmd, "", o)
+	return withCAdvice(runTool(cmd, "", o))
+}
+
+// withCAdvice adds to a failed C compile or link what to install, when its output shows a
+// missing part of the toolchain.
+func withCAdvice(err error) error {
 	var te *ToolError
 	if errors.As(err, &te) {
 		switch out := te.Output; {
