@@ -231,12 +231,14 @@ type failureStreak struct {
 	last   string    // the last one's error, its first line
 	told   string    // the last error onChange was told of
 	toldAt time.Time
+	later  *time.Timer // tells a last error that came within failingRetell of toldAt, once it has passed
 }
 
 // failingRetell is how often at most a plugin that goes on failing has its status told a new
 // last error: often enough to follow an author's edits, rarely enough that a plugin failing on
-// thousands of keys does not write its status for each.
-const failingRetell = 5 * time.Second
+// thousands of keys does not write its status for each. A last error that comes sooner is told
+// once failingRetell has passed, so that the status names the latest, not an earlier one.
+var failingRetell = 5 * time.Second
 
 // maxFailingError bounds the last error Failing quotes: a condition's message must stay well
 // within what the API server takes (32 KiB), or the status could never be written.
@@ -244,7 +246,7 @@ const maxFailingError = 1024
 
 // record counts one reconcile's outcome, and tells onChange (if set), without the lock held,
 // when message changes from "" or back to it, and when the last error changed since it was last
-// told, at most every failingRetell.
+// told, at most every failingRetell (a change within it is told when it has passed).
 func (f *failureStreak) record(err error, onChange func(string)) {
 	f.mu.Lock()
 	was := f.n >= FailingAfter
@@ -262,9 +264,30 @@ func (f *failureStreak) record(err error, onChange func(string)) {
 		}
 	}
 	failing := f.n >= FailingAfter
-	tell := was != failing || failing && f.last != f.told && now.Sub(f.toldAt) >= failingRetell
+	tell := was != failing
+	if failing && !tell && f.last != f.told {
+		if wait := failingRetell - now.Sub(f.toldAt); wait <= 0 {
+			tell = true
+		} else if f.later == nil {
+			f.later = time.AfterFunc(wait, func() { f.tellLater(onChange) })
+		}
+	}
 	if tell {
 		f.told, f.toldAt = f.last, now
+	}
+	f.mu.Unlock()
+	if tell && onChange != nil {
+		onChange(f.message())
+	}
+}
+
+// tellLater tells onChange the last error, if the streak still fails with one not told.
+func (f *failureStreak) tellLater(onChange func(string)) {
+	f.mu.Lock()
+	f.later = nil
+	tell := f.n >= FailingAfter && f.last != f.told
+	if tell {
+		f.told, f.toldAt = f.last, time.Now()
 	}
 	f.mu.Unlock()
 	if tell && onChange != nil {

@@ -64,6 +64,8 @@ func TestReadinessRule(t *testing.T) {
 // A plugin is failing after FailingAfter failed reconciles in a row, with the last error, and
 // not from the next success; the callback hears of each change, once.
 func TestFailureStreak(t *testing.T) {
+	defer func(d time.Duration) { failingRetell = d }(failingRetell)
+	failingRetell = time.Hour // this test moves toldAt back instead; TestFailureStreakTellsTheLatestError waits
 	var f failureStreak
 	var told []string
 	tell := func(s string) { told = append(told, s) }
@@ -108,5 +110,43 @@ func TestFailureStreak(t *testing.T) {
 	f.record(nil, tell)
 	if f.message() != "" || len(told) != 4 || told[3] != "" {
 		t.Fatalf("after a success: %q, told %q", f.message(), told)
+	}
+}
+
+// A last error that comes within failingRetell of the one told is told once it has passed, so
+// that a plugin's status names the latest error even when no failure follows it.
+func TestFailureStreakTellsTheLatestError(t *testing.T) {
+	defer func(d time.Duration) { failingRetell = d }(failingRetell)
+	failingRetell = 100 * time.Millisecond
+	var f failureStreak
+	told := make(chan string, 10)
+	tell := func(s string) { told <- s }
+	for range FailingAfter {
+		f.record(errors.New("object a: boom"), tell)
+	}
+	if got := <-told; !strings.HasSuffix(got, "the last error: object a: boom") {
+		t.Fatalf("told %q", got)
+	}
+	f.mu.Lock()
+	first := f.toldAt
+	f.mu.Unlock()
+	f.record(errors.New("object b: bang"), tell)
+	f.record(errors.New("object c: crash"), tell)
+	select {
+	case got := <-told:
+		if since := time.Since(first); since < failingRetell {
+			t.Fatalf("told %q %s after the last, within %s", got, since, failingRetell)
+		}
+		if !strings.HasSuffix(got, "the last error: object c: crash") {
+			t.Fatalf("told %q, want the latest error", got)
+		}
+	case <-time.After(10 * failingRetell):
+		t.Fatalf("the latest error, object c's, was never told: the status would go on naming object a")
+	}
+	// Nothing more to tell: no other call.
+	select {
+	case got := <-told:
+		t.Fatalf("told %q again", got)
+	case <-time.After(2 * failingRetell):
 	}
 }
