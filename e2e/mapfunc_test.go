@@ -18,8 +18,8 @@ import (
 )
 
 // A plugin's map function that misbehaves costs that plugin alone, and says so: a map that
-// spins is stopped at the plugin's timeout, named as a map with the setting to change, and the
-// same object version is not mapped again; one that panics is logged with its stack, and a
+// spins is stopped at the plugin's timeout, named as a map with the setting to change and where
+// it spun (its stack), and the same object version is not mapped again; one that panics is logged with its stack, and a
 // streak of them makes the plugin Failing; requests it may not make are dropped, saying why;
 // and a map that works enqueues what it returns.
 func TestAMapFunctionThatMisbehaves(t *testing.T) {
@@ -46,7 +46,7 @@ func TestAMapFunctionThatMisbehaves(t *testing.T) {
 	}
 
 	put("spin", map[string]string{"spin": ""})
-	logs.waitFor(t, 10*time.Second, `its map function did not return within 1s, the plugin's timeout (timeout in host.yaml`, "map interrupted at its deadline")
+	logs.waitFor(t, 10*time.Second, `its map function did not return within 1s, the plugin's timeout (timeout in host.yaml`, "main.mapConfigMap")
 	if n := count("timeout"); n != 1 {
 		t.Fatalf("%g maps timed out, want 1", n)
 	}

@@ -473,6 +473,10 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 	} {
 		logs.waitFor(t, 30*time.Second, "reconciler error", `"name"="`+name+`"`, `plugin \"misbehave\"`, want)
 	}
+	// A timeout's log line has where the guest was stopped: the C guest's function, by name.
+	if line := logs.waitFor(t, 30*time.Second, "reconciler error", `"name"="loop"`, "timed out"); !strings.Contains(line, ".reconcile(i32) i64") {
+		t.Errorf("the timeout's line has no stack naming the looping function: %s", line)
+	}
 	line := logs.waitFor(t, 30*time.Second, "delete secret returned status 4")
 	if !strings.Contains(line, `forbidden: delete Secret.v1: plugin \"misbehave\" may delete nothing in API group core`) {
 		t.Errorf("the forbidden call's message does not say why: %s", line)

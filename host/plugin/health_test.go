@@ -1,7 +1,10 @@
 package plugin
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/wasmrec/wasmrec/host/cache"
+	"github.com/wasmrec/wasmrec/host/reconcile"
+	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // The host is ready once started, unless an informer fails for the whole host: the API server
@@ -148,5 +153,26 @@ func TestFailureStreakTellsTheLatestError(t *testing.T) {
 	case got := <-told:
 		t.Fatalf("told %q again", got)
 	case <-time.After(2 * failingRetell):
+	}
+}
+
+// A timeout says which setting stopped the guest and what to do, without the interruption's
+// wasm error, and carries where the guest was as its stack, for the log.
+func TestATimeoutSaysTheSettingAndWhereTheGuestWas(t *testing.T) {
+	interrupted := fmt.Errorf("plugin \"p\": %w: wasm error: unreachable\nwasm stack trace:\n\t.main.spin(i32) i32\n\t.wasmrec_map(i32,i32) i64", wasm.ErrTimedOut)
+	for _, isMap := range []bool{false, true} {
+		err := error(&timedOut{plugin: "p", timeout: 2 * time.Second, isMap: isMap, err: interrupted})
+		if !errors.Is(err, wasm.ErrTimedOut) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%v is not a timeout", err)
+		}
+		if msg := err.Error(); strings.Contains(msg, "wasm error") || strings.Contains(msg, "stack") || !strings.Contains(msg, "2s, the plugin's timeout (timeout in host.yaml") {
+			t.Errorf("message %q", msg)
+		}
+		if got, want := reconcile.StackOf(err), []any{"stack", ".main.spin(i32) i32\n.wasmrec_map(i32,i32) i64"}; !slices.Equal(got, want) {
+			t.Errorf("stack %q, want %q", got, want)
+		}
+	}
+	if got := reconcile.StackOf(&timedOut{err: wasm.ErrTimedOut}); got != nil {
+		t.Errorf("stack %q of a timeout without one", got)
 	}
 }

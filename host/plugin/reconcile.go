@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -128,18 +129,35 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	return reconcile.Result{Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}, nil
 }
 
-// timedOut is a reconcile the host stopped at the plugin's timeout, said in the terms of the
-// setting an author or operator changes. It wraps what the module reported (wasm.ErrTimedOut)
-// and context.DeadlineExceeded, so that the controller does not say it again.
+// timedOut is a reconcile (or a map) the host stopped at the plugin's timeout, said in the terms
+// of the setting an author or operator changes, with where the guest was as its stack. It wraps
+// what the module reported (wasm.ErrTimedOut) and context.DeadlineExceeded, so that the
+// controller does not say it again.
 type timedOut struct {
 	plugin  string
 	timeout time.Duration
+	isMap   bool
 	err     error
 }
 
 func (e *timedOut) Error() string {
+	if e.isMap {
+		return fmt.Sprintf("plugin %q: its map function did not return within %s, the plugin's timeout (timeout in host.yaml, spec.timeout of its Plugin or ClusterPlugin), and was stopped: keep a map to a few reads, or raise the timeout",
+			e.plugin, e.timeout)
+	}
 	return fmt.Sprintf("plugin %q: reconcile timed out after %s, the plugin's timeout (timeout in host.yaml, spec.timeout of its Plugin or ClusterPlugin), and was stopped: make the reconcile return sooner, or raise the timeout",
 		e.plugin, e.timeout)
+}
+
+// Stack is the guest's stack where it was stopped (the wasm stack trace of the interruption,
+// innermost call first, as wazero writes it), "" if there is none: what a loop that did not end
+// was doing.
+func (e *timedOut) Stack() string {
+	_, stack, ok := strings.Cut(e.err.Error(), "wasm stack trace:\n")
+	if !ok {
+		return ""
+	}
+	return strings.ReplaceAll(strings.TrimSpace(stack), "\n\t", "\n")
 }
 
 func (e *timedOut) Unwrap() []error { return []error{e.err, context.DeadlineExceeded} }

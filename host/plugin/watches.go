@@ -128,8 +128,7 @@ func (p *Plugin) mapInGuest(ctx context.Context, w abi.Watch, o event.Object) []
 			return nil
 		case errors.Is(err, wasm.ErrTimedOut):
 			p.mapTimeouts.add(version)
-			err = fmt.Errorf("plugin %q: its map function did not return within %s, the plugin's timeout (timeout in host.yaml, spec.timeout of its Plugin or ClusterPlugin), and was stopped: keep a map to a few reads, or raise the timeout: %w",
-				p.cfg.Name, p.cfg.ReconcileTimeout(), err)
+			err = &timedOut{plugin: p.cfg.Name, timeout: p.cfg.ReconcileTimeout(), isMap: true, err: err}
 		}
 		p.mapFailures.record(err, p.onFailing)
 		if err != nil {
