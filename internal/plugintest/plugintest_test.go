@@ -85,6 +85,7 @@ cases:
           namespace: demo-c
           ownerReferences: [{kind: App, name: web, controller: true}]
           annotations: null
+          labels: {stale: null}
         data: {message: hi}
       - apiVersion: v1
         kind: Service
