@@ -40,6 +40,11 @@ func (e *Encoder) Bytes() ([]byte, error) {
 // Reset empties e for another document, keeping its buffer.
 func (e *Encoder) Reset() { e.buf, e.comma, e.err = e.buf[:0], false, nil }
 
+// The methods generated encoders call for each field (BeginObject, Key, String, Int...) are kept
+// out of line (go:noinline). Inlined, each copied its append and the slice's growth into every
+// encoder, once per field: the encoders of a module with batch/v1's CronJob and Job were 987 KB
+// of wasm code, and 157 KB so; encoding a Deployment in a guest took 55 µs, and 37 µs so.
+
 func (e *Encoder) sep() {
 	if e.comma {
 		e.buf = append(e.buf, ',')
@@ -51,6 +56,8 @@ func (e *Encoder) sep() {
 const firstCap = 256
 
 // BeginObject writes {.
+//
+//go:noinline
 func (e *Encoder) BeginObject() {
 	if e.buf == nil {
 		e.buf = make([]byte, 0, firstCap)
@@ -61,12 +68,16 @@ func (e *Encoder) BeginObject() {
 }
 
 // EndObject writes }.
+//
+//go:noinline
 func (e *Encoder) EndObject() {
 	e.buf = append(e.buf, '}')
 	e.comma = true
 }
 
 // BeginArray writes [.
+//
+//go:noinline
 func (e *Encoder) BeginArray() {
 	e.sep()
 	e.buf = append(e.buf, '[')
@@ -74,6 +85,8 @@ func (e *Encoder) BeginArray() {
 }
 
 // EndArray writes ].
+//
+//go:noinline
 func (e *Encoder) EndArray() {
 	e.buf = append(e.buf, ']')
 	e.comma = true
@@ -81,6 +94,8 @@ func (e *Encoder) EndArray() {
 
 // Key writes a member's key: quotedKey is the key as JSON, with its quotes and the colon after
 // it ("name":), as generated code has it written out already.
+//
+//go:noinline
 func (e *Encoder) Key(quotedKey string) {
 	e.sep()
 	e.buf = append(e.buf, quotedKey...)
@@ -96,6 +111,8 @@ func (e *Encoder) KeyString(k string) {
 }
 
 // Null writes null.
+//
+//go:noinline
 func (e *Encoder) Null() {
 	e.sep()
 	e.buf = append(e.buf, "null"...)
@@ -103,6 +120,8 @@ func (e *Encoder) Null() {
 }
 
 // String writes a string, escaped as encoding/json escapes it.
+//
+//go:noinline
 func (e *Encoder) String(s string) {
 	e.sep()
 	e.buf = jsonv.AppendString(e.buf, s)
@@ -110,6 +129,8 @@ func (e *Encoder) String(s string) {
 }
 
 // Bool writes true or false.
+//
+//go:noinline
 func (e *Encoder) Bool(b bool) {
 	e.sep()
 	e.buf = strconv.AppendBool(e.buf, b)
@@ -117,6 +138,8 @@ func (e *Encoder) Bool(b bool) {
 }
 
 // Int writes an integer.
+//
+//go:noinline
 func (e *Encoder) Int(v int64) {
 	e.sep()
 	e.buf = strconv.AppendInt(e.buf, v, 10)
@@ -124,6 +147,8 @@ func (e *Encoder) Int(v int64) {
 }
 
 // Uint writes an unsigned integer.
+//
+//go:noinline
 func (e *Encoder) Uint(v uint64) {
 	e.sep()
 	e.buf = strconv.AppendUint(e.buf, v, 10)
