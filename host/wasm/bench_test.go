@@ -167,10 +167,15 @@ type deploymentFields struct {
 // the Deployment as an untyped Object (a map[string]any), and "deployment-object-std" the same
 // decoded by encoding/json; "deployment-fields" gets it and reads spec.replicas and the first
 // container's image (C with the SDK's JSON lookups, Go and native into a struct of those
-// fields). Each native baseline is encoding/json's decode of the JSON, into the same type.
+// fields). Each native baseline is encoding/json's decode of the JSON, into the same type, and
+// x-native is a guest's time over it. "go-typed" (typed-go) runs noop, deployment-raw and
+// deployment-generated in a module as a typed plugin builds it, without k8s.io: bench-go's
+// k8s.io/api leaves a large live heap its collector marks over and over, which a typed plugin
+// does not have.
 func BenchmarkReconcile(b *testing.B) {
 	e := engine(b)
-	guests := map[string][]byte{"c": module(b, "testguests", "benchc"), "go": module(b, "testguests", "bench-go")}
+	guests := map[string][]byte{"c": module(b, "testguests", "benchc"), "go": module(b, "testguests", "bench-go"), "go-typed": module(b, "testguests", "typed-go")}
+	nativeNs := map[string]float64{} // work/mode: the native baseline's ns/op, for the guests' x-native
 	for _, work := range []string{"noop", "deployment", "deployment-hostconvert", "deployment-json", "deployment-generated", "deployment-raw", "deployment-object", "deployment-object-std", "deployment-fields"} {
 		for _, mode := range []string{"plain", "interruptible"} {
 			interruptible := mode == "interruptible"
@@ -188,9 +193,13 @@ func BenchmarkReconcile(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				nativeNs[work+"/"+mode] = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 			})
-			for _, lang := range []string{"c", "go"} {
+			for _, lang := range []string{"c", "go", "go-typed"} {
 				if lang == "c" && strings.HasPrefix(work, "deployment") && work != "deployment-fields" {
+					continue
+				}
+				if lang == "go-typed" && work != "noop" && work != "deployment-raw" && work != "deployment-generated" {
 					continue
 				}
 				b.Run(fmt.Sprintf("%s/%s/%s", work, lang, mode), func(b *testing.B) {
@@ -210,6 +219,9 @@ func BenchmarkReconcile(b *testing.B) {
 					}
 					idle, mem := m.Instances()
 					b.ReportMetric(float64(mem)/float64(max(idle, 1)), "B/instance")
+					if n := nativeNs[work+"/"+mode]; n > 0 && work != "noop" && work != "deployment-raw" {
+						b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "x-native")
+					}
 				})
 			}
 		}

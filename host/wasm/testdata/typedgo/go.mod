@@ -1,0 +1,7 @@
+module github.com/wasmrec/wasmrec/host/wasm/testdata/typedgo
+
+go 1.26.0
+
+require github.com/wasmrec/wasmrec/sdk/go v0.3.6
+
+require github.com/wasmrec/wasmrec/abi v0.3.6 // indirect
