@@ -15,6 +15,7 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
+	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // A plugin's map function that misbehaves costs that plugin alone, and says so: a map that
@@ -102,5 +103,55 @@ func TestAMapFunctionThatMisbehaves(t *testing.T) {
 	}
 	if n := count("ok"); n < 1 {
 		t.Errorf("%g maps ok", n)
+	}
+}
+
+// A map that finds no CPU slot of its share free before its timeout (another plugin of the
+// share holds it) did not run: it is tried again later, and what it returns then is reconciled,
+// so that a neighbour's long reconcile or loop does not lose the plugin the event.
+func TestAMapThatFindsNoCPUSlotIsTriedAgain(t *testing.T) {
+	ns := namespace(t)
+	m := metrics.New()
+	logs := &logLines{}
+	share := wasm.NewCPUShare("the test's one core", 1)
+	pluginHostWithMetrics(t, cfg, logs.logger(), m,
+		plugin.Config{Name: "map", Module: wasmFile(t, "testguests", "map-go"), Namespaces: []string{ns}, CPU: share,
+			Timeout: &metav1.Duration{Duration: time.Second},
+			Permissions: []abi.Permission{
+				grant("", []string{"configmaps"}, "get", "list", "watch", "create"),
+				grant("", []string{"secrets", "namespaces"}, "get", "list", "watch"),
+			}},
+		plugin.Config{Name: "sleep", Module: wasmFile(t, "testguests", "misbehave"), Namespaces: []string{ns}, CPU: share,
+			Timeout:     &metav1.Duration{Duration: time.Minute},
+			Permissions: []abi.Permission{grant("", []string{"configmaps"}, "get", "list", "watch")}},
+	)
+	reconciled := func() float64 {
+		v, _ := value(t, m, "controller_runtime_reconcile_total", map[string]string{"controller": "map", "result": "success"})
+		return v
+	}
+	ctx := context.Background()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "plain"}}, metav1.CreateOptions{})
+	must(t, err)
+	eventually(t, 10*time.Second, "the secret's own reconcile", func() error {
+		if n := reconciled(); n != 1 {
+			return fmt.Errorf("%g reconciles", n)
+		}
+		return nil
+	})
+
+	misbehaving(t, ns, "sleep-6") // holds the one slot 6 s
+	logs.waitFor(t, 10*time.Second, `"msg"="sleeping"`)
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "targets"}, Data: map[string]string{"targets": "plain"}}, metav1.CreateOptions{})
+	must(t, err)
+	logs.waitFor(t, 10*time.Second, "the plugin's map function could not run: it is tried again in", `"object"="`+ns+`/targets"`, "no CPU slot free")
+	eventually(t, 60*time.Second, "the reconcile the map enqueued once it ran", func() error {
+		if n := reconciled(); n != 2 {
+			return fmt.Errorf("%g reconciles", n)
+		}
+		return nil
+	})
+	if v, _ := value(t, m, "wasmrec_plugin_maps_total", map[string]string{"plugin": "map", "outcome": "throttled"}); v < 1 {
+		t.Errorf("%g maps counted throttled", v)
 	}
 }

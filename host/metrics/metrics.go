@@ -89,7 +89,7 @@ func New() *Metrics {
 			Name: "wasmrec_plugin_host_calls_total", Help: "Calls from plugins to the host, by plugin, function and status",
 		}, []string{"plugin", "function", "status"}),
 		Maps: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "wasmrec_plugin_maps_total", Help: "Objects of watched kinds mapped by a plugin's own map function, by plugin and outcome (ok, error, timeout, skipped: a version of an object whose map timed out before)",
+			Name: "wasmrec_plugin_maps_total", Help: "Objects of watched kinds mapped by a plugin's own map function, by plugin and outcome (ok, error, timeout, throttled: no CPU slot of its share free before its timeout, tried again later; skipped: a version of an object whose map timed out before)",
 		}, []string{"plugin", "outcome"}),
 		Swaps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmrec_plugin_swaps_total", Help: "Module swaps by plugin and outcome",

@@ -92,6 +92,7 @@ type Plugin struct {
 	failures    failureStreak // reconciles failed since the last success
 	mapFailures failureStreak // maps of watched objects failed since the last success
 	mapTimeouts mapTimeouts   // object versions whose maps timed out
+	mapRetries  atomic.Int64  // maps waiting to be tried again (retryMap)
 
 	rec *recorder // keeps its recordings; nil if it records nothing
 }

@@ -210,17 +210,20 @@ func (p *Plugin) standbyKeys() []cache.Key {
 // object may map to a For object of another shard (one in another namespace, or a
 // cluster-scoped one). A For object split by uid is looked up in this replica's shards.
 func (p *Plugin) shardFilter(h handler.EventHandler) handler.EventHandler {
-	return handler.WithRequestFilter(h, func(ctx context.Context, req reconcile.Request) bool {
-		s := p.sharding()
-		switch {
-		case s.Count <= 1:
-			return true
-		case s.Field == shard.ByNamespace:
-			return s.Owns(req.Namespace)
-		}
-		_, err := p.reader.Get(ctx, p.forGVK, req.Namespace, req.Name)
-		return err == nil
-	})
+	return handler.WithRequestFilter(h, p.inShards)
+}
+
+// inShards reports whether req's For object is of the shards this replica runs.
+func (p *Plugin) inShards(ctx context.Context, req reconcile.Request) bool {
+	s := p.sharding()
+	switch {
+	case s.Count <= 1:
+		return true
+	case s.Field == shard.ByNamespace:
+		return s.Owns(req.Namespace)
+	}
+	_, err := p.reader.Get(ctx, p.forGVK, req.Namespace, req.Name)
+	return err == nil
 }
 
 // Held are the plugin's units this replica holds, when it shares plugins with other replicas

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
@@ -94,8 +95,16 @@ func (p *Plugin) mapFunc(w abi.Watch) handler.MapFunc {
 // same module (the old object of an update, a resync). A request the For kind's scope or the
 // plugin's namespaces rule out is dropped, saying so. A failure maps the object to nothing (a
 // map function cannot fail in controller-runtime either): it is logged within the plugin's log
-// limit and counted, and a streak of them makes the plugin Failing.
+// limit and counted, and a streak of them makes the plugin Failing. A map that found no CPU slot
+// of its share free before its deadline (another guest of the share held them all) did not run:
+// it is tried again later, and what it returns then is enqueued (retryMap), so that a neighbour's
+// loop does not lose the plugin an event.
 func (p *Plugin) mapInGuest(ctx context.Context, w abi.Watch, o event.Object) []reconcile.Request {
+	return p.mapInGuestTry(ctx, w, o, 0)
+}
+
+// mapInGuestTry is mapInGuest's try number try (from 0).
+func (p *Plugin) mapInGuestTry(ctx context.Context, w abi.Watch, o event.Object, try int) []reconcile.Request {
 	raw, err := rawObject(o)
 	if err != nil {
 		p.log.Error(err, "mapping an event: the object cannot be encoded", "kind", w.Kind, "object", objectKey(o))
@@ -133,8 +142,16 @@ func (p *Plugin) mapInGuest(ctx context.Context, w abi.Watch, o event.Object) []
 		p.mapFailures.record(err, p.onFailing)
 		if err != nil {
 			p.countMap(mapOutcome(err))
+			msg := "the plugin's map function failed: the object maps to nothing"
+			if errors.Is(err, wasm.ErrThrottled) {
+				if after, ok := p.retryMap(parent, w, o, try); ok {
+					msg = fmt.Sprintf("the plugin's map function could not run: it is tried again in %s", after)
+				} else {
+					msg = fmt.Sprintf("the plugin's map function could not run, and %d maps wait to be tried again already: the object maps to nothing", maxMapRetries)
+				}
+			}
 			if v.mod.AdmitLog(len(err.Error())) {
-				log.Error(err, "the plugin's map function failed: the object maps to nothing", reconcile.StackOf(err)...)
+				log.Error(err, msg, reconcile.StackOf(err)...)
 			}
 			return nil
 		}
@@ -177,10 +194,44 @@ func (p *Plugin) admitMapped(got []abi.Request, log logr.Logger) []reconcile.Req
 
 // mapOutcome is how wasmrec_plugin_maps_total counts a failed map.
 func mapOutcome(err error) string {
-	if errors.Is(err, wasm.ErrTimedOut) {
+	switch {
+	case errors.Is(err, wasm.ErrTimedOut):
 		return "timeout"
+	case errors.Is(err, wasm.ErrThrottled):
+		return "throttled"
 	}
 	return "error"
+}
+
+// maxMapRetries bounds the maps of a plugin waiting to be tried again (each holds its object).
+const maxMapRetries = 4096
+
+// mapRetryDelay is how long the try after try waits: 1 s, doubling, at most a minute.
+func mapRetryDelay(try int) time.Duration { return time.Second << min(try, 6) }
+
+// retryMap maps o again after mapRetryDelay(try), while ctx (the controller's) lasts, and
+// enqueues what it returns that this replica's shards take; false if maxMapRetries maps wait
+// already.
+func (p *Plugin) retryMap(ctx context.Context, w abi.Watch, o event.Object, try int) (time.Duration, bool) {
+	if p.mapRetries.Add(1) > maxMapRetries {
+		p.mapRetries.Add(-1)
+		return 0, false
+	}
+	after := min(mapRetryDelay(try), time.Minute)
+	time.AfterFunc(after, func() {
+		defer p.mapRetries.Add(-1)
+		if ctx.Err() != nil {
+			return
+		}
+		var reqs []reconcile.Request
+		for _, r := range p.mapInGuestTry(ctx, w, o, try+1) {
+			if p.inShards(ctx, r) {
+				reqs = append(reqs, r)
+			}
+		}
+		p.ctrl.Enqueue(reqs...)
+	})
+	return after, true
 }
 
 // timedOutMap is a version of an object whose map timed out in a module.
