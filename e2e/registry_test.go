@@ -100,6 +100,17 @@ func TestPluginFromRegistry(t *testing.T) {
 	} else if !strings.Contains(string(out), "pushed "+ref+": sha256:") {
 		t.Fatalf("wasmrec push printed:\n%s", out)
 	}
+	// inspect reads it by reference, with or without oci:// (as a Plugin's module names it), and
+	// its grant names it as host.yaml would.
+	for _, arg := range []string{ref, "oci://" + ref} {
+		out, err := exec.Command(bin, "inspect", arg, "--insecure", reg.addr, "--oci-cache", t.TempDir()).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "module:       oci://"+ref) {
+			t.Fatalf("wasmrec inspect %s: %v\n%s", arg, err, out)
+		}
+	}
+	if out, err := exec.Command(bin, "inspect", "--grant", ref, "--insecure", reg.addr, "--oci-cache", t.TempDir()).CombinedOutput(); err != nil || !strings.Contains(string(out), "module: oci://"+ref) {
+		t.Fatalf("wasmrec inspect --grant %s: %v\n%s", ref, err, out)
+	}
 	// Plain HTTP only when asked: without --insecure the same registry is refused.
 	strict, err := oci.New(oci.Options{CacheDir: t.TempDir()})
 	must(t, err)

@@ -32,33 +32,37 @@ checks it as the host does at load. For a module the host would refuse it prints
 		Example: `  wasmrec inspect hello.wasm
   wasmrec inspect hello.wasm -o json
   wasmrec inspect registry.example/plugins/app:v1
+  wasmrec inspect oci://registry.example/plugins/app:v1
 
   # The grant to paste into host.yaml:
   wasmrec inspect hello.wasm --grant`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := os.ReadFile(args[0])
-			if os.IsNotExist(err) && looksLikePath(args[0]) {
-				return fmt.Errorf("%s: no such file", args[0])
+			file, ref, err := moduleArg(args[0])
+			if err != nil {
+				return err
 			}
-			if os.IsNotExist(err) {
+			name := file // what the output calls the module: a host.yaml's module would say the same
+			var b []byte
+			if file != "" {
+				if b, err = os.ReadFile(file); err != nil {
+					return err
+				}
+			} else {
 				c, cerr := o.ociClient(nil)
 				if cerr != nil {
 					return cerr
 				}
-				m, perr := c.Pull(cmd.Context(), args[0], oci.PullOptions{})
+				m, perr := c.Pull(cmd.Context(), ref, oci.PullOptions{})
 				if perr != nil {
 					return fmt.Errorf("%s is neither a file nor a module that could be pulled: %w", args[0], perr)
 				}
-				b, err = m.Wasm, nil
-			}
-			if err != nil {
-				return err
+				b, name = m.Wasm, "oci://"+ref
 			}
 			if grant {
-				return printGrant(cmd.Context(), args[0], b, output, cacheDir, stdout)
+				return printGrant(cmd.Context(), name, b, output, cacheDir, stdout)
 			}
-			return inspect(cmd.Context(), args[0], b, output, cacheDir, stdout)
+			return inspect(cmd.Context(), name, b, output, cacheDir, stdout)
 		},
 	}
 	o.addOCIFlags(cmd)
@@ -136,7 +140,11 @@ func inspect(ctx context.Context, path string, b []byte, output, cacheDir string
 }
 
 func printInspection(w io.Writer, in *inspection) {
-	fmt.Fprintf(w, "file:         %s (%d bytes)\n", in.File, in.Size)
+	label := "file:        "
+	if strings.HasPrefix(in.File, "oci://") {
+		label = "module:      "
+	}
+	fmt.Fprintf(w, "%s %s (%d bytes)\n", label, in.File, in.Size)
 	if in.Digest != "" {
 		fmt.Fprintf(w, "digest:       %s\n", in.Digest)
 	}
