@@ -42,6 +42,13 @@ type Options struct {
 	CRD string
 }
 
+// stdPackages are the standard library's packages whose import path is one word (go list std):
+// a module of such a path cannot build, its main package clashing with the library's.
+var stdPackages = []string{"bufio", "bytes", "cmp", "context", "crypto", "embed", "encoding", "errors", "expvar", "flag", "fmt",
+	"hash", "html", "image", "io", "iter", "log", "maps", "math", "mime", "net", "os", "path", "plugin", "reflect", "regexp",
+	"runtime", "slices", "sort", "strconv", "strings", "structs", "sync", "syscall", "testing", "time", "unicode", "unique",
+	"unsafe", "weak"}
+
 var nameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 type data struct {
@@ -140,6 +147,9 @@ func Write(o Options) ([]string, error) {
 	}
 	if o.Module == "" {
 		o.Module = o.Name
+	}
+	if o.Lang == "go" && slices.Contains(stdPackages, o.Module) {
+		return nil, fmt.Errorf("module path %q is also a package of Go's standard library, which go build cannot tell from the plugin's: give the module another path (--module example.com/%s) or the plugin another name", o.Module, o.Name)
 	}
 	if entries, err := os.ReadDir(o.Dir); err == nil && len(entries) > 0 {
 		return nil, fmt.Errorf("%s exists and is not empty: choose another name or folder (--dir)", o.Dir)

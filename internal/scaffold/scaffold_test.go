@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"go/format"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -161,10 +162,28 @@ func TestWriteRefuses(t *testing.T) {
 		{Options{Name: "hello", Lang: "rust", For: "v1/ConfigMap"}, `--lang "rust": use go or c`},
 		{Options{Name: "hello", Lang: "go", For: "v1/Confgmap"}, "did you mean ConfigMap?"},
 		{Options{Name: "hello", Lang: "go", For: "v1/ConfigMap", Dir: taken}, "exists and is not empty"},
+		{Options{Name: "plugin", Lang: "go", For: "v1/Secret", Dir: t.TempDir()}, `module path "plugin" is also a package of Go's standard library`},
 	} {
 		if _, err := Write(tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Write(%+v) = %v, want %q", tc.o, err, tc.want)
 		}
+	}
+}
+
+// stdPackages are the one-word packages of the standard library of the Go that runs the tests.
+func TestStdPackagesAreGoListStd(t *testing.T) {
+	out, err := exec.Command("go", "list", "std").Output()
+	if err != nil {
+		t.Fatalf("go list std: %v", err)
+	}
+	var want []string
+	for _, p := range strings.Fields(string(out)) {
+		if !strings.Contains(p, "/") {
+			want = append(want, p)
+		}
+	}
+	if !slices.Equal(stdPackages, want) {
+		t.Errorf("stdPackages = %q\ngo list std has %q", stdPackages, want)
 	}
 }
 
