@@ -102,8 +102,11 @@ func (p *Plugin) swap(ctx context.Context, wasmBytes []byte, onlyFrom string, to
 		}
 		if mod, err = p.host.engine.Compile(ctx, wasmBytes, p.moduleOptions()); err != nil {
 			if overBudget(err) {
-				// Not a refusal of the module: it is tried again, and may fit then.
-				p.log.Error(err, "the new module does not fit the plugin's memory budget now; the current module keeps serving", "serving", p.Module().ShortDigest())
+				// Not a refusal of the module: it is tried again (a tag's at each poll), and may
+				// fit then. Said once per module.
+				if said, _ := p.overBudgetSaid.Swap(digest).(string); said != digest {
+					p.log.Error(err, "the new module does not fit the plugin's memory budget now; the current module keeps serving, and the new one is tried again", "serving", p.Module().ShortDigest())
+				}
 				return err
 			}
 			if ctx.Err() == nil {
@@ -536,7 +539,11 @@ func (t trigger) Serving() string {
 }
 
 func (t trigger) SwapFrom(ctx context.Context, wasm []byte, from string) error {
-	return t.p.swap(ctx, wasm, from, nil)
+	err := t.p.swap(ctx, wasm, from, nil)
+	if overBudget(err) {
+		return fmt.Errorf("%w: %w", modsource.ErrNotNow, err)
+	}
+	return err
 }
 
 func (t trigger) Verify(ctx context.Context, wasm []byte, src *modsource.Source) error {

@@ -178,13 +178,17 @@ func Verify(ctx context.Context, c *oci.Client, checkers []*signature.Checker, w
 }
 
 // Target is the plugin a trigger swaps.
+// ErrNotNow is a swap that was not tried, and may succeed later (see Target.SwapFrom).
+var ErrNotNow = errors.New("the swap is tried again later")
+
 type Target interface {
 	// Source returns where the running module came from, and a channel closed when that changes.
 	Source() (<-chan struct{}, *Source)
 	// Serving is the digest of the module serving.
 	Serving() string
 	// SwapFrom swaps to wasm, unless the target's source is no longer from: then it does nothing.
-	// A refusal is logged and counted by the target.
+	// A refusal is logged and counted by the target. An error that is ErrNotNow is a module not
+	// tried (it did not fit the plugin's memory budget): it is tried again at the next poll.
 	SwapFrom(ctx context.Context, wasm []byte, from string) error
 	// Tried records that src's tag was tried at manifestDigest, unless the source moved meanwhile.
 	Tried(src *Source, manifestDigest string)
@@ -294,12 +298,18 @@ func (w *FileWatcher) Start(ctx context.Context) error {
 				continue
 			}
 			var before *versions.RefusedBeforeError
-			if err := w.Target.SwapFrom(ctx, b, path); errors.As(err, &before) { // the target logs and counts the rest
+			switch err := w.Target.SwapFrom(ctx, b, path); { // the target logs and counts the rest
+			case errors.As(err, &before):
 				w.Log.Info("the module file holds a module refused before; the current module keeps serving", "path", path, "refused", before.Digest, "serving", w.Target.Serving())
+			case errors.Is(err, ErrNotNow):
+				settle = time.After(notNowRetry) // read and tried again then, if no change comes first
 			}
 		}
 	}
 }
+
+// notNowRetry is how soon a module file whose swap was not tried (ErrNotNow) is tried again.
+var notNowRetry = 10 * time.Second
 
 // A module file written in place (cp, a slow network volume) is read as it grows: one cut short
 // that changed within writeWindow is read again writePause later, and refused (as truncated) only
@@ -408,7 +418,9 @@ func (t *TagPoller) poll(ctx context.Context) (ref string, err error) {
 	} else {
 		t.Log.Info("tag moved: swapping", "ref", ref, "manifest", m.ManifestDigest, "module", m.Digest)
 	}
-	_ = t.Target.SwapFrom(ctx, m.Wasm, src.Ref) // logs and counts a refusal
+	if err := t.Target.SwapFrom(ctx, m.Wasm, src.Ref); errors.Is(err, ErrNotNow) { // logs and counts a refusal
+		return ref, nil // not tried: the next poll pulls it again (from the cache) and tries
+	}
 	// Refused or not, this manifest has been tried: wait for the tag to move again. If the
 	// plugin moved to another source meanwhile, that one stays.
 	t.Target.Tried(src, m.ManifestDigest)

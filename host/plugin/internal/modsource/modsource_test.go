@@ -2,6 +2,7 @@ package modsource
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +30,9 @@ type target struct {
 	oci      *oci.Client
 	checkers []*signature.Checker // who must sign what it swaps to
 	refused  []error
+	notNow   int // swaps to answer ErrNotNow before one succeeds
+	attempts int // swaps asked, ErrNotNow ones included
+	tried    bool
 }
 
 func (t *target) Source() (<-chan struct{}, *Source) {
@@ -45,13 +49,25 @@ func (t *target) Serving() string { return "sha256:serving" }
 func (t *target) SwapFrom(_ context.Context, wasm []byte, from string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.attempts++
+	if t.notNow > 0 {
+		t.notNow--
+		return fmt.Errorf("%w: does not fit", ErrNotNow)
+	}
 	if t.src.Ref == from {
 		t.swaps = append(t.swaps, wasm)
 	}
 	return nil
 }
 
-func (t *target) Tried(src *Source, manifestDigest string) {}
+// Tried moves the source to the manifest tried, as a plugin does, if told to.
+func (t *target) Tried(src *Source, manifestDigest string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tried && t.src == src {
+		t.src = &Source{Ref: src.Ref, ManifestDigest: manifestDigest}
+	}
+}
 
 func (t *target) Verify(ctx context.Context, wasm []byte, src *Source) error {
 	return Verify(ctx, t.oci, t.checkers, wasm, src)
@@ -137,6 +153,31 @@ func TestFileWatcherSwapsWhenTheFileChanges(t *testing.T) {
 	}
 }
 
+// A changed module file that does not fit the plugin's memory budget now is tried again later,
+// without another change to the file.
+func TestFileWatcherTriesAgainAModuleThatDidNotFit(t *testing.T) {
+	was := notNowRetry
+	t.Cleanup(func() { notNowRetry = was }) // after the watcher stops (cleanups run last first)
+	notNowRetry = 20 * time.Millisecond
+	tg := &target{notNow: 2}
+	path := followFile(t, tg)
+	if err := os.WriteFile(path, []byte("v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(tg.swapped()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the module that did not fit was never tried again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	if tg.attempts != 3 || string(tg.swaps[0]) != "v2" {
+		t.Errorf("%d swaps asked, then %q: want 2 that did not fit, then v2", tg.attempts, tg.swaps[0])
+	}
+}
+
 // A registry that fails is asked again with backoff, not on every poll.
 func TestTagPollerBacksOffAFailingRegistry(t *testing.T) {
 	var requests atomic.Int64
@@ -167,6 +208,44 @@ func TestTagPollerBacksOffAFailingRegistry(t *testing.T) {
 	}
 	if len(tg.swapped()) != 0 {
 		t.Error("a failing registry swapped something in")
+	}
+}
+
+// A tag moved to a module that does not fit the plugin's memory budget now is tried again at
+// the next polls until it fits, not given up until the tag moves again; one swapped or refused
+// is not tried again.
+func TestTagPollerTriesAgainAModuleThatDidNotFit(t *testing.T) {
+	ctx := context.Background()
+	client, err := oci.New(oci.Options{CacheDir: "-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "oci:" + filepath.Join(t.TempDir(), "layout") + ":v1"
+	first, err := client.Push(ctx, []byte("v1"), []byte(`{}`), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := &target{src: &Source{Ref: ref, ManifestDigest: first}, notNow: 3, tried: true}
+	p := &TagPoller{Plugin: "p", Target: tg, OCI: client, Interval: 10 * time.Millisecond, Log: logr.Discard()}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- p.Start(runCtx) }()
+	defer func() { cancel(); <-done }()
+	if _, err := client.Push(ctx, []byte("v2"), []byte(`{}`), ref); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(tg.swapped()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the module that did not fit was never tried again")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // about 10 polls more
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	if tg.attempts != 4 || len(tg.swaps) != 1 || string(tg.swaps[0]) != "v2" {
+		t.Errorf("%d swaps asked, %d done (%q): want 3 that did not fit, then v2 once", tg.attempts, len(tg.swaps), tg.swaps)
 	}
 }
 
