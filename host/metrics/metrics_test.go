@@ -3,6 +3,8 @@ package metrics_test
 import (
 	"testing"
 
+	"k8s.io/client-go/util/workqueue"
+
 	"github.com/wasmrec/wasmrec/host/metrics"
 )
 
@@ -84,5 +86,39 @@ func TestForgetDeletesAPluginsSeries(t *testing.T) {
 	}
 	if n := series("team-b.stays"); n != before {
 		t.Errorf("the other plugin has %d series, had %d", n, before)
+	}
+}
+
+// A queue made anew under a name, as a restarted controller makes it, starts at depth 0: the
+// keys the one before it dropped at its shutdown stay out of the gauge (they read 500 with
+// nothing queued).
+func TestANewQueueStartsAtDepthZero(t *testing.T) {
+	m := metrics.New()
+	depth := func() float64 {
+		families, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "workqueue_depth" {
+				return f.Metric[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no workqueue_depth")
+		return 0
+	}
+	old := workqueue.NewTypedWithConfig[string](workqueue.TypedQueueConfig[string]{Name: "p", MetricsProvider: m.WorkqueueProvider()})
+	for _, k := range []string{"a", "b", "c"} {
+		old.Add(k)
+	}
+	old.ShutDown() // its keys dropped
+	if d := depth(); d != 3 {
+		t.Fatalf("depth %g before the restart, want 3", d)
+	}
+	q := workqueue.NewTypedWithConfig[string](workqueue.TypedQueueConfig[string]{Name: "p", MetricsProvider: m.WorkqueueProvider()})
+	defer q.ShutDown()
+	q.Add("a")
+	if d := depth(); d != 1 {
+		t.Errorf("depth %g with one key queued, want 1", d)
 	}
 }

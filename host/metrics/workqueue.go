@@ -45,8 +45,12 @@ func (q *queueMetrics) forget(name string) {
 	}
 }
 
+// NewDepthMetric is the depth of a new queue, which starts empty: a controller that restarts
+// makes a new queue of the same name, and the one it shut down left the keys it dropped counted.
 func (q *queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return q.depthGauge.WithLabelValues(name, name)
+	g := q.depthGauge.WithLabelValues(name, name)
+	g.Set(0)
+	return g
 }
 func (q *queueMetrics) NewAddsMetric(name string) workqueue.CounterMetric {
 	return q.adds.WithLabelValues(name, name)
@@ -58,10 +62,14 @@ func (q *queueMetrics) NewWorkDurationMetric(name string) workqueue.HistogramMet
 	return q.workDuration.WithLabelValues(name, name)
 }
 func (q *queueMetrics) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return q.unfinished.WithLabelValues(name, name)
+	g := q.unfinished.WithLabelValues(name, name)
+	g.Set(0) // as NewDepthMetric: what a queue shut down last said is not this one's
+	return g
 }
 func (q *queueMetrics) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return q.longestProc.WithLabelValues(name, name)
+	g := q.longestProc.WithLabelValues(name, name)
+	g.Set(0)
+	return g
 }
 func (q *queueMetrics) NewRetriesMetric(name string) workqueue.CounterMetric {
 	return q.retries.WithLabelValues(name, name)
