@@ -324,6 +324,29 @@ func TestWaitForSyncCallersDeadline(t *testing.T) {
 	}
 }
 
+// A handler that has not taken the informer's first list by the sync timeout, though the
+// informer has it, is named as the cause, not the API server or the credentials.
+func TestWaitForSyncNamesASlowHandler(t *testing.T) {
+	api := newFakeAPI(t)
+	if err := api.Tracker().Add(widget("prod", "a")); err != nil {
+		t.Fatal(err)
+	}
+	c := startCache(t, api, Options{SyncTimeout: 200 * time.Millisecond})
+	inf := acquire(t, c, prodWidgets)
+	t.Cleanup(inf.Release)
+	waitForSync(t, inf)
+	stuck := make(chan struct{})
+	t.Cleanup(func() { close(stuck) }) // before the informer stops (cleanups run last first)
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(any) { <-stuck }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = inf.WaitForSync(context.Background(), reg)
+	if err == nil || !strings.Contains(err.Error(), "waiting for an event handler of the") || !strings.Contains(err.Error(), "the handler is slow") {
+		t.Fatalf("WaitForSync with a handler stuck on its first object: %v", err)
+	}
+}
+
 // hangingList returns a running Cache with SyncTimeout timeout and an informer of prodWidgets
 // whose list has begun and does not return until the test ends.
 func hangingList(t *testing.T, timeout time.Duration) (*Cache, *Informer) {

@@ -66,6 +66,10 @@ func (i *Informer) WaitForSync(ctx context.Context, regs ...toolscache.ResourceE
 		if err := i.Refused(); err != nil {
 			return fmt.Errorf("cache: timed out%s waiting for the %s informer to sync: %w", after, i.entry.key, err)
 		}
+		if i.entry.informer.HasSynced() { // listed: an event handler has not yet taken what it listed
+			return fmt.Errorf("cache: timed out%s waiting for an event handler of the %s informer to take its first list: the informer has it, and the handler is slow (a plugin's map function that runs long for each object, say)",
+				after, i.entry.key)
+		}
 		return fmt.Errorf("cache: timed out%s waiting for the %s informer (%s on %s) to sync: is the resource served and listable with these credentials?",
 			after, i.entry.key, i.entry.mapping.Resource, i.cache.host)
 	}
