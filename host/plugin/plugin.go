@@ -94,7 +94,8 @@ type Plugin struct {
 	mapTimeouts mapTimeouts   // object versions whose maps timed out
 	mapRetries  atomic.Int64  // maps waiting to be tried again (retryMap)
 
-	overBudgetSaid atomic.Value // the digest of the module last said not to fit its memory budget
+	overBudgetSaid atomic.Value // the digest of the module last said (logged) not to fit its memory budget
+	overBudgetTold atomic.Value // the same, told to OnSwap (a trigger's swap)
 
 	rec *recorder // keeps its recordings; nil if it records nothing
 }

@@ -227,6 +227,9 @@ type SwapEvent struct {
 	// was nothing to swap, and a refusal of what it held before no longer applies.
 	Unchanged bool
 	Err       error // what refused the swap; nil for one that happened
+	// NotNow is true when Err did not refuse the module: it did not fit the plugin's memory
+	// budget, and the module's tag or file is tried again until it does (told once a module).
+	NotNow bool
 }
 
 func (p *Plugin) swapRefused(from string, err error) error {
@@ -539,11 +542,17 @@ func (t trigger) Serving() string {
 }
 
 func (t trigger) SwapFrom(ctx context.Context, wasm []byte, from string) error {
-	err := t.p.swap(ctx, wasm, from, nil)
-	if overBudget(err) {
-		return fmt.Errorf("%w: %w", modsource.ErrNotNow, err)
+	p := t.p
+	err := p.swap(ctx, wasm, from, nil)
+	if !overBudget(err) {
+		return err
 	}
-	return err
+	if digest := digestOf(wasm); p.cfg.Hooks.OnSwap != nil {
+		if told, _ := p.overBudgetTold.Swap(digest).(string); told != digest {
+			p.cfg.Hooks.OnSwap(SwapEvent{From: p.Module().Digest(), Err: err, NotNow: true})
+		}
+	}
+	return fmt.Errorf("%w: %w", modsource.ErrNotNow, err)
 }
 
 func (t trigger) Verify(ctx context.Context, wasm []byte, src *modsource.Source) error {

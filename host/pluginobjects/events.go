@@ -21,6 +21,8 @@ func (r *resources) onSwap(u *unstructured.Unstructured, l *objectRun) func(plug
 		l.swapped(s)
 		switch {
 		case s.Unchanged:
+		case s.Err != nil && s.NotNow:
+			r.event(u, corev1.EventTypeWarning, "SwapWaiting", "%s keeps serving, and the new module is tried again: %v", s.From, s.Err)
 		case s.Err != nil:
 			r.event(u, corev1.EventTypeWarning, "SwapRefused", "%s keeps serving: %v", s.From, s.Err)
 		case s.Rollback:

@@ -106,11 +106,13 @@ func (l *objectRun) swapped(s plugin.SwapEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
+	case s.Err != nil && s.NotNow:
+		l.lastErr, l.lastWhy = s.Err.Error()+" (the module serving serves on; the new one is tried again at each poll of its tag, or every 10 s for a file)", "SwapWaiting"
 	case s.Err != nil:
 		l.lastErr, l.lastWhy = s.Err.Error(), "SwapRefused"
 		l.refusals++
 	case s.Unchanged:
-		if l.lastWhy == "SwapRefused" {
+		if l.lastWhy == "SwapRefused" || l.lastWhy == "SwapWaiting" {
 			l.lastErr, l.lastWhy = "", ""
 		}
 	default:

@@ -2,6 +2,7 @@ package pluginobjects
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/wasmrec/wasmrec/host/plugin"
@@ -43,6 +44,11 @@ func TestAnObjectsRunKeepsItsMovesAndSwaps(t *testing.T) {
 	l.swapped(plugin.SwapEvent{From: "a", To: "a", Unchanged: true})
 	if s := l.serving(); s.lastErr != "" {
 		t.Errorf("back on the serving module, the refusal still shows: %+v", s)
+	}
+	// A new module of the tag that does not fit now: shown, not a refusal, and gone once it swaps.
+	l.swapped(plugin.SwapEvent{From: "a", Err: errors.New("its module needs 68Mi more to compile"), NotNow: true})
+	if s := l.serving(); s.refusals != 1 || s.lastWhy != "SwapWaiting" || !strings.Contains(s.lastErr, "tried again at each poll") {
+		t.Errorf("after a swap that did not fit: %+v", s)
 	}
 	l.swapped(plugin.SwapEvent{From: "a", To: "b"})
 	l.moveDone()
