@@ -314,6 +314,36 @@ func TestATenantsModulesCountInHerMemoryBudget(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A new module its file brings that does not fit: Degraded SwapWaiting while the one serving
+	// serves on, and swapped in once room is made, with no other change to the file (it waited
+	// for the next change).
+	writeModule(t, filepath.Join(dir, "grow.wasm"), largeModule(t, 1<<20+4096)) // 18Mi; 8Mi
+	must(t, alice.plugin("grow", spec("grow.wasm")))                             // 59Mi held with small's 50Mi
+	ready(t, ns, "grow", 30*time.Second)
+	grown := largeModule(t, 6<<20+8192) // 108Mi more to compile: 167Mi
+	writeModule(t, filepath.Join(dir, "grow.wasm"), grown)
+	degradedWith(t, ns, "grow", "tried again at each poll of its tag, or every 10 s for a file", 30*time.Second)
+	u, err := plugins.Get(ctx, "grow", metav1.GetOptions{})
+	must(t, err)
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if c := c.(map[string]any); c["type"] == "Degraded" && c["reason"] != "SwapWaiting" {
+			t.Errorf("grow is Degraded for %v while its new module waits for room, want SwapWaiting", c["reason"])
+		}
+	}
+	must(t, plugins.Delete(ctx, "small", metav1.DeleteOptions{})) // 9Mi held: 117Mi fits
+	eventually(t, 30*time.Second, "grow serving its new module", func() error {
+		u, err := plugins.Get(ctx, "grow", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d, _, _ := unstructured.NestedString(u.Object, "status", "activeDigest")
+		if s, m := pluginCondition(t, ns, "grow", "Degraded"); d != digestOf(grown) || s != "False" {
+			return fmt.Errorf("activeDigest %s, Degraded=%s: %s", d, s, m)
+		}
+		return nil
+	})
 }
 
 // Events and errors are bounded: an Event her plugin's ServiceAccount may not create is refused
