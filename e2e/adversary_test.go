@@ -319,7 +319,7 @@ func TestATenantsModulesCountInHerMemoryBudget(t *testing.T) {
 	// serves on, and swapped in once room is made, with no other change to the file (it waited
 	// for the next change).
 	writeModule(t, filepath.Join(dir, "grow.wasm"), largeModule(t, 1<<20+4096)) // 18Mi; 8Mi
-	must(t, alice.plugin("grow", spec("grow.wasm")))                             // 59Mi held with small's 50Mi
+	must(t, alice.plugin("grow", spec("grow.wasm")))                            // 59Mi held with small's 50Mi
 	ready(t, ns, "grow", 30*time.Second)
 	grown := largeModule(t, 6<<20+8192) // 108Mi more to compile: 167Mi
 	writeModule(t, filepath.Join(dir, "grow.wasm"), grown)
