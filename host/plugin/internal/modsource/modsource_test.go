@@ -79,6 +79,18 @@ func (t *target) Refuse(err error) {
 	t.refused = append(t.refused, err)
 }
 
+// waitFor waits until cond holds, for at most 5 s, and fails saying why otherwise.
+func waitFor(t *testing.T, cond func() bool, why string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (t *target) refusals() []error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -141,13 +153,7 @@ func TestFileWatcherSwapsWhenTheFileChanges(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(tg.swapped()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no swap 5s after the module file was replaced")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return len(tg.swapped()) > 0 }, "no swap 5s after the module file was replaced")
 	if got := string(tg.swapped()[0]); got != "v2" {
 		t.Errorf("swapped to %q, want the new file's v2", got)
 	}
@@ -164,13 +170,7 @@ func TestFileWatcherTriesAgainAModuleThatDidNotFit(t *testing.T) {
 	if err := os.WriteFile(path, []byte("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(tg.swapped()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the module that did not fit was never tried again")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return len(tg.swapped()) > 0 }, "the module that did not fit was never tried again")
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
 	if tg.attempts != 3 || string(tg.swaps[0]) != "v2" {
@@ -234,13 +234,7 @@ func TestTagPollerTriesAgainAModuleThatDidNotFit(t *testing.T) {
 	if _, err := client.Push(ctx, []byte("v2"), []byte(`{}`), ref); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(tg.swapped()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the module that did not fit was never tried again")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return len(tg.swapped()) > 0 }, "the module that did not fit was never tried again")
 	time.Sleep(100 * time.Millisecond) // about 10 polls more
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
@@ -312,13 +306,7 @@ func TestTagPollerWaitsForASignature(t *testing.T) {
 	if _, err := client.Attach(ctx, ref, second, signature.ArtifactType, bundle, signature.Annotations()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(tg.swapped()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no swap 5s after the module was signed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return len(tg.swapped()) > 0 }, "no swap 5s after the module was signed")
 	if got := string(tg.swapped()[0]); got != "v2" || len(tg.refusals()) != 1 {
 		t.Errorf("swapped to %q after %d refusals, want v2 after one", got, len(tg.refusals()))
 	}
@@ -335,13 +323,7 @@ func TestFileWatcherSwapsOnceSigned(t *testing.T) {
 	if err := os.WriteFile(path, []byte("v2"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(tg.refusals()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the unsigned module file was not refused")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return len(tg.refusals()) > 0 }, "the unsigned module file was not refused")
 	if len(tg.swapped()) != 0 {
 		t.Fatal("an unsigned module file was swapped in")
 	}
@@ -352,12 +334,7 @@ func TestFileWatcherSwapsOnceSigned(t *testing.T) {
 	if err := os.WriteFile(path+signature.FileSuffix, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for len(tg.swapped()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no swap 5s after the module file was signed")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return len(tg.swapped()) > 0 }, "no swap 5s after the module file was signed")
 	if got := string(tg.swapped()[0]); got != "v2" {
 		t.Errorf("swapped to %q, want v2", got)
 	}
@@ -385,13 +362,7 @@ func TestFileWatcherWaitsForASlowWrite(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(tg.swapped()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no swap 5s after the module file was written")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return len(tg.swapped()) > 0 }, "no swap 5s after the module file was written")
 	time.Sleep(500 * time.Millisecond) // any later swap
 	swaps := tg.swapped()
 	if len(swaps) != 1 || len(swaps[0]) != len(module) {
