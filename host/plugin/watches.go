@@ -207,7 +207,7 @@ func mapOutcome(err error) string {
 const maxMapRetries = 4096
 
 // mapRetryDelay is how long the try after try waits: 1 s, doubling, at most a minute.
-func mapRetryDelay(try int) time.Duration { return time.Second << min(try, 6) }
+func mapRetryDelay(try int) time.Duration { return min(time.Second<<min(try, 6), time.Minute) }
 
 // retryMap maps o again after mapRetryDelay(try), while ctx (the controller's) lasts, and
 // enqueues what it returns that this replica's shards take; false if maxMapRetries maps wait
@@ -217,7 +217,7 @@ func (p *Plugin) retryMap(ctx context.Context, w abi.Watch, o event.Object, try 
 		p.mapRetries.Add(-1)
 		return 0, false
 	}
-	after := min(mapRetryDelay(try), time.Minute)
+	after := mapRetryDelay(try)
 	time.AfterFunc(after, func() {
 		defer p.mapRetries.Add(-1)
 		if ctx.Err() != nil {
