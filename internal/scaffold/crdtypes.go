@@ -248,8 +248,9 @@ const (
 	importQty     = `resource "` + sdkK8s + `apimachinery/pkg/api/resource"`
 )
 
-// conditionFields are metav1.Condition's JSON fields: an array of objects of these, with type
-// and status, is a []metav1.Condition.
+// conditionFields are metav1.Condition's JSON fields: an array of objects of these, with every
+// one it always writes (all but observedGeneration), is a []metav1.Condition. One of type and
+// status alone (batch/v1's onPodConditions patterns) is not: a Condition would write the others.
 var conditionFields = []string{"type", "status", "observedGeneration", "lastTransitionTime", "reason", "message"}
 
 // typeOf is the Go type of a value of schema s at path (spec.parts[*]) of the object; name is
@@ -337,9 +338,12 @@ func isCondition(s *apiextensionsv1.JSONSchemaProps) bool {
 			return false
 		}
 	}
-	_, t := s.Properties["type"]
-	_, st := s.Properties["status"]
-	return t && st
+	for _, f := range conditionFields {
+		if _, ok := s.Properties[f]; !ok && f != "observedGeneration" {
+			return false
+		}
+	}
+	return true
 }
 
 // structOf declares the struct of schema s, at path, under a name not yet taken (name, or

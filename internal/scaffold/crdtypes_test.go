@@ -104,6 +104,7 @@ func TestACustomResourceIsTypedFromItsCRD(t *testing.T) {
 		"\tExtra *runtime.RawExtension `json:\"extra,omitempty\"`\n",
 		"\tMetadata metav1.ObjectMeta `json:\"metadata,omitzero\"`\n",
 		"\tConditions []metav1.Condition `json:\"conditions,omitempty\"`\n",
+		"\tOnPodConditions []WidgetStatusOnPodCondition `json:\"onPodConditions,omitempty\"`\n",
 		"// WidgetSpecLimits is the object at spec.limits.*.\n",
 	} {
 		if !strings.Contains(string(types), want) {
