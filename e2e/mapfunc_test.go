@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,8 +28,15 @@ func TestAMapFunctionThatMisbehaves(t *testing.T) {
 	ns := namespace(t)
 	m := metrics.New()
 	logs := &logLines{}
+	var dropped []string // what OnDropped was told, as a Plugin object's Events are
+	var droppedMu sync.Mutex
 	_, loaded := pluginHostWithMetrics(t, cfg, logs.logger(), m, plugin.Config{Name: "map", Module: wasmFile(t, "testguests", "map-go"), Namespaces: []string{ns},
 		Timeout: &metav1.Duration{Duration: time.Second},
+		Hooks: plugin.Hooks{OnDropped: func(msg string) {
+			droppedMu.Lock()
+			defer droppedMu.Unlock()
+			dropped = append(dropped, msg)
+		}},
 		Permissions: []abi.Permission{
 			grant("", []string{"configmaps"}, "get", "list", "watch", "create"),
 			grant("", []string{"secrets", "namespaces"}, "get", "list", "watch"),
@@ -98,6 +106,12 @@ func TestAMapFunctionThatMisbehaves(t *testing.T) {
 	})
 	logs.waitFor(t, 10*time.Second, "named an object it may not reconcile", `"name"="x"`, `"error"="its namespace is not one of the plugin's`)
 	logs.waitFor(t, 10*time.Second, "named an object it may not reconcile", `"name"="y"`, `"error"="it has no namespace, and Secret is namespaced"`)
+	// Its Plugin object would be told once a minute, not once a drop.
+	droppedMu.Lock()
+	if len(dropped) != 1 || !strings.Contains(dropped[0], "its map function named kube-system/x, which it may not reconcile (its namespace is not one of the plugin's") {
+		t.Errorf("OnDropped told %q, want kube-system/x's drop once", dropped)
+	}
+	droppedMu.Unlock()
 	if f := p.Failing(); f != "" {
 		t.Errorf("Failing() = %q after a map that worked", f)
 	}

@@ -410,4 +410,8 @@ type Hooks struct {
 	// OnFailing is told what Failing says when it changes from "" or back to it, from a
 	// reconcile's goroutine or a map's (an informer's event handler): it must not block.
 	OnFailing func(string)
+	// OnDropped is told, at most once a minute, that the plugin's map function named an object
+	// the plugin may not reconcile, which was not enqueued: which one and why, as the log says
+	// each. It is called from an informer's event handler and must not block.
+	OnDropped func(string)
 }

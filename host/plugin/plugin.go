@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/wasmrec/wasmrec/host/cache"
@@ -89,10 +90,11 @@ type Plugin struct {
 
 	health pluginHealth // what was said of informers it needs that the host may not list
 
-	failures    failureStreak // reconciles failed since the last success
-	mapFailures failureStreak // maps of watched objects failed since the last success
-	mapTimeouts mapTimeouts   // object versions whose maps timed out
-	mapRetries  atomic.Int64  // maps waiting to be tried again (retryMap)
+	failures    failureStreak  // reconciles failed since the last success
+	mapFailures failureStreak  // maps of watched objects failed since the last success
+	mapTimeouts mapTimeouts    // object versions whose maps timed out
+	mapRetries  atomic.Int64   // maps waiting to be tried again (retryMap)
+	dropTold    rate.Sometimes // OnDropped: at most once a minute
 
 	overBudgetSaid atomic.Value // the digest of the module last said (logged) not to fit its memory budget
 	overBudgetTold atomic.Value // the same, told to OnSwap (a trigger's swap)
@@ -144,7 +146,8 @@ func (h *Host) load(ctx context.Context, cfg Config, wasmBytes []byte, src *mods
 	}()
 	workers := max(cfg.MaxConcurrentReconciles, 1)
 	log := h.log.WithValues("plugin", cfg.Name)
-	p := &Plugin{cfg: cfg, host: h, log: log, mapFailures: failureStreak{what: "map of a watched object by the plugin's map function"}}
+	p := &Plugin{cfg: cfg, host: h, log: log, mapFailures: failureStreak{what: "map of a watched object by the plugin's map function"},
+		dropTold: rate.Sometimes{Interval: time.Minute}}
 	p.source.Store(src)
 	checkers, err := h.checkers(cfg)
 	if err != nil {

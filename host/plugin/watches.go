@@ -185,6 +185,11 @@ func (p *Plugin) admitMapped(got []abi.Request, log logr.Logger) []reconcile.Req
 			if msg := "the plugin's map function named an object it may not reconcile: not enqueued"; p.Module().AdmitLog(len(msg) + len(why)) {
 				log.Error(errors.New(why), msg, "namespace", r.Namespace, "name", r.Name)
 			}
+			if f := p.cfg.Hooks.OnDropped; f != nil {
+				p.dropTold.Do(func() {
+					f(fmt.Sprintf("its map function named %s, which it may not reconcile (%s): not enqueued (said at most once a minute)", types.NamespacedName{Namespace: r.Namespace, Name: r.Name}, why))
+				})
+			}
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: r.Name}})

@@ -314,6 +314,9 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 				OnUnavailable: func([]string) { r.ctrl.Enqueue(again) },
 				// So does a plugin failing every reconcile, until one succeeds.
 				OnFailing: func(string) { r.ctrl.Enqueue(again) },
+				// What its map function named that it may not reconcile, which the tenant
+				// could see only in the host's log.
+				OnDropped: func(msg string) { r.event(u, corev1.EventTypeWarning, "MapRequestDropped", "%s", msg) },
 			},
 			Reporting: r.leading,
 			Live:      live, // a rollout the host was in the middle of starts again
