@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -70,7 +72,16 @@ func writeModule(out string, mv module.Version, dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := zip.CreateFromDir(f, mv, dir); err != nil {
+	files, err := moduleFiles(dir)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	zfiles := make([]zip.File, len(files))
+	for i, name := range files {
+		zfiles[i] = dirFile{dir, name}
+	}
+	if err := zip.Create(f, mv, zfiles); err != nil {
 		f.Close()
 		return err
 	}
@@ -87,6 +98,47 @@ func writeModule(out string, mv module.Version, dir string) error {
 		}
 	}
 	return nil
+}
+
+// moduleFiles lists, slash-separated and relative to dir, the files of the module at dir that its
+// published version holds. In a git work tree those are the files git tracks or would track: an
+// ignored file (a test binary `go test -c` left, a built module) is not published, and a proxy
+// written from a working tree holds what one written from a clean checkout does. Outside git,
+// every file.
+func moduleFiles(dir string) ([]string, error) {
+	out, err := exec.Command("git", "-C", dir, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", ".").Output()
+	if err != nil {
+		var files []string
+		err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(dir, p)
+			files = append(files, filepath.ToSlash(rel))
+			return err
+		})
+		return files, err
+	}
+	var files []string
+	for _, name := range strings.Split(string(out), "\x00") {
+		// --cached lists a tracked file deleted in the work tree too.
+		if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(name))); name == "" || err != nil {
+			continue
+		}
+		files = append(files, name)
+	}
+	return files, nil
+}
+
+// dirFile is a file of a module's folder, as zip.Create takes it.
+type dirFile struct{ dir, name string }
+
+func (f dirFile) Path() string { return f.name }
+func (f dirFile) Lstat() (fs.FileInfo, error) {
+	return os.Lstat(filepath.Join(f.dir, filepath.FromSlash(f.name)))
+}
+func (f dirFile) Open() (io.ReadCloser, error) {
+	return os.Open(filepath.Join(f.dir, filepath.FromSlash(f.name)))
 }
 
 // Carried reports whether this binary carries the Modules (it was built by make).
@@ -225,11 +277,61 @@ func StaleInCache(gomodcache string) error {
 	if err != nil {
 		return err
 	}
+	stale, err := staleIn(gomodcache, proxy)
+	if err != nil || len(stale) == 0 {
+		return err
+	}
+	root := filepath.Join(gomodcache, "github.com", "wasmrec")
+	return fmt.Errorf("the module cache (%s) holds %s@%s with other contents than this wasmrec carries (another wasmrec binary of the same version, built from another tree, put it there): remove it with `chmod -R u+w %s && rm -rf %s %s`, remove the plugin's go.sum, and run the command again",
+		gomodcache, strings.Join(stale, ", "), release.Version, root, root, filepath.Join(gomodcache, "cache", "download", "github.com", "wasmrec"))
+}
+
+// DropStale removes from the module cache at gomodcache the Modules it holds at release.Version
+// with other contents than the proxy folder out (as Write wrote it), and returns their paths. The
+// version is this tree's own: its contents are whatever the tree holds, and a tree whose SDK
+// changed since the cache was filled would otherwise meet StaleInCache's error in every build.
+func DropStale(gomodcache, out string) ([]string, error) {
+	stale, err := staleIn(gomodcache, out)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range stale {
+		escaped, err := module.EscapePath(p)
+		if err != nil {
+			return nil, err
+		}
+		extracted := filepath.Join(gomodcache, filepath.FromSlash(escaped)+"@"+release.Version)
+		// The go command leaves what it extracts read-only.
+		_ = filepath.WalkDir(extracted, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				os.Chmod(p, 0o755)
+			}
+			return nil
+		})
+		if err := os.RemoveAll(extracted); err != nil {
+			return nil, err
+		}
+		downloads, err := filepath.Glob(filepath.Join(gomodcache, "cache", "download", filepath.FromSlash(escaped), "@v", release.Version+".*"))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range downloads {
+			if err := os.Remove(f); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return stale, nil
+}
+
+// staleIn returns the Modules that the module cache at gomodcache holds at release.Version with
+// other contents than the proxy folder proxy.
+func staleIn(gomodcache, proxy string) ([]string, error) {
 	var stale []string
 	for _, m := range Modules {
 		escaped, err := module.EscapePath(m.Path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cached, err := os.ReadFile(filepath.Join(gomodcache, "cache", "download", filepath.FromSlash(escaped), "@v", release.Version+".ziphash"))
 		if err != nil {
@@ -237,16 +339,11 @@ func StaleInCache(gomodcache string) error {
 		}
 		carried, err := dirhash.HashZip(filepath.Join(proxy, filepath.FromSlash(escaped), "@v", release.Version+".zip"), dirhash.Hash1)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if strings.TrimSpace(string(cached)) != carried {
 			stale = append(stale, m.Path)
 		}
 	}
-	if len(stale) == 0 {
-		return nil
-	}
-	root := filepath.Join(gomodcache, "github.com", "wasmrec")
-	return fmt.Errorf("the module cache (%s) holds %s@%s with other contents than this wasmrec carries (another wasmrec binary of the same version, built from another tree, put it there): remove it with `chmod -R u+w %s && rm -rf %s %s`, remove the plugin's go.sum, and run the command again",
-		gomodcache, strings.Join(stale, ", "), release.Version, root, root, filepath.Join(gomodcache, "cache", "download", "github.com", "wasmrec"))
+	return stale, nil
 }
