@@ -36,6 +36,23 @@ type ListRequest struct {
 	LabelSelector string `json:"labelSelector,omitempty"`
 	// Encoding is "" or EncodingJSON for JSON, or EncodingProtobuf: see Encoding*.
 	Encoding string `json:"encoding,omitempty"`
+	// Fields are values the items must have (controller-runtime's MatchingFields), by field:
+	// metadata.name, metadata.namespace, or a field index the guest computes itself. The host
+	// tests the metadata fields; of an index it leaves out the items whose values Indexed (of
+	// this list or an earlier one of the same module) shows lack the value, and returns the
+	// rest, for the guest to test. A host that predates the field returns every item.
+	Fields map[string]string `json:"fields,omitempty"`
+	// Indexed tells the host the values of the guest's field indexes for object versions, for
+	// Fields to use in this list and later ones. The host may forget them at any time.
+	Indexed []IndexValues `json:"indexed,omitempty"`
+}
+
+// IndexValues are the values of one field index for one version of one object.
+type IndexValues struct {
+	UID             string   `json:"uid"`
+	ResourceVersion string   `json:"resourceVersion"`
+	Field           string   `json:"field"`
+	Values          []string `json:"values"`
 }
 
 // Encodings a get or list may ask for. A host answers EncodingProtobuf only for the built-in

@@ -31,10 +31,12 @@ import (
 	"github.com/wasmrec/wasmrec/internal/kinds"
 )
 
-// version is a module serving a plugin and the policy its manifest and the grant make.
+// version is a module serving a plugin, the policy its manifest and the grant make, and the
+// values of its field indexes its guests told.
 type version struct {
 	mod    *wasm.Module
 	policy *policy.Policy
+	index  *hostcalls.Index
 }
 
 // Plugin is a loaded plugin: a compiled module and the controller that runs it. It is a
@@ -280,7 +282,7 @@ func (p *Plugin) versionOf(mod *wasm.Module) (*version, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &version{mod: mod, policy: pol}, nil
+	return &version{mod: mod, policy: pol, index: &hostcalls.Index{}}, nil
 }
 
 // checkWatches refuses to start informers for a kind the running module may not list and

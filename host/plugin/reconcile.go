@@ -172,7 +172,7 @@ func (p *Plugin) run(ctx context.Context, req reconcile.Request, call abi.Reques
 		if cur == nil {
 			cur = p.current.Load()
 		}
-		c := &hostcalls.Calls{API: p.api, Policy: cur.policy, Req: req}
+		c := &hostcalls.Calls{API: p.api, Policy: cur.policy, Index: cur.index, Req: req}
 		if calls != nil {
 			calls(c)
 		}

@@ -127,7 +127,7 @@ func (p *Plugin) mapInGuestTry(ctx context.Context, w abi.Watch, o event.Object,
 			return nil
 		}
 		key := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}
-		calls := &hostcalls.Calls{API: p.api, Policy: v.policy, Req: key, ReadOnly: true}
+		calls := &hostcalls.Calls{API: p.api, Policy: v.policy, Index: v.index, Req: key, ReadOnly: true}
 		got, err := v.mod.Map(ctx, &wasm.Call{Host: calls, Logger: log, Map: &recording.MapInput{Watch: uint32(index), Object: raw}})
 		switch {
 		case errors.Is(err, wasm.ErrClosed) && p.Module() != v.mod:

@@ -290,6 +290,9 @@ func StaleInCache(gomodcache string) error {
 // with other contents than the proxy folder out (as Write wrote it), and returns their paths. The
 // version is this tree's own: its contents are whatever the tree holds, and a tree whose SDK
 // changed since the cache was filled would otherwise meet StaleInCache's error in every build.
+// The go command's index of the packages of a module in the module cache is kept by the
+// module's path alone, and is not removed: a change of the modules' imports needs a new version
+// or `go clean -cache`.
 func DropStale(gomodcache, out string) ([]string, error) {
 	stale, err := staleIn(gomodcache, out)
 	if err != nil {

@@ -33,6 +33,6 @@ func main() {
 		os.Exit(1)
 	}
 	for _, p := range dropped {
-		fmt.Printf(">> the module cache held %s at this tree's version with other contents (an earlier tree's): removed it\n", p)
+		fmt.Printf(">> the module cache held %s at this tree's version with other contents (an earlier tree's): removed it. The go command also keeps what it read of a module's packages by the module's path, not its contents: if a build then says `could not import`, run `go clean -cache`, or give the modules a new version (internal/release)\n", p)
 	}
 }

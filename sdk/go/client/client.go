@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/wasmrec/wasmrec/abi"
@@ -131,7 +133,7 @@ func beginRef(e *codec.Encoder, r abi.ObjectRef) {
 }
 
 // listRequest is the request of a list of kind that o selects (its namespace and labels).
-func listRequest(apiVersion, kind string, o ListOptions) []byte {
+func listRequest(apiVersion, kind string, o ListOptions, told []abi.IndexValues) []byte {
 	var e codec.Encoder
 	e.BeginObject()
 	e.Key(`"apiVersion":`)
@@ -145,6 +147,36 @@ func listRequest(apiVersion, kind string, o ListOptions) []byte {
 	if o.LabelSelector != "" {
 		e.Key(`"labelSelector":`)
 		e.String(o.LabelSelector)
+	}
+	if len(o.Fields) > 0 {
+		e.Key(`"fields":`)
+		e.BeginObject()
+		for _, f := range slices.Sorted(maps.Keys(o.Fields)) { // the same options, the same request
+			e.KeyString(f)
+			e.String(o.Fields[f])
+		}
+		e.EndObject()
+	}
+	if len(told) > 0 {
+		e.Key(`"indexed":`)
+		e.BeginArray()
+		for _, t := range told {
+			e.BeginObject()
+			e.Key(`"uid":`)
+			e.String(t.UID)
+			e.Key(`"resourceVersion":`)
+			e.String(t.ResourceVersion)
+			e.Key(`"field":`)
+			e.String(t.Field)
+			e.Key(`"values":`)
+			e.BeginArray()
+			for _, v := range t.Values {
+				e.String(v)
+			}
+			e.EndArray()
+			e.EndObject()
+		}
+		e.EndArray()
 	}
 	e.EndObject()
 	req, _ := e.Bytes()
@@ -168,8 +200,9 @@ func (c *Client) Get(ctx context.Context, key ObjectKey, obj Object) error {
 
 // List reads the objects of list's kind that opts select (InNamespace, MatchingLabels,
 // HasLabels, MatchingFields), from the host's cache. list is reset first. MatchingFields are
-// tested in the plugin, on the objects the other options select, with the indexes registered
-// by IndexField.
+// tested in the plugin with the indexes registered by IndexField, on the objects the other
+// options select and the host does not know to fail them (it knows an index's values the
+// plugin told it).
 func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) error {
 	apiVersion, listKind := list.APIVersionKind()
 	kind, ok := strings.CutSuffix(listKind, "List")
@@ -182,12 +215,9 @@ func (c *Client) List(ctx context.Context, list ObjectList, opts ...ListOption) 
 	if err != nil {
 		return err
 	}
-	resp, err := c.c.Raw(ctx, abi.ImportList, listRequest(apiVersion, kind, o))
+	resp, err := c.c.Raw(ctx, abi.ImportList, listRequest(apiVersion, kind, o, c.idx.takeTold()))
 	if err != nil {
 		return err
-	}
-	if match != nil {
-		resp = match.prefilter(resp)
 	}
 	list.Reset()
 	if err := codec.UnmarshalKeep(resp, list); err != nil {
@@ -349,7 +379,7 @@ func (c *Client) DeleteAllOf(ctx context.Context, obj Object, opts ...DeleteAllO
 		return fmt.Errorf("deleteAllOf with MatchingFields: not supported; List with them, then Delete each")
 	}
 	apiVersion, kind := apiVersionKind(obj)
-	resp, err := c.c.Raw(ctx, abi.ImportList, listRequest(apiVersion, kind, lo))
+	resp, err := c.c.Raw(ctx, abi.ImportList, listRequest(apiVersion, kind, lo, nil))
 	if err != nil {
 		return err
 	}

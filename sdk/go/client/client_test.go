@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -257,9 +258,9 @@ func TestListMatchingFieldsUsesTheIndexesRegistered(t *testing.T) {
 	}
 }
 
-// A List with an index decodes only the items an earlier List's index values do not rule out:
-// the index is evaluated once per object version, as controller-runtime's cache does, and an
-// object that changed is evaluated again.
+// A List with an index evaluates it once per object version, as controller-runtime's cache
+// does, and tells the host the values: a later List is handed only the items that match or
+// changed, and an object that changed is evaluated again.
 func TestListMatchingFieldsEvaluatesAnIndexOncePerVersion(t *testing.T) {
 	owned := func(name, owner string) *wasmrec.Object {
 		o := configMap(name, nil, nil)
@@ -275,7 +276,8 @@ func TestListMatchingFieldsEvaluatesAnIndexOncePerVersion(t *testing.T) {
 		objs = append(objs, owned(fmt.Sprintf("cm-%02d", i), owner))
 	}
 	cluster := fake.NewCluster(manifest, objs...)
-	c := client.From(cluster.Client())
+	s := &counting{to: cluster.Client()}
+	c := client.From(wasmrec.NewClientWith(s))
 	ctx := context.Background()
 	evaluated := map[string]int{}
 	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "owner", func(o client.Object) []string {
@@ -303,27 +305,75 @@ func TestListMatchingFieldsEvaluatesAnIndexOncePerVersion(t *testing.T) {
 	if got := list(); !slices.Equal(got, want) {
 		t.Fatalf("first list: %v, want %v", got, want)
 	}
-	if len(evaluated) != 40 {
-		t.Fatalf("the first list evaluated the index on %d objects, want 40", len(evaluated))
+	if len(evaluated) != 40 || s.items != 40 {
+		t.Fatalf("the first list was handed %d items and evaluated the index on %d; want 40 and 40", s.items, len(evaluated))
 	}
 	clear(evaluated)
 	if got := list(); !slices.Equal(got, want) {
 		t.Fatalf("second list: %v, want %v", got, want)
 	}
-	if len(evaluated) != 4 || evaluated["cm-01"] != 0 {
-		t.Errorf("the second list evaluated the index on %v; want only the 4 that match", evaluated)
+	if len(evaluated) != 0 || s.items != 4 {
+		t.Errorf("the second list was handed %d items and evaluated the index on %v; want the 4 that match, and none", s.items, evaluated)
 	}
 	// cm-01 changes owner: its new version is evaluated, and it is listed.
-	clear(evaluated)
 	cluster.Put(owned("cm-01", "web"))
 	want = []string{"cm-00", "cm-01", "cm-10", "cm-20", "cm-30"}
 	if got := list(); !slices.Equal(got, want) {
 		t.Fatalf("after a change: %v, want %v", got, want)
 	}
-	if evaluated["cm-01"] != 1 || len(evaluated) != 5 {
-		t.Errorf("after a change the index was evaluated on %v", evaluated)
+	if evaluated["cm-01"] != 1 || len(evaluated) != 1 || s.items != 5 {
+		t.Errorf("after a change the list was handed %d items, and the index was evaluated on %v", s.items, evaluated)
+	}
+	// A host that forgot what it was told (or predates being told) hands every item back: the
+	// plugin still lists what matches, and tells it again.
+	forgetful := &counting{to: fake.NewCluster(manifest, objs...).Client(), forget: true}
+	c = client.From(wasmrec.NewClientWith(forgetful))
+	if err := c.IndexField(ctx, &corev1.ConfigMap{}, "owner", func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		var l corev1.ConfigMapList
+		if err := c.List(ctx, &l, client.InNamespace("demo"), client.MatchingFields{"owner": "web"}); err != nil || len(l.Items) != 4 || forgetful.items != 40 {
+			t.Fatalf("from a host that forgets: %v, %d items of %d handed", err, len(l.Items), forgetful.items)
+		}
 	}
 }
+
+// counting is a transport to a fake cluster that counts the items of each list's answer; one
+// that forgets drops what a list tells of index values, as a host that predates them.
+type counting struct {
+	to     *wasmrec.Client
+	forget bool
+	items  int // in the last list's answer
+}
+
+func (s *counting) Call(ctx context.Context, fn string, req []byte) (abi.Status, []byte) {
+	if fn == abi.ImportList && s.forget {
+		var r abi.ListRequest
+		if err := json.Unmarshal(req, &r); err != nil {
+			return abi.StatusBadRequest, []byte(err.Error())
+		}
+		r.Indexed = nil
+		req, _ = json.Marshal(r)
+	}
+	resp, err := s.to.Raw(ctx, fn, req)
+	if se := (*wasmrec.StatusError)(nil); errors.As(err, &se) {
+		return se.Status, []byte(se.Message)
+	}
+	if fn == abi.ImportList {
+		var l abi.ListResponse
+		_ = json.Unmarshal(resp, &l)
+		s.items = len(l.Items)
+	}
+	return abi.StatusOK, resp
+}
+
+func (s *counting) Log(level int32, line []byte) {}
 
 // spy is a transport that keeps each request on its way to a fake cluster.
 type spy struct {

@@ -14,6 +14,7 @@
 // the generated codecs without reflection. What differs from controller-runtime is listed on
 // each call and in docs/plugin-authors.md: the field manager of every write is the plugin's
 // name, followed by "/" and the FieldOwner if the write names one, List takes no limit or
-// continue and tests MatchingFields in the plugin (with the indexes IndexField registers), and
+// continue and tests MatchingFields in the plugin (with the indexes IndexField registers, whose
+// values it tells the host, which hands back only the items that match or it was not told of), and
 // DeleteAllOf deletes what a List finds, one object at a time.
 package client

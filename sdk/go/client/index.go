@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/wasmrec/wasmrec/sdk/go/codec"
+	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/runtime"
 )
 
@@ -17,19 +17,22 @@ type IndexerFunc func(obj Object) []string
 type indexes struct {
 	mu  sync.RWMutex
 	byK map[string]map[string]IndexerFunc
-	// seen are the values the indexes gave, by object version: a List decodes only the items
-	// whose values it does not know or that match (fieldMatcher.prefilter).
+	// seen are the values the indexes gave, by object version: an object a List reads again is
+	// not evaluated again.
 	seen map[seenKey][]string
+	// told are values computed since the last List, which the next List tells the host
+	// (abi.ListRequest.Indexed): it leaves out, from then on, the items they show do not match.
+	told []abi.IndexValues
 }
 
 // IndexField registers an index of obj's kind: List with MatchingFields{field: value} then
 // keeps the objects for which extract gives value, as with controller-runtime's
 // mgr.GetFieldIndexer().IndexField (same arguments). The index is computed in the plugin, on the
 // objects a List reads from the host's cache, once per object version (uid and resourceVersion),
-// as controller-runtime's cache computes it once per version: a later List decodes only the items
-// whose values match or are not known yet. So extract must depend on the object alone. Register
-// it once, in init or where the Client is made. metadata.name and metadata.namespace need no
-// index.
+// as controller-runtime's cache computes it once per version. The plugin tells the host the
+// values, and a later List is handed only the items whose values match or are not known yet.
+// So extract must depend on the object alone. Register it once, in init or where the Client is
+// made. metadata.name and metadata.namespace need no index.
 func (c *Client) IndexField(_ context.Context, obj Object, field string, extract IndexerFunc) error {
 	if field == "" || extract == nil {
 		return fmt.Errorf("IndexField: a field name and an extract function are needed")
@@ -54,6 +57,10 @@ func (c *Client) IndexField(_ context.Context, obj Object, field string, extract
 // maxSeen bounds the index values kept between Lists; past it they are all forgotten.
 const maxSeen = 1 << 14
 
+// maxTold bounds the values one List tells the host; the rest are not told (the host hands
+// those objects back, and they are tested here).
+const maxTold = 1 << 12
+
 // seenKey names the index values of one version of one object.
 type seenKey struct{ kind, field, uid, resourceVersion string }
 
@@ -67,7 +74,7 @@ type fieldMatcher struct {
 type fieldTest struct {
 	field, value string
 	extract      IndexerFunc
-	cached       bool // its values are kept between Lists, by object version
+	cached       bool // its values are kept between Lists, by object version, and told the host
 }
 
 // matcher is the test a List's MatchingFields make of each item, nil for none, or an error
@@ -96,24 +103,38 @@ func (c *Client) matcher(apiVersion, kind string, fields map[string]string) (*fi
 	return m, nil
 }
 
-// match reports whether o passes every test, and keeps the index values it computed for the
-// next List of the same object version.
+// match reports whether o passes every test. An index's values are computed once per object
+// version, kept, and told the host with the next List; an object known not to match is handed
+// back only by a host that forgot its values (or predates being told): they are told again.
 func (m *fieldMatcher) match(o runtime.Object) bool {
 	obj, ok := o.(Object)
 	if !ok {
 		return false
 	}
+	uid, rv := string(obj.GetUID()), obj.GetResourceVersion()
 	ok = true
 	for _, t := range m.tests {
-		values := t.extract(obj)
-		if t.cached && obj.GetUID() != "" && obj.GetResourceVersion() != "" {
-			m.idx.remember(seenKey{m.kind, t.field, string(obj.GetUID()), obj.GetResourceVersion()}, values)
+		if !t.cached || uid == "" || rv == "" {
+			ok = ok && slices.Contains(t.extract(obj), t.value)
+			continue
 		}
-		ok = ok && slices.Contains(values, t.value)
+		k := seenKey{m.kind, t.field, uid, rv}
+		m.idx.mu.RLock()
+		values, seen := m.idx.seen[k]
+		m.idx.mu.RUnlock()
+		if !seen {
+			values = t.extract(obj)
+		}
+		pass := slices.Contains(values, t.value)
+		if !seen || !pass {
+			m.idx.remember(k, values)
+		}
+		ok = ok && pass
 	}
 	return ok
 }
 
+// remember keeps the values of k for later Lists, and to tell the host.
 func (x *indexes) remember(k seenKey, values []string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -121,108 +142,16 @@ func (x *indexes) remember(k seenKey, values []string) {
 		x.seen = map[seenKey][]string{}
 	}
 	x.seen[k] = values
+	if len(x.told) < maxTold {
+		x.told = append(x.told, abi.IndexValues{UID: k.uid, ResourceVersion: k.resourceVersion, Field: k.field, Values: values})
+	}
 }
 
-// decided reports whether the object version uid/resourceVersion passes the tests, if the
-// index values of an earlier List decide it: an index is a function of the object, as
-// controller-runtime's are (computed once per version, in its cache).
-func (m *fieldMatcher) decided(uid, resourceVersion string) (pass, known bool) {
-	if uid == "" || resourceVersion == "" {
-		return false, false
-	}
-	m.idx.mu.RLock()
-	defer m.idx.mu.RUnlock()
-	pass = true
-	for _, t := range m.tests {
-		if !t.cached {
-			return false, false // metadata.name and .namespace: read by decoding
-		}
-		values, ok := m.idx.seen[seenKey{m.kind, t.field, uid, resourceVersion}]
-		if !ok {
-			return false, false
-		}
-		if !slices.Contains(values, t.value) {
-			pass = false
-		}
-	}
-	return pass, true
-}
-
-// prefilter is a List's answer without the items that earlier Lists' index values show do not
-// match: only the rest are decoded. The answer is returned as it is if it cannot be read so.
-func (m *fieldMatcher) prefilter(resp []byte) []byte {
-	d := codec.NewDecoder(resp)
-	if !d.Object() {
-		return resp
-	}
-	var e codec.Encoder
-	e.BeginObject()
-	dropped := false
-	for i := 0; ; i++ {
-		k, ok := d.Member(i)
-		if !ok {
-			break
-		}
-		e.KeyString(k)
-		if k != "items" {
-			e.Raw(d.Raw())
-			continue
-		}
-		if !d.Array() {
-			e.Null()
-			continue
-		}
-		e.BeginArray()
-		for j := 0; d.Elem(j); j++ {
-			item := d.Raw()
-			if pass, known := m.decided(versionOf(item)); known && !pass {
-				dropped = true
-				continue
-			}
-			e.Raw(item)
-		}
-		e.EndArray()
-	}
-	e.EndObject()
-	out, err := e.Bytes()
-	if d.Err() != nil || err != nil || !dropped {
-		return resp
-	}
-	return out
-}
-
-// versionOf reads an object's metadata.uid and metadata.resourceVersion, and nothing after its
-// metadata.
-func versionOf(obj []byte) (uid, resourceVersion string) {
-	d := codec.NewDecoder(obj)
-	if !d.Object() {
-		return "", ""
-	}
-	for i := 0; ; i++ {
-		k, ok := d.Member(i)
-		if !ok {
-			return uid, resourceVersion
-		}
-		if k != "metadata" {
-			d.Skip()
-			continue
-		}
-		if !d.Object() {
-			return "", ""
-		}
-		for j := 0; ; j++ {
-			k, ok := d.Member(j)
-			if !ok {
-				return uid, resourceVersion
-			}
-			switch k {
-			case "uid":
-				codec.ReadString(&uid, d)
-			case "resourceVersion":
-				codec.ReadString(&resourceVersion, d)
-			default:
-				d.Skip()
-			}
-		}
-	}
+// takeTold returns the values to tell the host, and forgets them.
+func (x *indexes) takeTold() []abi.IndexValues {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	told := x.told
+	x.told = nil
+	return told
 }

@@ -106,6 +106,7 @@ func (c *Cluster) list(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, fail(abi.StatusBadRequest, "labelSelector %q: %v", req.LabelSelector, err)
 	}
+	c.learn(req.Indexed)
 	items := []any{}
 	for _, key := range c.sortedKeys(k.group, k.kind) {
 		if req.Namespace != "" && key.namespace != req.Namespace {
@@ -115,11 +116,48 @@ func (c *Cluster) list(body []byte) ([]byte, error) {
 			continue // a list across namespaces covers the plugin's own
 		}
 		o := c.objects[key]
-		if sel.matches(stringMap(o, "metadata", "labels")) {
+		if sel.matches(stringMap(o, "metadata", "labels")) && !c.excludes(o, req.Fields) {
 			items = append(items, o)
 		}
 	}
 	return json.Marshal(map[string]any{"items": items})
+}
+
+// learn keeps the index values a list request tells, as the host does (by object version; the
+// host may forget them, the fake does not).
+func (c *Cluster) learn(told []abi.IndexValues) {
+	for _, t := range told {
+		if c.indexed == nil {
+			c.indexed = map[string]indexed{}
+		}
+		e, ok := c.indexed[t.UID]
+		if !ok || e.resourceVersion != t.ResourceVersion {
+			e = indexed{t.ResourceVersion, map[string][]string{}}
+			c.indexed[t.UID] = e
+		}
+		e.fields[t.Field] = t.Values
+	}
+}
+
+// excludes reports whether o lacks one of fields' values, as the host tells: metadata.name and
+// metadata.namespace from o, an index field from the values told of o's version. The rest are
+// listed, for the guest to test.
+func (c *Cluster) excludes(o map[string]any, fields map[string]string) bool {
+	e, known := c.indexed[str(o, "metadata", "uid")]
+	known = known && e.resourceVersion == str(o, "metadata", "resourceVersion")
+	for field, value := range fields {
+		switch field {
+		case "metadata.name", "metadata.namespace":
+			if str(o, "metadata", field[len("metadata."):]) != value {
+				return true
+			}
+		default:
+			if values, told := e.fields[field]; known && told && !slices.Contains(values, value) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // decodeObject decodes a write's object: a JSON object, less managedFields.

@@ -28,6 +28,7 @@ type Cluster struct {
 	objects    map[objKey]map[string]any
 	applied    map[objKey]map[string]map[string]bool // per subresource ("" or "status"), the paths the plugin last applied
 	rv         int64
+	indexed    map[string]indexed // the index values lists told, by uid
 	events     []Event
 	logs       []LogLine
 	logf       func(format string, args ...any)
@@ -36,6 +37,12 @@ type Cluster struct {
 }
 
 type objKey struct{ group, kind, namespace, name string }
+
+// indexed are the index values told of one version of an object.
+type indexed struct {
+	resourceVersion string
+	fields          map[string][]string
+}
 
 // Event is a Kubernetes Event the plugin recorded.
 type Event struct {

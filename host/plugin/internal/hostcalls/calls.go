@@ -64,6 +64,9 @@ type Calls struct {
 	API    *API
 	Policy *policy.Policy // the policy of the module version the reconcile runs on
 	Req    reconcile.Request
+	// Index is the module version's field index values, which lists with fields use; nil
+	// leaves every item to the guest's own test.
+	Index *Index
 	// DryRun sends every write with dryRun=All, so that the API server checks it and stores
 	// nothing, and records no event: a version in its shadow run. Its calls are not counted.
 	DryRun bool

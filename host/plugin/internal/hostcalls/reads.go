@@ -108,6 +108,7 @@ func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, refusedRead("list", m.GroupVersionKind, err)
 	}
+	c.Index.learn(req.Indexed)
 	// Stable order: the guest's work (and its writes) should not depend on map iteration.
 	items := make([]*object.Object, 0, len(objs))
 	size := len(`{"items":[]}`)
@@ -115,6 +116,9 @@ func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 		obj := o.(*object.Object)
 		if obj.Namespace != "" && !c.Policy.InNamespace(obj.Namespace) {
 			continue // a list across namespaces covers the plugin's own
+		}
+		if len(req.Fields) > 0 && c.Index.excludes(obj, req.Fields) {
+			continue
 		}
 		items = append(items, obj)
 		size += len(obj.Raw) + 1

@@ -1,0 +1,105 @@
+package hostcalls
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/object"
+)
+
+// maxIndexBytes bounds what an Index is told between two times it forgets (about 150 bytes an
+// object version for a short value): past it, it forgets everything and learns again from the
+// guest's next lists.
+const maxIndexBytes = 8 << 20
+
+// maxIndexedPerList bounds the values one list request may tell.
+const maxIndexedPerList = 1 << 14
+
+// Index keeps the values of one module version's field indexes (client.IndexField in the Go
+// SDK), which the guest computes and tells in list requests (abi.ListRequest.Indexed), by
+// object version. A list with Fields then leaves out the items known not to match, and the
+// guest neither copies nor decodes them: each list of a namespace's Jobs by their owner would
+// otherwise hand the guest every Job. One per module version, since another version's index
+// functions may give other values; its guests share it.
+type Index struct {
+	mu    sync.RWMutex
+	byUID map[string]indexEntry
+	bytes int
+}
+
+// indexEntry is what the guest told of the latest version of one object that it told of.
+type indexEntry struct {
+	resourceVersion string
+	fields          map[string][]string
+}
+
+// learn keeps told, values of object versions the guest computed. Values of an object version
+// newer than the one kept replace them: an object's versions are told in no set order by
+// concurrent guests, but a guest tells only the versions it read from the host's cache, so an
+// older one costs at most a list that returns the object.
+func (x *Index) learn(told []abi.IndexValues) {
+	if x == nil || len(told) == 0 {
+		return
+	}
+	if len(told) > maxIndexedPerList {
+		told = told[:maxIndexedPerList]
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, t := range told {
+		if t.UID == "" || t.ResourceVersion == "" || t.Field == "" {
+			continue
+		}
+		size := len(t.UID) + len(t.ResourceVersion) + len(t.Field) + 64
+		for _, v := range t.Values {
+			size += len(v) + 16
+		}
+		if x.byUID == nil || x.bytes+size > maxIndexBytes {
+			x.byUID, x.bytes = map[string]indexEntry{}, 0
+		}
+		e, ok := x.byUID[t.UID]
+		if !ok || e.resourceVersion != t.ResourceVersion {
+			e = indexEntry{resourceVersion: t.ResourceVersion, fields: map[string][]string{}}
+			x.byUID[t.UID] = e
+		}
+		e.fields[t.Field] = slices.Clone(t.Values)
+		x.bytes += size
+	}
+}
+
+// excludes reports whether o lacks one of fields' values: metadata.name and metadata.namespace
+// are tested on o, an index field on the values told of o's version. An index field whose
+// values for this version were not told excludes nothing: the guest tests the object itself.
+func (x *Index) excludes(o *object.Object, fields map[string]string) bool {
+	indexed := false
+	for field, value := range fields {
+		switch field {
+		case "metadata.name":
+			if o.Name != value {
+				return true
+			}
+		case "metadata.namespace":
+			if o.Namespace != value {
+				return true
+			}
+		default:
+			indexed = true
+		}
+	}
+	if !indexed || x == nil {
+		return false
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	e, ok := x.byUID[string(o.UID)]
+	if !ok || e.resourceVersion != o.ResourceVersion {
+		return false
+	}
+	for field, value := range fields {
+		if values, told := e.fields[field]; told && !slices.Contains(values, value) {
+			return true
+		}
+	}
+	return false
+}

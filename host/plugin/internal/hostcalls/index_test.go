@@ -1,0 +1,109 @@
+package hostcalls
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmrec/wasmrec/abi"
+	"github.com/wasmrec/wasmrec/host/object"
+)
+
+func indexedObject(name, uid, rv string) *object.Object {
+	return &object.Object{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, UID: types.UID(uid), ResourceVersion: rv}}
+}
+
+// An Index excludes an object only by values told of its version: another version, a field not
+// told, or an object not told of are left to the guest. metadata.name and .namespace need
+// nothing told.
+func TestIndexExcludesOnlyWhatItWasToldOf(t *testing.T) {
+	x := &Index{}
+	x.learn([]abi.IndexValues{
+		{UID: "u1", ResourceVersion: "5", Field: "owner", Values: []string{"web"}},
+		{UID: "u2", ResourceVersion: "7", Field: "owner", Values: []string{"db", "cache"}},
+		{UID: "u2", ResourceVersion: "7", Field: "node", Values: nil},
+		{UID: "", ResourceVersion: "1", Field: "owner", Values: []string{"x"}}, // not kept
+	})
+	for _, c := range []struct {
+		obj      *object.Object
+		fields   map[string]string
+		excluded bool
+	}{
+		{indexedObject("a", "u1", "5"), map[string]string{"owner": "web"}, false},
+		{indexedObject("a", "u1", "5"), map[string]string{"owner": "db"}, true},
+		{indexedObject("a", "u1", "6"), map[string]string{"owner": "db"}, false}, // a version not told of
+		{indexedObject("b", "u2", "7"), map[string]string{"owner": "cache"}, false},
+		{indexedObject("b", "u2", "7"), map[string]string{"owner": "cache", "node": "n1"}, true},
+		{indexedObject("b", "u2", "7"), map[string]string{"owner": "cache", "zone": "z"}, false}, // zone not told
+		{indexedObject("c", "u3", "1"), map[string]string{"owner": "web"}, false},
+		{indexedObject("c", "u3", "1"), map[string]string{"owner": "web", "metadata.name": "d"}, true},
+		{indexedObject("c", "u3", "1"), map[string]string{"metadata.namespace": "demo", "metadata.name": "c"}, false},
+		{indexedObject("c", "u3", "1"), map[string]string{"metadata.namespace": "other"}, true},
+	} {
+		if got := x.excludes(c.obj, c.fields); got != c.excluded {
+			t.Errorf("%s (uid %s, resourceVersion %s) with %v: excluded %v, want %v", c.obj.Name, c.obj.UID, c.obj.ResourceVersion, c.fields, got, c.excluded)
+		}
+	}
+	// A newer version told replaces what was told of the older.
+	x.learn([]abi.IndexValues{{UID: "u1", ResourceVersion: "6", Field: "owner", Values: []string{"db"}}})
+	if x.excludes(indexedObject("a", "u1", "6"), map[string]string{"owner": "db"}) || !x.excludes(indexedObject("a", "u1", "6"), map[string]string{"owner": "web"}) {
+		t.Error("values told of a new version did not replace the old")
+	}
+	var none *Index // a Calls without one: metadata fields only
+	none.learn([]abi.IndexValues{{UID: "u1", ResourceVersion: "6", Field: "owner"}})
+	if none.excludes(indexedObject("a", "u1", "6"), map[string]string{"owner": "db"}) || !none.excludes(indexedObject("a", "u1", "6"), map[string]string{"metadata.name": "b"}) {
+		t.Error("a nil Index")
+	}
+}
+
+// An Index told more than its bound forgets everything and starts again: its memory is bounded
+// whatever a guest tells it, and what it forgot is left to the guest.
+func TestIndexIsBounded(t *testing.T) {
+	x := &Index{}
+	big := make([]string, 64)
+	for i := range big {
+		big[i] = fmt.Sprintf("value-%0100d", i)
+	}
+	for i := 0; i < 2000; i++ {
+		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", i), ResourceVersion: "1", Field: "f", Values: big}})
+		if x.bytes > maxIndexBytes {
+			t.Fatalf("after %d objects the index holds %d bytes, more than %d", i+1, x.bytes, maxIndexBytes)
+		}
+	}
+	if x.excludes(indexedObject("a", "u0", "1"), map[string]string{"f": "other"}) {
+		t.Error("the first object's values were not forgotten")
+	}
+	if !x.excludes(indexedObject("a", "u1999", "1"), map[string]string{"f": "other"}) {
+		t.Error("the last object's values were forgotten")
+	}
+	told := make([]abi.IndexValues, maxIndexedPerList+10)
+	for i := range told {
+		told[i] = abi.IndexValues{UID: fmt.Sprintf("v%d", i), ResourceVersion: "1", Field: "f", Values: []string{"x"}}
+	}
+	x = &Index{}
+	x.learn(told)
+	if len(x.byUID) != maxIndexedPerList {
+		t.Errorf("one list told %d values and %d were kept, want %d", len(told), len(x.byUID), maxIndexedPerList)
+	}
+}
+
+// Lists of concurrent guests tell and read one Index (run with -race).
+func TestIndexConcurrent(t *testing.T) {
+	x := &Index{}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				uid := fmt.Sprintf("u%d", i%50)
+				x.learn([]abi.IndexValues{{UID: uid, ResourceVersion: fmt.Sprint(i % 3), Field: fmt.Sprint("f", g%2), Values: []string{"v"}}})
+				x.excludes(indexedObject("a", uid, fmt.Sprint(i%3)), map[string]string{"f0": "v", "f1": "w"})
+			}
+		}()
+	}
+	wg.Wait()
+}
