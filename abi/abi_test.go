@@ -54,7 +54,7 @@ func TestDecodeResultRefusesMalformed(t *testing.T) {
 }
 
 func TestRequestRoundTrip(t *testing.T) {
-	for _, r := range []abi.Request{{Name: "cluster-scoped"}, {Namespace: "ns", Name: "n", Retries: 7}} {
+	for _, r := range []abi.Request{{Name: "cluster-scoped"}, {Namespace: "ns", Name: "n", Retries: 7}, {Namespace: "ns", Name: "quiet", DropsDebug: true}} {
 		got, err := abi.DecodeRequest(abi.AppendRequest(nil, r))
 		if err != nil || got != r {
 			t.Fatalf("round trip of %+v: %+v, %v", r, got, err)

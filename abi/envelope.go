@@ -18,15 +18,25 @@ type Request struct {
 	// Retries is how many times in a row this request was retried with backoff: failures and
 	// Requeue results since the last success, RequeueAfter or terminal error (0 on the first try).
 	Retries uint32
+	// DropsDebug says the host keeps none of this reconcile's debug lines (LogDebug): the guest
+	// need not make them. A host that predates it sends false.
+	DropsDebug bool
 }
 
+// FlagDropsDebug is the bit of a request envelope's flags word that is Request.DropsDebug.
+const FlagDropsDebug = 1
+
 // AppendRequest encodes r after b: u32 namespace length, u32 name length, u32 retries,
-// u32 reserved (0), the namespace bytes, the name bytes; little-endian.
+// u32 flags (FlagDropsDebug), the namespace bytes, the name bytes; little-endian.
 func AppendRequest(b []byte, r Request) []byte {
+	var flags uint32
+	if r.DropsDebug {
+		flags |= FlagDropsDebug
+	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Namespace)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Name)))
 	b = binary.LittleEndian.AppendUint32(b, r.Retries)
-	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, flags)
 	b = append(b, r.Namespace...)
 	return append(b, r.Name...)
 }
@@ -43,9 +53,10 @@ func DecodeRequest(b []byte) (Request, error) {
 	}
 	body := b[RequestHeaderSize:]
 	return Request{
-		Namespace: string(body[:nsLen]),
-		Name:      string(body[nsLen:]),
-		Retries:   binary.LittleEndian.Uint32(b[8:]),
+		Namespace:  string(body[:nsLen]),
+		Name:       string(body[nsLen:]),
+		Retries:    binary.LittleEndian.Uint32(b[8:]),
+		DropsDebug: binary.LittleEndian.Uint32(b[12:])&FlagDropsDebug != 0,
 	}, nil
 }
 
@@ -53,7 +64,7 @@ func DecodeRequest(b []byte) (Request, error) {
 const MaxMapResult = 16 << 20
 
 // DecodeRequests decodes what a map export returns: request envelopes one after another, each
-// with retries and the reserved word 0.
+// with retries and flags 0.
 func DecodeRequests(b []byte) ([]Request, error) {
 	if len(b) > MaxMapResult {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMalformedRequests, len(b), MaxMapResult)
@@ -67,7 +78,7 @@ func DecodeRequests(b []byte) ([]Request, error) {
 		nsLen := uint64(binary.LittleEndian.Uint32(rest[0:]))
 		nameLen := uint64(binary.LittleEndian.Uint32(rest[4:]))
 		if binary.LittleEndian.Uint32(rest[8:]) != 0 || binary.LittleEndian.Uint32(rest[12:]) != 0 {
-			return nil, fmt.Errorf("%w: request %d at byte %d: retries and the reserved word must be 0", ErrMalformedRequests, len(reqs), off)
+			return nil, fmt.Errorf("%w: request %d at byte %d: retries and flags must be 0", ErrMalformedRequests, len(reqs), off)
 		}
 		if nameLen == 0 || RequestHeaderSize+nsLen+nameLen > uint64(len(rest)) {
 			return nil, fmt.Errorf("%w: request %d at byte %d: lengths %d+%d do not fit the %d bytes left, or the name is empty", ErrMalformedRequests, len(reqs), off, nsLen, nameLen, len(rest)-RequestHeaderSize)

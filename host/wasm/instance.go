@@ -210,6 +210,8 @@ func (m *Module) run(ctx context.Context, c *Call, isMap bool) (res abi.Result, 
 		}
 		reqs, healthy, err = inst.map1(ctx, c)
 	} else {
+		// Debug lines the host would drop need not be made; a recording keeps them.
+		c.Request.DropsDebug = !m.opts.Record && !c.Logger.V(1).Enabled()
 		if m.opts.Record {
 			inst.step = &recording.Step{Kind: recording.StepReconcile, Request: &recording.Request{Namespace: c.Request.Namespace, Name: c.Request.Name, Retries: c.Request.Retries}}
 		}

@@ -101,6 +101,7 @@ func reconcile(n uint32) uint64 {
 	if err != nil {
 		panic("wasmrec: " + err.Error())
 	}
+	debugKept.Store(!req.DropsDebug)
 	res, rerr := registered.r.Reconcile(context.Background(), Request{NamespacedName: types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, Retries: int(req.Retries)})
 	result = encodeResult(result, res, rerr)
 	if result == nil {

@@ -36,6 +36,16 @@ const Missing = "(MISSING)"
 // maxLogLine is what the host keeps of a log message.
 const maxLogLine = 64 << 10
 
+// debugKept says debug lines reach the host's log: false while a reconcile runs whose request
+// says the host drops them (abi.Request.DropsDebug), and so for the maps after it.
+var debugKept atomic.Bool
+
+func init() { debugKept.Store(true) }
+
+// Enabled reports whether l's Info lines are kept: false for a V(n) logger (n > 0) while the
+// host drops debug lines, as logr's Enabled. Check it before working out costly values.
+func (l Logger) Enabled() bool { return l.v == 0 || debugKept.Load() }
+
 // logTo, if set, receives the Logger's lines instead of the host.
 var logTo atomic.Pointer[Transport]
 
@@ -53,6 +63,9 @@ func SetLogTransport(t Transport) (restore func()) {
 }
 
 func (l Logger) log(level int32, msg string, kv []any) {
+	if level == abi.LogDebug && !debugKept.Load() {
+		return // the host would drop it: encoding its values is most of its cost
+	}
 	if len(l.values) > 0 {
 		kv = append(l.values[:len(l.values):len(l.values)], kv...)
 	}

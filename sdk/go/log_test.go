@@ -155,3 +155,39 @@ func TestLoggerVAndWithValues(t *testing.T) {
 		t.Errorf("levels %v, want %v", r.levels, wantLevels)
 	}
 }
+
+// While the host drops debug lines (the request said so), the Logger does not make them: a
+// value that would cost a json.Marshal is never encoded. Info, warn and error lines go on.
+func TestDebugLinesTheHostDropsAreNotMade(t *testing.T) {
+	var r recorder
+	defer SetLogTransport(&r)()
+	defer debugKept.Store(true)
+	debugKept.Store(false)
+	marshalled := 0
+	costly := marshalCounter{&marshalled}
+	Log.V(1).Info("job created", "job", costly)
+	Log.Debug("detail", "job", costly)
+	if Log.V(1).Enabled() || !Log.Enabled() {
+		t.Errorf("Enabled while debug lines are dropped: V(1) %v, V(0) %v; want false, true", Log.V(1).Enabled(), Log.Enabled())
+	}
+	Log.Info("plain", "n", 1)
+	Log.Warn("careful")
+	Log.V(1).Error(errors.New("boom"), "failed")
+	if marshalled != 0 {
+		t.Errorf("a dropped debug line marshalled its value %d times", marshalled)
+	}
+	want := []string{"plain\x00[\"n\",1]", "careful", "failed\x00[\"error\",\"boom\"]"}
+	if strings.Join(r.lines, "|") != strings.Join(want, "|") {
+		t.Errorf("lines = %q, want %q", r.lines, want)
+	}
+	debugKept.Store(true)
+	r.lines = nil
+	Log.V(1).Info("job created", "job", costly)
+	if marshalled != 1 || len(r.lines) != 1 || !Log.V(1).Enabled() {
+		t.Errorf("with debug lines kept: %d marshals, lines %q", marshalled, r.lines)
+	}
+}
+
+type marshalCounter struct{ n *int }
+
+func (m marshalCounter) MarshalJSON() ([]byte, error) { *m.n++; return []byte(`{}`), nil }
