@@ -210,12 +210,11 @@ func (m *Module) run(ctx context.Context, c *Call, isMap bool) (res abi.Result, 
 		}
 		reqs, healthy, err = inst.map1(ctx, c)
 	} else {
-		// Debug lines the host would drop need not be made; a recording keeps them.
-		c.Request.DropsDebug = !m.opts.Record && !c.Logger.V(1).Enabled()
 		if m.opts.Record {
 			inst.step = &recording.Step{Kind: recording.StepReconcile, Request: &recording.Request{Namespace: c.Request.Namespace, Name: c.Request.Name, Retries: c.Request.Retries}}
 		}
-		res, healthy, err = inst.reconcile1(ctx, c)
+		// Debug lines the host would drop need not be made; a recording keeps them.
+		res, healthy, err = inst.reconcile1(ctx, c, !m.opts.Record && !c.Logger.V(1).Enabled())
 	}
 	if step := inst.step; step != nil {
 		c.Step, c.Before, c.Instance = step, inst.lineage[:len(inst.lineage):len(inst.lineage)], inst.id
@@ -234,10 +233,13 @@ func (inst *instance) endStep() {
 	inst.step = nil
 }
 
-// reconcile1 runs c on inst, and says whether inst may serve again. Its step, if it records,
-// gets the outcome.
-func (inst *instance) reconcile1(ctx context.Context, c *Call) (res abi.Result, healthy bool, err error) {
-	inst.reqBuf = abi.AppendRequest(inst.reqBuf[:0], c.Request)
+// reconcile1 runs c on inst, telling the guest whether the host drops its debug lines, and
+// says whether inst may serve again. Its step, if it records, gets the outcome. c is only read:
+// callers may share it.
+func (inst *instance) reconcile1(ctx context.Context, c *Call, dropsDebug bool) (res abi.Result, healthy bool, err error) {
+	req := c.Request
+	req.DropsDebug = dropsDebug
+	inst.reqBuf = abi.AppendRequest(inst.reqBuf[:0], req)
 	inst.stack[0] = uint64(len(inst.reqBuf))
 	ret, healthy, err := inst.invoke(ctx, c, inst.reconcile, inst.reqBuf)
 	if err != nil || ret == 0 {

@@ -324,7 +324,7 @@ func (inst *instance) runStep(ctx context.Context, at int, want *recording.Step)
 	case want.Kind == recording.StepReconcile && want.Request != nil:
 		inst.step = &recording.Step{Kind: recording.StepReconcile, Request: want.Request}
 		c.Request = abi.Request{Namespace: want.Request.Namespace, Name: want.Request.Name, Retries: want.Request.Retries}
-		_, _, _ = inst.reconcile1(ctx, c)
+		_, _, _ = inst.reconcile1(ctx, c, false) // recorded with every line
 	case want.Kind == recording.StepMap && want.Map != nil:
 		inst.step = &recording.Step{Kind: recording.StepMap, Map: want.Map}
 		c.Map = want.Map
