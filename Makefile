@@ -89,7 +89,7 @@ GO_PLUGINS := app failing mirror rollout
 C_PLUGINS  := app-c
 # The exploration corpus (internal/explore/testdata/corpus): each plugin with a bug, and its twin.
 CORPUS := twice staledelete forgetful stalestatus loop edge mapped
-TESTGUESTS := misbehave tenant flood abi7 badimport noop flags follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go typed-go record-go record-v2-go panic-go map-go mapnoexport mapc mapc-nomap overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5 \
+TESTGUESTS := misbehave tenant flood abi7 badimport noop flags logc follow readsecret clock benchc bench-go crud-go hashc hash-go hashtyped-go typed-go record-go record-v2-go panic-go map-go mapnoexport mapc mapc-nomap overlap overlap-v2 overlap-fail-tenth overlap-write-other swap-v1 swap-v2 swap-v3 swap-v4 swap-v5 \
 	$(foreach p,$(CORPUS),explore-$(p) explore-$(p)-fixed)
 CLANG      ?= clang
 WASI_CFLAGS := --target=wasm32-wasi --sysroot=/usr -O2 -Wall -Wno-unused-parameter
@@ -121,11 +121,11 @@ $(BIN)/plugins/%.wasm: $$(wildcard plugins/$$*/*.go plugins/$$*/go.mod plugins/$
 $(BIN)/plugins/app-c.wasm: plugins/app-c/app.c $(SDK_C) | c-toolchain
 	$(call wasi-cc,-I sdk/c)
 
-# Test guests speak the raw ABI, except benchc, hashc, overlap and mapc, which use the C SDK.
+# Test guests speak the raw ABI, except benchc, hashc, overlap, mapc and logc, which use the C SDK.
 $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c | c-toolchain
 	$(call wasi-cc,)
 
-$(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm $(BIN)/testguests/overlap.wasm $(BIN)/testguests/mapc.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
+$(BIN)/testguests/benchc.wasm $(BIN)/testguests/hashc.wasm $(BIN)/testguests/overlap.wasm $(BIN)/testguests/mapc.wasm $(BIN)/testguests/logc.wasm: $(BIN)/testguests/%.wasm: host/wasm/testdata/%.c $(SDK_C) | c-toolchain
 	$(call wasi-cc,-I sdk/c)
 
 # The rollout e2e's new versions of the overlap guest.

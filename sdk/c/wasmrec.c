@@ -66,6 +66,12 @@ static uint32_t get32(const uint8_t *p) {
  * here, so a reconcile needs no malloc for its key. A longer one goes to the heap. */
 static char request_buf[512];
 
+/* Whether the host keeps none of this reconcile's debug lines (the envelope's flags, bit 0):
+ * then the SDK does not make them. */
+static int drops_debug;
+
+int wasmrec_log_enabled(int level) { return !(level <= WASMREC_DEBUG && drops_debug); }
+
 EXPORT("wasmrec_reconcile") uint64_t wasmrec_reconcile(uint32_t n) {
   if (n < 16) __builtin_trap();
   /* The envelope is read to the end of the buffer, then its two strings are moved to the front
@@ -84,7 +90,9 @@ EXPORT("wasmrec_reconcile") uint64_t wasmrec_reconcile(uint32_t n) {
   memmove(name, env + 16 + ns_len, name_len);
   name[name_len] = 0;
   wasmrec_request req = {.namespace_ = ns, .name = name, .retries = retries};
+  drops_debug = get32(env + 12) & 1;
   wasmrec_result res = wasmrec_plugin_reconcile(&req);
+  drops_debug = 0; /* a map function's lines go to the host, which decides */
   if (!small) free(buf);
 
   if (!res.failed && !res.requeue && res.requeue_after_ns <= 0) return 0;
@@ -166,7 +174,9 @@ wasmrec_response wasmrec_patch(const char *r) { return call(wasmrec_host_patch, 
 wasmrec_response wasmrec_delete(const char *r) { return call(wasmrec_host_delete, r); }
 wasmrec_response wasmrec_event(const char *r) { return call(wasmrec_host_event, r); }
 
-void wasmrec_log(int level, const char *msg) { wasmrec_host_log(level, msg, (uint32_t)strlen(msg)); }
+void wasmrec_log(int level, const char *msg) {
+  if (wasmrec_log_enabled(level)) wasmrec_host_log(level, msg, (uint32_t)strlen(msg));
+}
 
 /* --- building JSON --- */
 
@@ -228,6 +238,7 @@ void wasmrec_buf_free(wasmrec_buf *b) {
 /* --- structured logs --- */
 
 void wasmrec_log_kvv(int level, const char *msg, va_list ap) {
+  if (!wasmrec_log_enabled(level)) return;
   wasmrec_buf b = {0};
   wasmrec_buf_str(&b, msg);
   const char *key = va_arg(ap, const char *);

@@ -77,6 +77,11 @@ wasmrec_response wasmrec_event(const char *request_json);
 
 void wasmrec_log(int level, const char *msg);
 
+/* Whether a line at level goes anywhere: 0 for WASMREC_DEBUG while the host keeps none of this
+ * reconcile's debug lines (its log is at info level and it does not record the plugin). The log
+ * functions then return at once; test it before building a costly debug line yourself. */
+int wasmrec_log_enabled(int level);
+
 /* A log line with key/values: NULL-terminated pairs of const char * key and value, the values
  * strings (a NULL value is logged as null), all JSON-escaped by the SDK:
  *
