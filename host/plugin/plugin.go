@@ -282,7 +282,8 @@ func (p *Plugin) versionOf(mod *wasm.Module) (*version, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &version{mod: mod, policy: pol, index: &hostcalls.Index{}}, nil
+	// The index values are charged where the module's code is (a plugin object's memory budget).
+	return &version{mod: mod, policy: pol, index: hostcalls.NewIndex(p.cfg.Code)}, nil
 }
 
 // checkWatches refuses to start informers for a kind the running module may not list and
@@ -364,7 +365,10 @@ func (p *Plugin) Close(ctx context.Context) error {
 		defer p.identity.close()
 		defer p.rec.close()
 	}
-	return errors.Join(p.Module().Close(ctx), err)
+	cur := p.current.Load()
+	err = errors.Join(cur.mod.Close(ctx), err)
+	cur.index.Close()
+	return err
 }
 
 func (p *Plugin) interruptible() bool {

@@ -253,7 +253,10 @@ func (p *Plugin) endRolloutLocked(ro *rollingOut, stage, why string, refuse bool
 	if refuse {
 		p.kept.Refuse(digest, &RolledBackError{Digest: digest, Why: why})
 	}
-	go func() { _ = ro.cand.mod.Close(context.Background()) }() // once its reconciles are back
+	go func() { // once its reconciles are back
+		_ = ro.cand.mod.Close(context.Background())
+		ro.cand.index.Close()
+	}()
 	p.lastRollout.Store(p.rolloutStatus(ro, w, stage, why, true))
 	outcome, reason := "aborted", "RolloutAborted"
 	if stage == StageRolledBack {

@@ -214,6 +214,7 @@ func (p *Plugin) publish(ctx context.Context, old, next *version, srcs watches.S
 	p.enqueueAll(ctx, nil)
 	go func() {
 		_ = old.mod.Retire(context.Background())
+		old.index.Close() // its guests are done; a swap back makes a version of its own
 		p.kept.Keep(old.mod)
 	}()
 }

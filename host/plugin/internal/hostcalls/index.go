@@ -16,16 +16,70 @@ const maxIndexBytes = 8 << 20
 // maxIndexedPerList bounds the values one list request may tell.
 const maxIndexedPerList = 1 << 14
 
+// indexChunk is the step in which an Index charges its Budget: one charge per MiB kept, not one
+// per object.
+const indexChunk = 1 << 20
+
+// Budget is what an Index's values are charged to: the plugin's share of the host's memory
+// (plugin.Config.Code, which a plugin object's memory budget implements).
+type Budget interface {
+	Charge(n int64) error
+	Release(n int64)
+}
+
 // Index keeps the values of one module version's field indexes (client.IndexField in the Go
 // SDK), which the guest computes and tells in list requests (abi.ListRequest.Indexed), by
 // object version. A list with Fields then leaves out the items known not to match, and the
 // guest neither copies nor decodes them: each list of a namespace's Jobs by their owner would
 // otherwise hand the guest every Job. One per module version, since another version's index
 // functions may give other values; its guests share it.
+//
+// What it keeps is charged to Budget, if set, a MiB at a time, and given back by Close. A charge
+// refused (the plugin's budget is full) makes it forget everything: a list then hands the guest
+// every item, which it tests itself, as it would with no Index at all.
 type Index struct {
-	mu    sync.RWMutex
-	byUID map[string]indexEntry
-	bytes int
+	Budget Budget
+
+	mu      sync.RWMutex
+	byUID   map[string]indexEntry
+	bytes   int
+	charged int64
+	closed  bool
+}
+
+// NewIndex is an Index charged to budget (nil for none).
+func NewIndex(budget Budget) *Index { return &Index{Budget: budget} }
+
+// Close forgets everything and gives back what was charged; the Index learns nothing after.
+func (x *Index) Close() {
+	if x == nil {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.closed, x.byUID, x.bytes = true, nil, 0
+	x.release()
+}
+
+// release gives back all that was charged. x.mu is held.
+func (x *Index) release() {
+	if x.charged > 0 && x.Budget != nil {
+		x.Budget.Release(x.charged)
+	}
+	x.charged = 0
+}
+
+// charge makes what is charged cover want bytes. x.mu is held.
+func (x *Index) charge(want int) bool {
+	if int64(want) <= x.charged || x.Budget == nil {
+		return true
+	}
+	n := (int64(want) - x.charged + indexChunk - 1) / indexChunk * indexChunk
+	if x.Budget.Charge(n) != nil {
+		return false
+	}
+	x.charged += n
+	return true
 }
 
 // indexEntry is what the guest told of the latest version of one object that it told of.
@@ -47,6 +101,9 @@ func (x *Index) learn(told []abi.IndexValues) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if x.closed {
+		return
+	}
 	for _, t := range told {
 		if t.UID == "" || t.ResourceVersion == "" || t.Field == "" {
 			continue
@@ -57,6 +114,12 @@ func (x *Index) learn(told []abi.IndexValues) {
 		}
 		if x.byUID == nil || x.bytes+size > maxIndexBytes {
 			x.byUID, x.bytes = map[string]indexEntry{}, 0
+		}
+		if !x.charge(x.bytes + size) {
+			// The plugin's budget has no room: keep nothing, and hold no charge.
+			x.byUID, x.bytes = map[string]indexEntry{}, 0
+			x.release()
+			return
 		}
 		e, ok := x.byUID[t.UID]
 		if !ok || e.resourceVersion != t.ResourceVersion {

@@ -107,3 +107,75 @@ func TestIndexConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// budget is a Budget with a limit, as a plugin object's memory budget is.
+type budget struct {
+	mu          sync.Mutex
+	used, limit int64
+}
+
+func (b *budget) Charge(n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.limit {
+		return fmt.Errorf("%d more would pass the limit of %d", n, b.limit)
+	}
+	b.used += n
+	return nil
+}
+
+func (b *budget) Release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+}
+
+func (b *budget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// What an Index keeps is charged to its budget a MiB at a time; a charge refused makes it keep
+// nothing and hold nothing (a list then hands the guest every item), and Close gives back all.
+func TestIndexIsChargedToItsBudget(t *testing.T) {
+	b := &budget{limit: 3 * indexChunk}
+	x := NewIndex(b)
+	x.learn([]abi.IndexValues{{UID: "u0", ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
+	if got := b.inUse(); got != indexChunk {
+		t.Fatalf("one object's values: %d charged, want %d", got, indexChunk)
+	}
+	if !x.excludes(indexedObject("a", "u0", "1"), map[string]string{"f": "other"}) {
+		t.Fatal("the values told were not kept")
+	}
+	big := make([]string, 64)
+	for i := range big {
+		big[i] = fmt.Sprintf("value-%0100d", i)
+	}
+	// About 8 KiB an object: the third MiB is charged near 260 objects, the fourth refused
+	// near 390.
+	for i := 1; i < 300; i++ {
+		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", i), ResourceVersion: "1", Field: "f", Values: big}})
+	}
+	if got := b.inUse(); got != 3*indexChunk || int64(x.bytes) > x.charged {
+		t.Fatalf("300 objects: %d charged, the index holds %d bytes; want %d charged, covering it", got, x.bytes, 3*indexChunk)
+	}
+	for i := 300; i < 500; i++ {
+		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", i), ResourceVersion: "1", Field: "f", Values: big}})
+	}
+	// The refusal emptied it; what it learnt after the refusal is charged again.
+	if x.excludes(indexedObject("a", "u0", "1"), map[string]string{"f": "other"}) {
+		t.Error("values kept from before the budget refused a charge")
+	}
+	if got := b.inUse(); got > 3*indexChunk || int64(x.bytes) > x.charged || x.charged != got {
+		t.Errorf("after a refusal: %d charged to the budget, the index holds %d bytes and says it charged %d", got, x.bytes, x.charged)
+	}
+	x.Close()
+	if got := b.inUse(); got != 0 {
+		t.Errorf("closed: %d still charged", got)
+	}
+	x.learn([]abi.IndexValues{{UID: "u0", ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
+	if got := b.inUse(); got != 0 || x.excludes(indexedObject("a", "u0", "1"), map[string]string{"f": "other"}) {
+		t.Errorf("a closed index learnt again (%d charged)", got)
+	}
+}
