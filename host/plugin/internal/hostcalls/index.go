@@ -131,26 +131,39 @@ func (x *Index) learn(told []abi.IndexValues) {
 	}
 }
 
-// excludes reports whether o lacks one of fields' values: metadata.name and metadata.namespace
-// are tested on o, an index field on the values told of o's version. An index field whose
-// values for this version were not told excludes nothing: the guest tests the object itself.
-func (x *Index) excludes(o *object.Object, fields map[string]string) bool {
-	indexed := false
+// A fieldFilter is a list's fields, sorted once for all its items: metadata.name and
+// metadata.namespace, tested on the object, and the index fields, tested on the values told.
+type fieldFilter struct {
+	name, namespace     string
+	byName, byNamespace bool
+	indexed             []fieldValue
+}
+
+type fieldValue struct{ field, value string }
+
+func newFieldFilter(fields map[string]string) *fieldFilter {
+	f := &fieldFilter{}
 	for field, value := range fields {
 		switch field {
 		case "metadata.name":
-			if o.Name != value {
-				return true
-			}
+			f.name, f.byName = value, true
 		case "metadata.namespace":
-			if o.Namespace != value {
-				return true
-			}
+			f.namespace, f.byNamespace = value, true
 		default:
-			indexed = true
+			f.indexed = append(f.indexed, fieldValue{field, value})
 		}
 	}
-	if !indexed || x == nil {
+	return f
+}
+
+// excludes reports whether o lacks one of f's values: metadata.name and metadata.namespace are
+// tested on o, an index field on the values told of o's version. An index field whose values
+// for this version were not told excludes nothing: the guest tests the object itself.
+func (x *Index) excludes(o *object.Object, f *fieldFilter) bool {
+	if f.byName && o.Name != f.name || f.byNamespace && o.Namespace != f.namespace {
+		return true
+	}
+	if len(f.indexed) == 0 || x == nil {
 		return false
 	}
 	x.mu.RLock()
@@ -159,8 +172,8 @@ func (x *Index) excludes(o *object.Object, fields map[string]string) bool {
 	if !ok || e.resourceVersion != o.ResourceVersion {
 		return false
 	}
-	for field, value := range fields {
-		if values, told := e.fields[field]; told && !slices.Contains(values, value) {
+	for _, fv := range f.indexed {
+		if values, told := e.fields[fv.field]; told && !slices.Contains(values, fv.value) {
 			return true
 		}
 	}

@@ -112,12 +112,16 @@ func (c *Calls) list(ctx context.Context, body []byte) ([]byte, error) {
 	// Stable order: the guest's work (and its writes) should not depend on map iteration.
 	items := make([]*object.Object, 0, len(objs))
 	size := len(`{"items":[]}`)
+	var filter *fieldFilter
+	if len(req.Fields) > 0 {
+		filter = newFieldFilter(req.Fields)
+	}
 	for _, o := range objs {
 		obj := o.(*object.Object)
 		if obj.Namespace != "" && !c.Policy.InNamespace(obj.Namespace) {
 			continue // a list across namespaces covers the plugin's own
 		}
-		if len(req.Fields) > 0 && c.Index.excludes(obj, req.Fields) {
+		if filter != nil && c.Index.excludes(obj, filter) {
 			continue
 		}
 		items = append(items, obj)
