@@ -36,13 +36,13 @@ require (
 )
 
 require (
-	github.com/wasmrec/wasmrec/sdk/go v0.3.7
+	github.com/wasmrec/wasmrec/sdk/go v0.3.8
 	k8s.io/api v0.36.3
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/randfill v1.0.0
 )
 
 replace (
-	github.com/wasmrec/wasmrec/abi v0.3.7 => ../../abi
-	github.com/wasmrec/wasmrec/sdk/go v0.3.7 => ../../sdk/go
+	github.com/wasmrec/wasmrec/abi v0.3.8 => ../../abi
+	github.com/wasmrec/wasmrec/sdk/go v0.3.8 => ../../sdk/go
 )
