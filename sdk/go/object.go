@@ -165,6 +165,29 @@ func (o *Object) Labels() map[string]string { return o.stringMap("metadata", "la
 // Annotations returns metadata.annotations.
 func (o *Object) Annotations() map[string]string { return o.stringMap("metadata", "annotations") }
 
+// SetLabels sets metadata.labels; nil removes them. As with unstructured.Unstructured's, an
+// object whose metadata is not an object is left as it is.
+func (o *Object) SetLabels(labels map[string]string) { o.setStringMap(labels, "metadata", "labels") }
+
+// SetAnnotations sets metadata.annotations; nil removes them, as SetLabels does labels.
+func (o *Object) SetAnnotations(annotations map[string]string) {
+	o.setStringMap(annotations, "metadata", "annotations")
+}
+
+func (o *Object) setStringMap(m map[string]string, fields ...string) {
+	if m == nil {
+		if parent, ok := o.NestedMap(fields[:len(fields)-1]...); ok {
+			delete(parent, fields[len(fields)-1])
+		}
+		return
+	}
+	v := make(map[string]any, len(m))
+	for k, s := range m {
+		v[k] = s
+	}
+	_ = o.SetNested(v, fields...)
+}
+
 func (o *Object) stringMap(fields ...string) map[string]string {
 	v, ok := o.Nested(fields...)
 	m, _ := v.(map[string]any)

@@ -65,3 +65,34 @@ func TestAnObjectReadsBackWhatItWrote(t *testing.T) {
 		t.Error("an array read as an object")
 	}
 }
+
+// SetLabels and SetAnnotations write what Labels and Annotations read; nil removes them, and
+// an object whose metadata is not an object is left as it is.
+func TestSetLabelsAndAnnotations(t *testing.T) {
+	var o Object
+	o.SetLabels(map[string]string{"app": "web"})
+	o.SetAnnotations(map[string]string{"note": "x"})
+	if got := o.Labels(); len(got) != 1 || got["app"] != "web" {
+		t.Errorf("Labels() = %v after SetLabels", got)
+	}
+	if got := o.Annotations(); len(got) != 1 || got["note"] != "x" {
+		t.Errorf("Annotations() = %v after SetAnnotations", got)
+	}
+	b, err := o.MarshalJSON()
+	if err != nil || string(b) != `{"metadata":{"annotations":{"note":"x"},"labels":{"app":"web"}}}` {
+		t.Errorf("MarshalJSON() = %s, %v", b, err)
+	}
+	o.SetLabels(nil)
+	if _, ok := o.Nested("metadata", "labels"); ok {
+		t.Error("SetLabels(nil) left metadata.labels")
+	}
+	if got := o.Annotations(); got["note"] != "x" {
+		t.Errorf("SetLabels(nil) touched the annotations: %v", got)
+	}
+	odd := Object{Object: map[string]any{"metadata": "not an object"}}
+	odd.SetLabels(map[string]string{"a": "b"})
+	odd.SetLabels(nil)
+	if odd.Object["metadata"] != "not an object" {
+		t.Errorf("an object whose metadata is a string became %v", odd.Object)
+	}
+}
