@@ -60,14 +60,15 @@ type Predicate struct {
 
 // Predicate types.
 const (
-	PredicateGenerationChanged = "GenerationChanged"
-	PredicateAnnotationChanged = "AnnotationChanged"
-	PredicateLabelChanged      = "LabelChanged"
-	PredicateLabelSelector     = "LabelSelector"
-	PredicateNamespace         = "Namespace"
-	PredicateAnd               = "And"
-	PredicateOr                = "Or"
-	PredicateNot               = "Not"
+	PredicateGenerationChanged      = "GenerationChanged"
+	PredicateResourceVersionChanged = "ResourceVersionChanged"
+	PredicateAnnotationChanged      = "AnnotationChanged"
+	PredicateLabelChanged           = "LabelChanged"
+	PredicateLabelSelector          = "LabelSelector"
+	PredicateNamespace              = "Namespace"
+	PredicateAnd                    = "And"
+	PredicateOr                     = "Or"
+	PredicateNot                    = "Not"
 )
 
 // LabelSelector is metav1.LabelSelector's JSON shape.
@@ -174,7 +175,7 @@ func (p Predicate) validate(where string, depth int) error {
 		return fmt.Errorf("%s: predicates nested deeper than 16", where)
 	}
 	switch p.Type {
-	case PredicateGenerationChanged, PredicateAnnotationChanged, PredicateLabelChanged:
+	case PredicateGenerationChanged, PredicateResourceVersionChanged, PredicateAnnotationChanged, PredicateLabelChanged:
 		return nil
 	case PredicateLabelSelector:
 		if p.Selector == nil {

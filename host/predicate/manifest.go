@@ -27,6 +27,8 @@ func convert(p abi.Predicate) (Predicate, error) {
 	switch p.Type {
 	case abi.PredicateGenerationChanged:
 		return GenerationChanged(), nil
+	case abi.PredicateResourceVersionChanged:
+		return ResourceVersionChanged(), nil
 	case abi.PredicateAnnotationChanged:
 		return AnnotationChanged(), nil
 	case abi.PredicateLabelChanged:

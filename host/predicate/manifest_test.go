@@ -46,3 +46,17 @@ func TestPredicatesAreTheHosts(t *testing.T) {
 		t.Error("generation or labels changed: an update that changes neither passes")
 	}
 }
+
+// ResourceVersionChanged in a manifest drops a resync's update (the same resourceVersion).
+func TestResourceVersionChangedFromTheManifest(t *testing.T) {
+	preds, err := FromManifest([]abi.Predicate{{Type: abi.PredicateResourceVersionChanged}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(rv string) event.Object {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "x", ResourceVersion: rv}}
+	}
+	if preds[0].Update(event.UpdateEvent{ObjectOld: at("5"), ObjectNew: at("5")}) || !preds[0].Update(event.UpdateEvent{ObjectOld: at("5"), ObjectNew: at("6")}) {
+		t.Error("ResourceVersionChanged: a resync passes, or a change does not")
+	}
+}

@@ -64,6 +64,18 @@ func GenerationChanged() Predicate {
 	}}
 }
 
+// ResourceVersionChanged lets an update through only when metadata.resourceVersion changed: it
+// drops the updates an informer's resync makes, whose object is the one already seen. Other
+// events pass.
+func ResourceVersionChanged() Predicate {
+	return Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		if e.ObjectOld == nil || e.ObjectNew == nil {
+			return false
+		}
+		return e.ObjectNew.GetResourceVersion() != e.ObjectOld.GetResourceVersion()
+	}}
+}
+
 // AnnotationChanged lets an update through only when the annotations changed. Other events pass.
 func AnnotationChanged() Predicate {
 	return Funcs{UpdateFunc: func(e event.UpdateEvent) bool {

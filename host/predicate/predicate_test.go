@@ -20,6 +20,12 @@ func obj(ns string, gen int64, labels, annotations map[string]string) *unstructu
 	return u
 }
 
+func withRV(u *unstructured.Unstructured, rv string) *unstructured.Unstructured {
+	u = u.DeepCopy()
+	u.SetResourceVersion(rv)
+	return u
+}
+
 func update(old, new *unstructured.Unstructured) event.UpdateEvent {
 	return event.UpdateEvent{ObjectOld: old, ObjectNew: new}
 }
@@ -34,6 +40,8 @@ func TestUpdatePredicates(t *testing.T) {
 	}{
 		{"generation changed", predicate.GenerationChanged(), update(base, obj("a", 2, nil, nil)), true},
 		{"generation same (status or metadata only)", predicate.GenerationChanged(), update(base, obj("a", 1, map[string]string{"x": "y"}, nil)), false},
+		{"resourceVersion changed", predicate.ResourceVersionChanged(), update(withRV(base, "7"), withRV(obj("a", 1, nil, nil), "8")), true},
+		{"resourceVersion same (a resync)", predicate.ResourceVersionChanged(), update(withRV(base, "7"), withRV(base, "7")), false},
 		{"annotation changed", predicate.AnnotationChanged(), update(base, obj("a", 1, nil, map[string]string{"note": "2"})), true},
 		{"annotation same", predicate.AnnotationChanged(), update(base, obj("a", 5, nil, map[string]string{"note": "1"})), false},
 		{"label changed", predicate.LabelChanged(), update(base, obj("a", 1, map[string]string{"app": "db"}, nil)), true},
@@ -56,7 +64,7 @@ func TestUpdatePredicates(t *testing.T) {
 
 func TestUpdateOnlyPredicatesPassOtherEvents(t *testing.T) {
 	o := obj("a", 1, nil, nil)
-	for _, p := range []predicate.Predicate{predicate.GenerationChanged(), predicate.AnnotationChanged(), predicate.LabelChanged()} {
+	for _, p := range []predicate.Predicate{predicate.GenerationChanged(), predicate.ResourceVersionChanged(), predicate.AnnotationChanged(), predicate.LabelChanged()} {
 		if !p.Create(event.CreateEvent{Object: o}) || !p.Delete(event.DeleteEvent{Object: o}) || !p.Generic(event.GenericEvent{Object: o}) {
 			t.Fatalf("%T dropped a non-update event", p)
 		}

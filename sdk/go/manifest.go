@@ -9,6 +9,11 @@ const (
 	// PredicateGenerationChanged lets through updates that change metadata.generation, and
 	// every create and delete.
 	PredicateGenerationChanged = abi.PredicateGenerationChanged
+	// PredicateResourceVersionChanged lets through updates that change
+	// metadata.resourceVersion (not the host's informer resyncs, whose object is the one
+	// already seen), and every create and delete, as controller-runtime's
+	// ResourceVersionChangedPredicate.
+	PredicateResourceVersionChanged = abi.PredicateResourceVersionChanged
 	// PredicateAnnotationChanged lets through updates that change annotations, and every
 	// create and delete.
 	PredicateAnnotationChanged = abi.PredicateAnnotationChanged
