@@ -16,6 +16,9 @@ type PluginStats struct {
 	Instantiated, Discarded, Rec int64 // Rec: recycled
 	LogDroppedLines              int64 // guest output past the plugin's log limit
 	LogDroppedBytes              int64
+	// IndexBytes is what the serving version's field indexes keep (their values the guest
+	// told); IndexRefusals counts the times the memory budget refused them a charge.
+	IndexBytes, IndexRefusals int64
 	// Records says the plugin records its reconciles; then Recordings were written,
 	// RecordingsDropped dropped (the writer behind), and RecordingsBytes are on disk.
 	Records                                        bool
@@ -29,6 +32,7 @@ type pluginCollector struct {
 
 	info, instances, memory, snapshot, traps, timeouts, badResults, instantiated, discarded, recycled, droppedLines, droppedBytes *prometheus.Desc
 	recordings, recordingsDropped, recordingsBytes                                                                                *prometheus.Desc
+	indexBytes, indexRefusals                                                                                                     *prometheus.Desc
 }
 
 func newPluginCollector() *pluginCollector {
@@ -49,6 +53,9 @@ func newPluginCollector() *pluginCollector {
 		recycled:     d("wasmrec_plugin_instances_recycled_total", "Instances replaced because their memory, or the steps they recorded, grew past the bound"),
 		droppedLines: d("wasmrec_plugin_log_dropped_lines_total", "Lines of a plugin's output dropped past its log limit"),
 		droppedBytes: d("wasmrec_plugin_log_dropped_bytes_total", "Bytes of a plugin's output dropped past its log limit"),
+
+		indexBytes:    d("wasmrec_plugin_index_bytes", "What the host keeps of the values of a plugin's field indexes, for its serving version"),
+		indexRefusals: d("wasmrec_plugin_index_refusals_total", "Times the memory budget had no room for a plugin's field index values (the host then keeps none, and its lists hand it every item)"),
 
 		recordings:        d("wasmrec_plugin_recordings_total", "Reconciles of a plugin recorded (its settings' record)"),
 		recordingsDropped: d("wasmrec_plugin_recordings_dropped_total", "Reconciles its settings keep that were not recorded: the writer was behind"),
@@ -71,7 +78,7 @@ func (m *Metrics) UnregisterPlugin(name string) {
 }
 
 func (c *pluginCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.snapshot, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled, c.droppedLines, c.droppedBytes, c.recordings, c.recordingsDropped, c.recordingsBytes} {
+	for _, d := range []*prometheus.Desc{c.info, c.instances, c.memory, c.snapshot, c.traps, c.timeouts, c.badResults, c.instantiated, c.discarded, c.recycled, c.droppedLines, c.droppedBytes, c.indexBytes, c.indexRefusals, c.recordings, c.recordingsDropped, c.recordingsBytes} {
 		ch <- d
 	}
 }
@@ -93,6 +100,8 @@ func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.recycled, prometheus.CounterValue, float64(s.Rec), name)
 		ch <- prometheus.MustNewConstMetric(c.droppedLines, prometheus.CounterValue, float64(s.LogDroppedLines), name)
 		ch <- prometheus.MustNewConstMetric(c.droppedBytes, prometheus.CounterValue, float64(s.LogDroppedBytes), name)
+		ch <- prometheus.MustNewConstMetric(c.indexBytes, prometheus.GaugeValue, float64(s.IndexBytes), name)
+		ch <- prometheus.MustNewConstMetric(c.indexRefusals, prometheus.CounterValue, float64(s.IndexRefusals), name)
 		if s.Records {
 			ch <- prometheus.MustNewConstMetric(c.recordings, prometheus.CounterValue, float64(s.Recordings), name)
 			ch <- prometheus.MustNewConstMetric(c.recordingsDropped, prometheus.CounterValue, float64(s.RecordingsDropped), name)

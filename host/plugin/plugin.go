@@ -67,13 +67,15 @@ type Plugin struct {
 	identity *identity            // who the guest's API calls are made as
 	checkers []*signature.Checker // who must have signed its modules (none: anyone)
 	log      logr.Logger
-	ids      atomic.Uint64
-	watchMu  sync.Mutex      // guards keys and candKeys
-	keys     []cache.Key     // what the sources watch
-	candKeys []cache.Key     // what a rollout's candidate watches, if its watches differ (nil: they do not)
-	srcs     watches.Sources // the controller's sources; changed by swaps, under swapMu
-	warm     *warmer
-	follows  []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps; under swapMu
+	// indexRefusals counts the times its versions' field indexes were refused a charge.
+	indexRefusals atomic.Int64
+	ids           atomic.Uint64
+	watchMu       sync.Mutex      // guards keys and candKeys
+	keys          []cache.Key     // what the sources watch
+	candKeys      []cache.Key     // what a rollout's candidate watches, if its watches differ (nil: they do not)
+	srcs          watches.Sources // the controller's sources; changed by swaps, under swapMu
+	warm          *warmer
+	follows       []*crdwatch.Following // the warmer's and the controller's; their kinds follow swaps; under swapMu
 
 	source  atomic.Pointer[modsource.Source] // where the running module came from
 	movedMu sync.Mutex                       // guards moved; source is written under it
@@ -283,7 +285,12 @@ func (p *Plugin) versionOf(mod *wasm.Module) (*version, error) {
 		return nil, err
 	}
 	// The index values are charged where the module's code is (a plugin object's memory budget).
-	return &version{mod: mod, policy: pol, index: hostcalls.NewIndex(p.cfg.Code)}, nil
+	idx := hostcalls.NewIndex(p.cfg.Code)
+	idx.OnRefused = func() {
+		p.indexRefusals.Add(1)
+		p.log.Info("the memory budget has no room for the values of the plugin's field indexes: the host keeps none, and its lists hand it every item until the budget has room", "digest", mod.ShortDigest())
+	}
+	return &version{mod: mod, policy: pol, index: idx}, nil
 }
 
 // checkWatches refuses to start informers for a kind the running module may not list and

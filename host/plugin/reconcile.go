@@ -71,6 +71,7 @@ func (p *Plugin) stats() metrics.PluginStats {
 		Traps: s.Traps, Timeouts: s.Timeouts, BadResults: s.BadResults,
 		Instantiated: s.Instantiated, Discarded: s.Discarded, Rec: s.Recycled,
 		LogDroppedLines: s.LogDroppedLines, LogDroppedBytes: s.LogDroppedBytes,
+		IndexBytes: int64(p.current.Load().index.Bytes()), IndexRefusals: p.indexRefusals.Load(),
 	}
 	if r := p.rec; r != nil {
 		ps.Records = true

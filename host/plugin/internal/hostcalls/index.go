@@ -39,12 +39,26 @@ type Budget interface {
 // every item, which it tests itself, as it would with no Index at all.
 type Index struct {
 	Budget Budget
+	// OnRefused, if set, is called when Budget refuses a charge after one it took (not at each
+	// list while it has no room), with the Index's lock held: it must not call the Index.
+	OnRefused func()
 
 	mu      sync.RWMutex
 	byUID   map[string]indexEntry
 	bytes   int
 	charged int64
 	closed  bool
+	refused bool // the last charge was refused
+}
+
+// Bytes is about what the Index keeps, as it counts for its charge.
+func (x *Index) Bytes() int {
+	if x == nil {
+		return 0
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.bytes
 }
 
 // NewIndex is an Index charged to budget (nil for none).
@@ -76,9 +90,14 @@ func (x *Index) charge(want int) bool {
 	}
 	n := (int64(want) - x.charged + indexChunk - 1) / indexChunk * indexChunk
 	if x.Budget.Charge(n) != nil {
+		if !x.refused && x.OnRefused != nil {
+			x.OnRefused()
+		}
+		x.refused = true
 		return false
 	}
 	x.charged += n
+	x.refused = false
 	return true
 }
 

@@ -137,10 +137,13 @@ func (b *budget) inUse() int64 {
 }
 
 // What an Index keeps is charged to its budget a MiB at a time; a charge refused makes it keep
-// nothing and hold nothing (a list then hands the guest every item), and Close gives back all.
+// nothing and hold nothing (a list then hands the guest every item), and says so once; Close
+// gives back all.
 func TestIndexIsChargedToItsBudget(t *testing.T) {
 	b := &budget{limit: 3 * indexChunk}
 	x := NewIndex(b)
+	refusals := 0
+	x.OnRefused = func() { refusals++ }
 	x.learn([]abi.IndexValues{{UID: "u0", ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
 	if got := b.inUse(); got != indexChunk {
 		t.Fatalf("one object's values: %d charged, want %d", got, indexChunk)
@@ -157,11 +160,14 @@ func TestIndexIsChargedToItsBudget(t *testing.T) {
 	for i := 1; i < 300; i++ {
 		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", i), ResourceVersion: "1", Field: "f", Values: big}})
 	}
-	if got := b.inUse(); got != 3*indexChunk || int64(x.bytes) > x.charged {
-		t.Fatalf("300 objects: %d charged, the index holds %d bytes; want %d charged, covering it", got, x.bytes, 3*indexChunk)
+	if got := b.inUse(); got != 3*indexChunk || int64(x.bytes) > x.charged || x.Bytes() < 299*7000 {
+		t.Fatalf("300 objects: %d charged, the index holds %d bytes; want %d charged, covering it", got, x.Bytes(), 3*indexChunk)
 	}
 	for i := 300; i < 500; i++ {
 		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", i), ResourceVersion: "1", Field: "f", Values: big}})
+	}
+	if refusals != 1 {
+		t.Errorf("OnRefused was called %d times for one refusal", refusals)
 	}
 	// The refusal emptied it; what it learnt after the refusal is charged again.
 	if x.excludes(indexedObject("a", "u0", "1"), newFieldFilter(map[string]string{"f": "other"})) {
@@ -177,6 +183,17 @@ func TestIndexIsChargedToItsBudget(t *testing.T) {
 	x.learn([]abi.IndexValues{{UID: "u0", ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
 	if got := b.inUse(); got != 0 || x.excludes(indexedObject("a", "u0", "1"), newFieldFilter(map[string]string{"f": "other"})) {
 		t.Errorf("a closed index learnt again (%d charged)", got)
+	}
+
+	// No room at all: each list is refused, and that is said once.
+	b.limit = 0
+	x = NewIndex(b)
+	x.OnRefused = func() { refusals++ }
+	for i := range 5 {
+		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("w%d", i), ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
+	}
+	if refusals != 2 || x.Bytes() != 0 || b.inUse() != 0 {
+		t.Errorf("five lists with no room: OnRefused called %d times in all (want 2), %d bytes kept, %d charged", refusals, x.Bytes(), b.inUse())
 	}
 }
 
