@@ -26,6 +26,7 @@ type testOptions struct {
 	module, hostConfig, run, cacheDir string
 	fromRecording, digest             string
 	verbose                           int
+	optimize                          bool
 }
 
 func newTestCommand(stdout, stderr io.Writer) *cobra.Command {
@@ -68,6 +69,7 @@ state the plugin kept from earlier reconciles, a JSON patch.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.module, "module", "", "the module to test, instead of building DIR")
+	f.BoolVar(&o.optimize, "optimize", true, "run wasm-opt -Oz on a Go module, as wasmrec build does (the two share a build)")
 	f.StringVar(&o.hostConfig, "host-config", "", "the host config whose grant the plugin gets (default DIR/host.yaml, if there)")
 	f.StringVar(&o.run, "run", "", "run only the cases whose name matches this regular expression")
 	f.IntVarP(&o.verbose, "verbose", "v", 0, "1 prints the plugin's log lines of every case, not only of those that fail")
@@ -216,7 +218,7 @@ func loadCases(ctx context.Context, dir string, files []string, filter *regexp.R
 	if path == "" {
 		start := time.Now()
 		var upToDate bool
-		if path, err = build.Build(dir, build.Options{Warnings: stderr, UpToDate: &upToDate}); err != nil {
+		if path, err = build.Build(dir, build.Options{Warnings: stderr, UpToDate: &upToDate, Optimize: o.optimize}); err != nil {
 			return nil, nil, "", err
 		}
 		if upToDate {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wasmrec/wasmrec/internal/crdgen"
@@ -54,6 +55,11 @@ type Options struct {
 	// UpToDate, if set, is told whether the module was left as it was: nothing it is built from
 	// changed since it was built.
 	UpToDate *bool
+	// Optimize runs binaryen's wasm-opt -Oz on a Go module after the go command links it, when
+	// wasm-opt is on PATH (Warnings is told when it is not): the module and the machine code the
+	// host compiles from it are smaller (RATIONALE.md). It keeps the name section, so that a
+	// trap's stack still names functions. A C module is optimized by clang.
+	Optimize bool
 }
 
 // DefaultOut is where Build writes dir's module by default.
@@ -104,7 +110,18 @@ func buildGo(dir string, o Options) error {
 	}
 	cmd.Env = append(cmd.Env, "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 	env := goEnv(cmd)
-	inputs, known := inputsOf(dir, o.Out, env, args, cmd.Env)
+	opt, optMissing := findOptimizer(o)
+	if optMissing != "" {
+		if w := cmp.Or(o.Warnings, o.Log); w != nil {
+			fmt.Fprintf(w, "warning: %s\n", optMissing)
+		}
+	}
+	// What the build does is part of its inputs: the optimizer, its version and its flags too.
+	key := args
+	if opt != nil {
+		key = append(slices.Clone(args), opt.identity...)
+	}
+	inputs, known := inputsOf(dir, o.Out, env, key, cmd.Env)
 	if known && upToDate(o.Out, inputs) {
 		if o.UpToDate != nil {
 			*o.UpToDate = true
@@ -124,17 +141,26 @@ func buildGo(dir string, o Options) error {
 		return err
 	}
 	if generated {
-		inputs, known = inputsOf(dir, o.Out, env, args, cmd.Env)
+		inputs, known = inputsOf(dir, o.Out, env, key, cmd.Env)
 	}
-	// The go command leaves an output whose build ID is current as it is, whatever else in it
-	// changed: a module not as its last build wrote it (cut short, written over) goes first.
-	if !intact(o.Out) {
-		if err := os.Remove(o.Out); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("removing %s to build it again: %w", o.Out, err)
+	if opt != nil {
+		// Linked to a folder of its own, then optimized into place: a module cut short by either
+		// step is never left at Out.
+		if err := linkAndOptimize(cmd, opt, dir, o); err != nil {
+			return err
 		}
-	}
-	if err := goAdvice(runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o), dir); err != nil {
-		return err
+	} else {
+		// The go command leaves an output whose build ID is current as it is, whatever else in
+		// it changed: a module not as its last build wrote it (cut short, written over) goes
+		// first.
+		if !intact(o.Out) {
+			if err := os.Remove(o.Out); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("removing %s to build it again: %w", o.Out, err)
+			}
+		}
+		if err := goAdvice(runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o), dir); err != nil {
+			return err
+		}
 	}
 	if known {
 		record(o.Out, inputs)
