@@ -86,6 +86,9 @@ func Build(dir string, o Options) (string, error) {
 	if o.Out, err = filepath.Abs(o.Out); err != nil {
 		return "", err
 	}
+	if o.UpToDate != nil {
+		*o.UpToDate = false
+	}
 	switch lang {
 	case Go:
 		return o.Out, buildGo(dir, o)
