@@ -1,5 +1,3 @@
-// Command wasmopt optimizes a Go module as wasmrec build does (package build's Optimize), for
-// the Makefile's example plugins and test guests, which it builds with the go command.
 package main
 
 import (
