@@ -48,7 +48,7 @@ image: build plugins ## Build the host image into bin/image/ (an OCI layout) and
 INSTALL_DIR = $(or $(GOBIN),$(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin)
 
 .PHONY: install
-install: controlplane sdk-modules binaryen ## Install wasmrec (and binaryen, which its Go builds use), and etcd, kube-apiserver and kube-controller-manager for `wasmrec dev`, into $(go env GOBIN) or $(go env GOPATH)/bin.
+install: controlplane sdk-modules ## Install wasmrec, and etcd, kube-apiserver and kube-controller-manager for `wasmrec dev`, into $(go env GOBIN) or $(go env GOPATH)/bin.
 	CGO_ENABLED=0 GOBIN=$(INSTALL_DIR) $(GO) install -trimpath -ldflags "-X main.version=$(VERSION)" ./cmd/wasmrec
 	install -m 0755 $(BIN)/etcd $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(INSTALL_DIR)/
 	@echo ">> installed wasmrec, etcd, kube-apiserver and kube-controller-manager into $(INSTALL_DIR)"
@@ -114,10 +114,9 @@ SDK_GO := $(shell find sdk/go abi -name "*.go" -o -name go.mod)
 SDK_C  := sdk/c/wasmrec.h sdk/c/wasmrec.c
 
 .SECONDEXPANSION:
-$(BIN)/plugins/%.wasm: $$(wildcard plugins/$$*/*.go plugins/$$*/go.mod plugins/$$*/go.sum) $(SDK_GO) | $(BIN)/wasmopt
+$(BIN)/plugins/%.wasm: $$(wildcard plugins/$$*/*.go plugins/$$*/go.mod plugins/$$*/go.sum) $(SDK_GO)
 	@mkdir -p $(@D)
 	cd plugins/$* && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
-	$(BIN)/wasmopt $@
 
 $(BIN)/plugins/app-c.wasm: plugins/app-c/app.c $(SDK_C) | c-toolchain
 	$(call wasi-cc,-I sdk/c)
@@ -139,10 +138,9 @@ $(BIN)/testguests/mapc-nomap.wasm: host/wasm/testdata/mapc.c $(SDK_C) | c-toolch
 $(BIN)/testguests/swap-v%.wasm: host/wasm/testdata/swap.c $(SDK_C) | c-toolchain
 	$(call wasi-cc,-DVERSION=$* $(if $(filter 3,$*),-DWATCH_CONFIGMAPS) $(if $(filter 4 5,$*),-DWATCH_SECRETS) $(if $(filter 5,$*),-DASK_SECRETS) -I sdk/c)
 
-$(BIN)/testguests/record-v2-go.wasm: $(wildcard host/wasm/testdata/recordgo/*) $(SDK_GO) | $(BIN)/wasmopt
+$(BIN)/testguests/record-v2-go.wasm: $(wildcard host/wasm/testdata/recordgo/*) $(SDK_GO)
 	@mkdir -p $(@D)
 	cd host/wasm/testdata/recordgo && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-X=main.version=2 -o $@ .
-	$(BIN)/wasmopt $@
 
 $(BIN)/testguests/explore-%.wasm: $$(wildcard internal/explore/testdata/corpus/$$*/*.go internal/explore/testdata/corpus/widget/*.go) $(SDK_GO)
 	@mkdir -p $(@D)
@@ -152,26 +150,15 @@ $(BIN)/testguests/explore-%-fixed.wasm: $$(wildcard internal/explore/testdata/co
 	@mkdir -p $(@D)
 	cd internal/explore/testdata/corpus/$* && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags=-X=github.com/wasmrec/wasmrec/internal/explore/testdata/corpus/widget.Fixed=true -o $@ .
 
-$(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO) | $(BIN)/wasmopt
+$(BIN)/testguests/%-go.wasm: $$(wildcard host/wasm/testdata/$$*go/*) $(SDK_GO)
 	@mkdir -p $(@D)
 	cd host/wasm/testdata/$*go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
-	$(BIN)/wasmopt $@
 
-# bench-go imports k8s.io/api (the cost of that path is what it measures): left as the go
-# command links it, as wasm-opt takes a minute on its 20 MB.
-$(BIN)/testguests/bench-go.wasm: $(wildcard host/wasm/testdata/benchgo/*) $(SDK_GO)
-	@mkdir -p $(@D)
-	cd host/wasm/testdata/benchgo && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -o $@ .
-
-# Go modules are optimized as wasmrec build optimizes them (binaryen's wasm-opt), so that the
-# tests and benchmarks run what users ship.
-$(BIN)/wasmopt: $(wildcard internal/cmd/wasmopt/*.go internal/build/*.go) | binaryen
-	$(GO) build -o $@ ./internal/cmd/wasmopt
-
+# binaryen's wasm-opt, which wasmrec build --optimize runs (its test needs it).
 .PHONY: binaryen
 binaryen:
 	@if ! command -v wasm-opt >/dev/null; then \
-		echo ">> installing binaryen (wasm-opt) with apt-get (wasmrec build optimizes Go modules with it)"; \
+		echo ">> installing binaryen (wasm-opt) with apt-get (the test of wasmrec build --optimize runs it)"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get install -y -q binaryen >/dev/null || \
 		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q binaryen >/dev/null; }; \
@@ -236,7 +223,7 @@ FUZZTIME_OBJECT ?= 50000x
 FUZZTIME_INSTRUMENT ?= 20000x
 
 .PHONY: test
-test: controlplane build plugins testguests registry-tool browser $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
+test: controlplane build plugins testguests registry-tool browser binaryen $(BIN)/sdk-c-test ## Run unit and end-to-end tests (race detector on), then the fuzz targets briefly.
 	$(BIN)/sdk-c-test
 	@echo ">> go test: unit tests, then e2e on a local kube-apiserver + etcd (the scale-out e2e runs several host processes for about 2 minutes)"
 	@rm -f $(BIN)/scaleout.txt $(BIN)/explore-corpus.txt

@@ -69,7 +69,7 @@ state the plugin kept from earlier reconciles, a JSON patch.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.module, "module", "", "the module to test, instead of building DIR")
-	f.BoolVar(&o.optimize, "optimize", true, "run wasm-opt -Oz on a Go module, as wasmrec build does (the two share a build)")
+	f.BoolVar(&o.optimize, "optimize", false, "run wasm-opt -Oz -g on a Go module, as wasmrec build --optimize does (the two then share a build)")
 	f.StringVar(&o.hostConfig, "host-config", "", "the host config whose grant the plugin gets (default DIR/host.yaml, if there)")
 	f.StringVar(&o.run, "run", "", "run only the cases whose name matches this regular expression")
 	f.IntVarP(&o.verbose, "verbose", "v", 0, "1 prints the plugin's log lines of every case, not only of those that fail")

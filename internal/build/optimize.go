@@ -29,7 +29,7 @@ func findOptimizer(o Options) (opt *optimizer, missing string) {
 	if !o.Optimize {
 		return nil, ""
 	}
-	const install = "install binaryen (Debian and Ubuntu: apt-get install binaryen), or build with --optimize=false to leave it so"
+	const install = "install binaryen (Debian and Ubuntu: apt-get install binaryen), or build without --optimize"
 	path, err := exec.LookPath("wasm-opt")
 	if err != nil {
 		return nil, "wasm-opt is not on PATH: the module is not optimized (it is about 8% larger, and so is the code the host compiles from it); " + install
@@ -87,15 +87,4 @@ func (opt *optimizer) run(in, out, dir string, o Options) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), out)
-}
-
-// Optimize runs wasm-opt on the Go module in as a build does, writing out (which may be in).
-// It fails where wasm-opt cannot run.
-func Optimize(in, out string, o Options) error {
-	o.Optimize = true
-	opt, missing := findOptimizer(o)
-	if opt == nil {
-		return errors.New(missing)
-	}
-	return opt.run(in, out, ".", o)
 }
