@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -390,6 +391,140 @@ func TestRolloutPlugin(t *testing.T) {
 	must(t, err)
 	if len(evs.Items) == 0 || evs.Items[0].Source.Component != "wasmrec/rollout" {
 		t.Fatalf("no ConfigChanged event from wasmrec/rollout: %+v", evs.Items)
+	}
+}
+
+// indexBudget is a plugin's memory budget with room for its module's code and, once the code
+// has settled (its first release), for nothing more until raise.
+type indexBudget struct {
+	mu            sync.Mutex
+	used, limit   int64
+	settled, room bool
+}
+
+func (b *indexBudget) Charge(n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.settled && !b.room && b.used+n > b.limit {
+		return fmt.Errorf("%d bytes more would pass the budget's %d", n, b.limit)
+	}
+	b.used += n
+	return nil
+}
+
+func (b *indexBudget) Release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if !b.settled {
+		b.settled, b.limit = true, b.used
+	}
+}
+
+func (b *indexBudget) raise() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.room = true
+}
+
+// A field index whose values the plugin's memory budget has no room for is refused, and the
+// plugin works on, as right: its map functions' lists hand it every Deployment, which it tests
+// itself. The refusal is said once (the hook, the metric) and IndexRefused says it while it
+// lasts; once the budget has room, the next list that tells values is charged and kept.
+func TestAFieldIndexTheBudgetRefusesLeavesThePluginRight(t *testing.T) {
+	ns := namespace(t)
+	m := metrics.New()
+	budget := &indexBudget{}
+	var mu sync.Mutex
+	var told []bool
+	_, loaded := pluginHostWithMetrics(t, cfg, logr.Discard(), m, plugin.Config{Name: "rollout-budget", Module: wasmFile(t, "plugins", "rollout"), Namespaces: []string{ns},
+		Code: budget,
+		Hooks: plugin.Hooks{OnIndexRefused: func(refused bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, refused)
+		}},
+		Permissions: []abi.Permission{
+			grant("apps", []string{"deployments"}, "get", "list", "watch", "patch"),
+			grant("", []string{"configmaps", "secrets"}, "get", "list", "watch"),
+			grant("", []string{"events"}, "create"),
+		}})
+	p := loaded["rollout-budget"]
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	_, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: demo.WebConfig}, Data: map[string]string{"k": "1"}}, metav1.CreateOptions{})
+	must(t, err)
+	plain := demo.WebDeployment(ns)
+	plain.Name, plain.Annotations = "plain", nil
+	for _, d := range []*appsv1.Deployment{demo.WebDeployment(ns), plain} {
+		_, err := cs.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
+		must(t, err)
+	}
+	hashOf := func(name string) string {
+		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return d.Spec.Template.Annotations["wasmrec.dev/config-hash"]
+	}
+	hooks := func() []bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(told)
+	}
+	count := func(name string) float64 {
+		v, _ := value(t, m, name, map[string]string{"plugin": "rollout-budget"})
+		return v
+	}
+	first := ""
+	// Each change of the ConfigMap is mapped to its users by a list of Deployments through
+	// the index, whose values the guest tells with it.
+	for i := 2; first == "" || p.IndexRefused() == ""; i++ {
+		if i > 20 {
+			t.Fatalf("after %d changes of the ConfigMap: hash %q, IndexRefused %q, hooks told %v", i-2, first, p.IndexRefused(), hooks())
+		}
+		_, err = cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), demo.WebConfig, types.MergePatchType, fmt.Appendf(nil, `{"data":{"k":"%d"}}`, i), metav1.PatchOptions{})
+		must(t, err)
+		time.Sleep(500 * time.Millisecond)
+		first = hashOf("web")
+	}
+	if got := hooks(); !slices.Equal(got, []bool{true}) {
+		t.Fatalf("OnIndexRefused was told %v; want [true]", got)
+	}
+	if n := count("wasmrec_plugin_index_refusals_total"); n != 1 {
+		t.Errorf("wasmrec_plugin_index_refusals_total %g; want 1", n)
+	}
+	if !strings.Contains(p.IndexRefused(), "every item") {
+		t.Errorf("IndexRefused %q does not say what a refusal means", p.IndexRefused())
+	}
+	// Refused, the plugin is as right: a change still reaches the Deployment that uses it,
+	// and not the other.
+	_, err = cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), demo.WebConfig, types.MergePatchType, []byte(`{"data":{"k":"refused"}}`), metav1.PatchOptions{})
+	must(t, err)
+	eventually(t, 30*time.Second, "a new hash while the index is refused", func() error {
+		if h := hashOf("web"); h == first || h == "" {
+			return fmt.Errorf("hash %q", h)
+		}
+		return nil
+	})
+	if h := hashOf("plain"); h != "" {
+		t.Fatalf("a deployment that did not opt in got hash %q", h)
+	}
+	if n := count("wasmrec_plugin_index_refusals_total"); n != 1 {
+		t.Errorf("lists while refused counted again: wasmrec_plugin_index_refusals_total %g; want 1", n)
+	}
+
+	// With room, the next list's values are charged and kept.
+	budget.raise()
+	eventually(t, 30*time.Second, "the index kept again once the budget has room", func() error {
+		_, err := cs.CoreV1().ConfigMaps(ns).Patch(context.Background(), demo.WebConfig, types.MergePatchType, fmt.Appendf(nil, `{"data":{"k":"%d"}}`, time.Now().UnixNano()), metav1.PatchOptions{})
+		must(t, err)
+		if p.IndexRefused() != "" || count("wasmrec_plugin_index_bytes") == 0 {
+			return fmt.Errorf("IndexRefused %q, wasmrec_plugin_index_bytes %g", p.IndexRefused(), count("wasmrec_plugin_index_bytes"))
+		}
+		return nil
+	})
+	if got := hooks(); !slices.Equal(got, []bool{true, false}) {
+		t.Errorf("OnIndexRefused was told %v; want [true false]", got)
 	}
 }
 

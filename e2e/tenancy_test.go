@@ -22,9 +22,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/wasmrec/wasmrec/host/demo"
 	"github.com/wasmrec/wasmrec/host/manager"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/pluginobjects"
+	"github.com/wasmrec/wasmrec/host/wasm"
 )
 
 // tenant is a user with rights in one namespace only, as a team gets them: Plugin objects, reads
@@ -290,4 +292,126 @@ func TestDeletedPluginGivesItsMemoryBack(t *testing.T) {
 		return nil
 	})
 	t.Logf("host RSS: %d MiB before, %d MiB with the plugin hogging 1000 MiB, %d MiB after it was deleted", before>>20, peak>>20, after>>20)
+}
+
+// A tenant's second Plugin, whose field index the namespace's memory budget has no room for
+// once both modules and their instances hold theirs, is Degraded IndexOverBudget, with an Event
+// on it, both readable by the tenant; the first Plugin, whose index was kept before, is not. Once
+// the first is deleted, the second's next list that tells values is kept, and it is Healthy.
+// The budget is what the two hold, to the byte, and half a MiB: the index charges a MiB at a
+// time.
+func TestAFieldIndexOverTheNamespaceBudgetIsSaidOnThePlugin(t *testing.T) {
+	t.Parallel() // see e2e/doc.go: what may run beside others
+	ctx := context.Background()
+	installPluginCRD(t)
+	ns := namespace(t)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	alice := newTenant(t, "alice-"+ns, ns, "stamper")
+	// A Plugin grants only what its author may do: her team's Deployments are hers to patch.
+	_, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "deployer"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create"}},
+	}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deployer"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: alice.name}}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "deployer"}}, metav1.CreateOptions{})
+	must(t, err)
+	serviceAccount(t, ns, "stamper",
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}})
+	_, err = cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: demo.WebConfig}, Data: map[string]string{"k": "1"}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.AppsV1().Deployments(ns).Create(ctx, demo.WebDeployment(ns), metav1.CreateOptions{})
+	must(t, err)
+
+	dir := t.TempDir() // the only source the operator allows
+	module := filepath.Join(dir, "rollout.wasm")
+	wasmBytes := mustRead(t, wasmFile(t, "plugins", "rollout"))
+	writeModule(t, module, wasmBytes)
+	const instance = 32 << 20
+	code := int64(len(wasmBytes)) * wasm.CodeHeld
+	nsBudget := resource.NewQuantity(2*(instance+code)+1<<20+1<<19, resource.BinarySI)
+	logs := &logLines{}
+	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
+	must(t, err)
+	t.Cleanup(host.Close)
+	res, err := pluginobjects.New(host, pluginobjects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, NamespaceMemoryBudget: nsBudget}})
+	must(t, err)
+	must(t, mgr.Add(res))
+
+	spec := func() map[string]any {
+		return map[string]any{"module": module, "serviceAccountName": "stamper", "memoryLimit": "32Mi", "maxConcurrentReconciles": int64(1),
+			"permissions": []any{
+				map[string]any{"group": "apps", "resources": []any{"deployments"}, "verbs": []any{"get", "list", "watch", "patch"}},
+				map[string]any{"group": "", "resources": []any{"configmaps", "secrets"}, "verbs": []any{"get", "list", "watch"}},
+				map[string]any{"group": "", "resources": []any{"events"}, "verbs": []any{"create"}},
+			}}
+	}
+	hash := func() string {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		must(t, err)
+		return d.Spec.Template.Annotations["wasmrec.dev/config-hash"]
+	}
+	// Each change of the ConfigMap reaches the Deployment through a map function, whose list of
+	// Deployments through the index tells the host the values it computed.
+	change := func(what string) {
+		before := hash()
+		_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, demo.WebConfig, types.MergePatchType, fmt.Appendf(nil, `{"data":{"k":%q}}`, what), metav1.PatchOptions{})
+		must(t, err)
+		eventually(t, 30*time.Second, "the Deployment stamped for "+what, func() error {
+			if h := hash(); h == before || h == "" {
+				return fmt.Errorf("hash %q", h)
+			}
+			return nil
+		})
+	}
+	condition := func(name, typ, status, reason string) {
+		eventually(t, 30*time.Second, fmt.Sprintf("%s %s=%s %s", name, typ, status, reason), func() error {
+			u, err := alice.dyn.Resource(pluginobjects.GVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				m := c.(map[string]any)
+				if m["type"] == typ {
+					if m["status"] != status || m["reason"] != reason {
+						return fmt.Errorf("%s=%v %v: %v", typ, m["status"], m["reason"], m["message"])
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no %s condition", typ)
+		})
+	}
+
+	must(t, alice.plugin("first", spec()))
+	condition("first", "Ready", "True", "Serving")
+	change("2") // the first's index holds its first MiB
+	must(t, alice.plugin("second", spec()))
+	condition("second", "Ready", "True", "Serving")
+	change("3")
+	condition("second", "Degraded", "True", pluginobjects.ReasonIndexOverBudget)
+	condition("first", "Degraded", "False", "Healthy")
+	_, msg := pluginCondition(t, ns, "second", "Degraded")
+	if !strings.Contains(msg, "every item") || !strings.Contains(msg, "memoryLimit") {
+		t.Errorf("the Degraded message does not say what the refusal means and what makes room: %s", msg)
+	}
+	evs, err := alice.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "events"}).Namespace(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + pluginobjects.ReasonIndexOverBudget + ",involvedObject.name=second"})
+	must(t, err)
+	if len(evs.Items) != 1 {
+		t.Errorf("%d IndexOverBudget Events on the second Plugin, as the tenant reads them; want 1", len(evs.Items))
+	}
+
+	// The first gives its memory back: the second's next list is kept.
+	must(t, alice.dyn.Resource(pluginobjects.GVR).Namespace(ns).Delete(ctx, "first", metav1.DeleteOptions{}))
+	eventually(t, 30*time.Second, "the second Healthy once the first is deleted", func() error {
+		change(fmt.Sprint(time.Now().UnixNano()))
+		if s, m := pluginCondition(t, ns, "second", "Degraded"); s != "False" {
+			return fmt.Errorf("Degraded=%s: %s", s, m)
+		}
+		return nil
+	})
 }

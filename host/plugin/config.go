@@ -414,4 +414,8 @@ type Hooks struct {
 	// the plugin may not reconcile, which was not enqueued: which one and why, as the log says
 	// each. It is called from an informer's event handler and must not block.
 	OnDropped func(string)
+	// OnIndexRefused is told when the memory budget refuses a version's field index a charge
+	// (true) and when it takes one again (false), for the serving version or a rollout's
+	// candidate, with the index's lock held: it must not block (IndexRefused says which).
+	OnIndexRefused func(refused bool)
 }

@@ -214,6 +214,17 @@ func (p *Plugin) Failing() string {
 	return strings.Join(slices.DeleteFunc([]string{p.failures.message(), p.mapFailures.message()}, func(s string) bool { return s == "" }), "; ")
 }
 
+// IndexRefused says, while the memory budget refuses the serving version's field index a
+// charge, what that means and what makes room; "" while the index keeps values, or has none.
+// The code that writes a plugin's status sets Degraded from it; OnIndexRefused says when it
+// changes.
+func (p *Plugin) IndexRefused() string {
+	if !p.current.Load().index.Refused() {
+		return ""
+	}
+	return "the memory budget has no room for the values of its field indexes: the host keeps none, so each list hands the plugin every item, which it tests itself (as right, slower); the next list that tells values tries again. Memory is made by a lower memoryLimit or fewer workers for this namespace's Plugins, or by the host's operator"
+}
+
 // onFailing tells the OnFailing hook, if set, what Failing says now: a streak changed.
 func (p *Plugin) onFailing(string) {
 	if f := p.cfg.Hooks.OnFailing; f != nil {

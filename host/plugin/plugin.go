@@ -286,9 +286,14 @@ func (p *Plugin) versionOf(mod *wasm.Module) (*version, error) {
 	}
 	// The index values are charged where the module's code is (a plugin object's memory budget).
 	idx := hostcalls.NewIndex(p.cfg.Code)
-	idx.OnRefused = func() {
-		p.indexRefusals.Add(1)
-		p.log.Info("the memory budget has no room for the values of the plugin's field indexes: the host keeps none, and its lists hand it every item until the budget has room", "digest", mod.ShortDigest())
+	idx.OnRefused = func(refused bool) {
+		if refused {
+			p.indexRefusals.Add(1)
+			p.log.Info("the memory budget has no room for the values of the plugin's field indexes: the host keeps none, and its lists hand it every item until the budget has room", "digest", mod.ShortDigest())
+		}
+		if f := p.cfg.Hooks.OnIndexRefused; f != nil {
+			f(refused)
+		}
 	}
 	return &version{mod: mod, policy: pol, index: idx}, nil
 }

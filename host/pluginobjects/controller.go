@@ -317,6 +317,14 @@ func (r *resources) Reconcile(ctx context.Context, req reconcile.Request) (recon
 				// What its map function named that it may not reconcile, which the tenant
 				// could see only in the host's log.
 				OnDropped: func(msg string) { r.event(u, corev1.EventTypeWarning, "MapRequestDropped", "%s", msg) },
+				// And a field index the memory budget has no room for: the plugin works, its
+				// lists slower, and only the host's log and metrics would say why.
+				OnIndexRefused: func(refused bool) {
+					if refused {
+						r.event(u, corev1.EventTypeWarning, ReasonIndexOverBudget, "the memory budget has no room for the values of its field indexes: each list hands it every item until there is room")
+					}
+					r.ctrl.Enqueue(again)
+				},
 			},
 			Reporting: r.leading,
 			Live:      live, // a rollout the host was in the middle of starts again

@@ -169,6 +169,18 @@ func TestStatusSaysWhatServes(t *testing.T) {
 		t.Errorf("Degraded's message %q does not give the last error", m)
 	}
 
+	// One whose field index the memory budget has no room for works, slower: it is Degraded,
+	// saying why, and a failing plugin's reason comes first.
+	indexed := statusOf(u, &serving{digest: "sha256:b", running: true, kinds: things, indexRefused: "the memory budget has no room for the values of its field indexes"}, nil, false)
+	c = conditions(t, indexed)
+	want(t, c, "Ready", metav1.ConditionTrue, "Serving")
+	want(t, c, "Degraded", metav1.ConditionTrue, ReasonIndexOverBudget)
+	if m := meta.FindStatusCondition(c, "Degraded").Message; !strings.Contains(m, "field indexes") {
+		t.Errorf("Degraded's message %q does not say what the budget refused", m)
+	}
+	both := statusOf(u, &serving{digest: "sha256:b", running: true, kinds: things, failing: "every reconcile failed", indexRefused: "no room"}, nil, false)
+	want(t, conditions(t, both), "Degraded", metav1.ConditionTrue, "ReconcilesFailing")
+
 	// One waiting for a kind no API serves is not Ready, and says what was meant.
 	waiting := statusOf(u, &serving{digest: "sha256:b", kinds: things, waiting: []string{"Thng.v1.follow.wasmrec.dev (no CRD serves it: did you mean Thing, which follow.wasmrec.dev serves?)"}}, nil, false)
 	c = conditions(t, waiting)

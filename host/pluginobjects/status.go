@@ -72,7 +72,7 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 		sv := l.serving()
 		s = &sv
 		s.digest, s.running, s.kinds, s.plugin, s.unavailable = p.Module().Digest(), p.Running(), p.Kinds(), p, p.Unavailable()
-		s.failing, s.waiting = p.Failing(), p.Waiting()
+		s.failing, s.waiting, s.indexRefused = p.Failing(), p.Waiting(), p.IndexRefused()
 		s.rollout = p.Rollout()
 	}
 	st := map[string]any{}
@@ -97,6 +97,10 @@ func (r *resources) status(ctx context.Context, u *unstructured.Unstructured, l 
 	return nil
 }
 
+// ReasonIndexOverBudget is Degraded's reason, and an Event's, while the memory budget has no
+// room for the values of the serving version's field indexes (plugin.Plugin.IndexRefused).
+const ReasonIndexOverBudget = "IndexOverBudget"
+
 // serving is what a Plugin's status says of its loaded plugin.
 type serving struct {
 	digest          string
@@ -109,6 +113,7 @@ type serving struct {
 	plugin          *plugin.Plugin
 	unavailable     []string // what it needs that the host cannot list or watch
 	failing         string   // Plugin.Failing: every reconcile fails
+	indexRefused    string   // Plugin.IndexRefused: the budget has no room for its field index
 	waiting         []string // Plugin.Waiting: kinds it needs that no API serves
 	rollout         *plugin.RolloutStatus
 }
@@ -168,6 +173,8 @@ func statusOf(u *unstructured.Unstructured, s *serving, f *failure, shared bool)
 		set("Degraded", true, "Unavailable", strings.Join(s.unavailable, "; "))
 	case s.failing != "":
 		set("Degraded", true, "ReconcilesFailing", s.failing)
+	case s.indexRefused != "":
+		set("Degraded", true, ReasonIndexOverBudget, s.indexRefused)
 	default:
 		set("Degraded", false, "Healthy", "")
 	}

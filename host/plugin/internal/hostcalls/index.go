@@ -39,9 +39,10 @@ type Budget interface {
 // every item, which it tests itself, as it would with no Index at all.
 type Index struct {
 	Budget Budget
-	// OnRefused, if set, is called when Budget refuses a charge after one it took (not at each
-	// list while it has no room), with the Index's lock held: it must not call the Index.
-	OnRefused func()
+	// OnRefused, if set, is told when Refused changes: true when Budget refuses a charge after
+	// one it took (not at each list while it has no room), false when it takes one again. It is
+	// called with the Index's lock held: it must not call the Index, nor block.
+	OnRefused func(refused bool)
 
 	mu      sync.RWMutex
 	byUID   map[string]indexEntry
@@ -59,6 +60,17 @@ func (x *Index) Bytes() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.bytes
+}
+
+// Refused reports whether Budget refused the last charge: the Index keeps nothing until a
+// later list's values are charged.
+func (x *Index) Refused() bool {
+	if x == nil {
+		return false
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.refused
 }
 
 // NewIndex is an Index charged to budget (nil for none).
@@ -90,15 +102,24 @@ func (x *Index) charge(want int) bool {
 	}
 	n := (int64(want) - x.charged + indexChunk - 1) / indexChunk * indexChunk
 	if x.Budget.Charge(n) != nil {
-		if !x.refused && x.OnRefused != nil {
-			x.OnRefused()
-		}
-		x.refused = true
+		x.setRefused(true)
 		return false
 	}
 	x.charged += n
-	x.refused = false
+	x.setRefused(false)
 	return true
+}
+
+// setRefused records whether the last charge was refused, telling OnRefused of a change. x.mu
+// is held.
+func (x *Index) setRefused(refused bool) {
+	if x.refused == refused {
+		return
+	}
+	x.refused = refused
+	if x.OnRefused != nil {
+		x.OnRefused(refused)
+	}
 }
 
 // indexEntry is what the guest told of the latest version of one object that it told of.

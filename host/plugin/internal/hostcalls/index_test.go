@@ -2,6 +2,7 @@ package hostcalls
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -137,13 +138,13 @@ func (b *budget) inUse() int64 {
 }
 
 // What an Index keeps is charged to its budget a MiB at a time; a charge refused makes it keep
-// nothing and hold nothing (a list then hands the guest every item), and says so once; Close
-// gives back all.
+// nothing and hold nothing (a list then hands the guest every item), and says so once, and
+// again once a charge is taken; Close gives back all.
 func TestIndexIsChargedToItsBudget(t *testing.T) {
 	b := &budget{limit: 3 * indexChunk}
 	x := NewIndex(b)
-	refusals := 0
-	x.OnRefused = func() { refusals++ }
+	var told []bool // what OnRefused was told, in order
+	x.OnRefused = func(refused bool) { told = append(told, refused) }
 	x.learn([]abi.IndexValues{{UID: "u0", ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
 	if got := b.inUse(); got != indexChunk {
 		t.Fatalf("one object's values: %d charged, want %d", got, indexChunk)
@@ -156,18 +157,28 @@ func TestIndexIsChargedToItsBudget(t *testing.T) {
 		big[i] = fmt.Sprintf("value-%0100d", i)
 	}
 	// About 8 KiB an object: the third MiB is charged near 260 objects, the fourth refused
-	// near 390.
+	// near 400.
 	for i := 1; i < 300; i++ {
 		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", i), ResourceVersion: "1", Field: "f", Values: big}})
 	}
 	if got := b.inUse(); got != 3*indexChunk || int64(x.bytes) > x.charged || x.Bytes() < 299*7000 {
 		t.Fatalf("300 objects: %d charged, the index holds %d bytes; want %d charged, covering it", got, x.Bytes(), 3*indexChunk)
 	}
-	for i := 300; i < 500; i++ {
+	if x.Refused() || len(told) != 0 {
+		t.Fatalf("no charge refused yet, but Refused says %t and OnRefused was told %v", x.Refused(), told)
+	}
+	next := 300
+	for ; next < 500 && !x.Refused(); next++ {
+		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", next), ResourceVersion: "1", Field: "f", Values: big}})
+	}
+	if next < 380 || next > 410 || !slices.Equal(told, []bool{true}) {
+		t.Fatalf("the charge of the fourth MiB: refused at object %d (want near 400), OnRefused was told %v (want [true])", next, told)
+	}
+	for i := next; i < 500; i++ {
 		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", i), ResourceVersion: "1", Field: "f", Values: big}})
 	}
-	if refusals != 1 {
-		t.Errorf("OnRefused was called %d times for one refusal", refusals)
+	if x.Refused() || !slices.Equal(told, []bool{true, false}) {
+		t.Errorf("one refusal, then charges taken from empty: Refused says %t, OnRefused was told %v (want [true false])", x.Refused(), told)
 	}
 	// The refusal emptied it; what it learnt after the refusal is charged again.
 	if x.excludes(indexedObject("a", "u0", "1"), newFieldFilter(map[string]string{"f": "other"})) {
@@ -188,12 +199,13 @@ func TestIndexIsChargedToItsBudget(t *testing.T) {
 	// No room at all: each list is refused, and that is said once.
 	b.limit = 0
 	x = NewIndex(b)
-	x.OnRefused = func() { refusals++ }
+	told = nil
+	x.OnRefused = func(refused bool) { told = append(told, refused) }
 	for i := range 5 {
 		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("w%d", i), ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
 	}
-	if refusals != 2 || x.Bytes() != 0 || b.inUse() != 0 {
-		t.Errorf("five lists with no room: OnRefused called %d times in all (want 2), %d bytes kept, %d charged", refusals, x.Bytes(), b.inUse())
+	if !slices.Equal(told, []bool{true}) || !x.Refused() || x.Bytes() != 0 || b.inUse() != 0 {
+		t.Errorf("five lists with no room: OnRefused told %v (want [true]), %d bytes kept, %d charged", told, x.Bytes(), b.inUse())
 	}
 }
 
