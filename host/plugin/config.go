@@ -250,32 +250,64 @@ func LoadHostConfig(path string) (*HostConfig, error) {
 	for j := range hc.Signatures.Keys {
 		hc.Signatures.Keys[j] = relative(hc.Signatures.Keys[j])
 	}
-	if err := hc.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+	// Each mistake is said with the line where its setting, or its plugin's entry, starts.
+	line := func(n int) string {
+		if n == 0 {
+			return ""
+		}
+		return fmt.Sprintf("line %d: ", n)
+	}
+	items := configcheck.ItemLines(data, "plugins")
+	where := configLines{
+		plugin: func(i int) string {
+			if i < len(items) {
+				return line(items[i])
+			}
+			return ""
+		},
+		impersonate:   line(configcheck.KeyLine(data, "impersonate")),
+		pluginObjects: line(configcheck.KeyLine(data, "pluginObjects")),
+	}
+	if errs := hc.validate(where); len(errs) > 0 {
+		for i, err := range errs {
+			errs[i] = fmt.Errorf("config %s: %w", path, err)
+		}
+		return nil, errors.Join(errs...)
 	}
 	return &hc, nil
 }
 
+// configLines say where in a config file a mistake is: "line 7: ", or "" where unknown.
+type configLines struct {
+	plugin                     func(i int) string
+	impersonate, pluginObjects string
+}
+
 // Validate checks every plugin and that names are unique.
 func (hc *HostConfig) Validate() error {
+	return errors.Join(hc.validate(configLines{plugin: func(int) string { return "" }})...)
+}
+
+// validate is Validate's mistakes, each said where.
+func (hc *HostConfig) validate(where configLines) []error {
 	var errs []error
 	if im := hc.Impersonate; im != nil && !nameRE.MatchString(im.Namespace) {
-		errs = append(errs, fmt.Errorf("impersonate.namespace %q: give the namespace of the plugins' ServiceAccounts", im.Namespace))
+		errs = append(errs, fmt.Errorf("%simpersonate.namespace %q: give the namespace of the plugins' ServiceAccounts", where.impersonate, im.Namespace))
 	}
 	if err := hc.PluginObjects.Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("%s%w", where.pluginObjects, err))
 	}
 	seen := map[string]bool{}
 	for i, p := range hc.Plugins {
 		if err := p.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("plugins[%d]: %w", i, err))
+			errs = append(errs, fmt.Errorf("%splugins[%d]: %w", where.plugin(i), i, err))
 		}
 		if seen[p.Name] {
-			errs = append(errs, fmt.Errorf("plugins[%d]: name %q is used twice", i, p.Name))
+			errs = append(errs, fmt.Errorf("%splugins[%d]: name %q is used twice", where.plugin(i), i, p.Name))
 		}
 		seen[p.Name] = true
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // Validate checks one plugin's settings.

@@ -247,3 +247,52 @@ func File(path string, data []byte, t reflect.Type) error {
 	}
 	return errors.Join(errs...)
 }
+
+// ItemLines are the lines where the items of the top-level list key start in data, in order:
+// for errors found after decoding, which name an item by its index. Nil if data does not parse
+// or has no such list.
+func ItemLines(data []byte, key string) []int {
+	n := topLevel(data, key)
+	if n == nil || n.Kind != yaml.SequenceNode {
+		return nil
+	}
+	lines := make([]int, len(n.Content))
+	for i, item := range n.Content {
+		lines[i] = item.Line
+	}
+	return lines
+}
+
+// KeyLine is the line of the top-level key in data, or 0.
+func KeyLine(data []byte, key string) int {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return 0
+	}
+	m := doc.Content[0].Content
+	for i := 0; i+1 < len(m); i += 2 {
+		if m[i].Value == key {
+			return m[i].Line
+		}
+	}
+	return 0
+}
+
+// topLevel is the value of the top-level key in data, or nil.
+func topLevel(data []byte, key string) *yaml.Node {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	m := doc.Content[0].Content
+	for i := 0; i+1 < len(m); i += 2 {
+		if m[i].Value == key {
+			n := m[i+1]
+			if n.Kind == yaml.AliasNode {
+				n = n.Alias
+			}
+			return n
+		}
+	}
+	return nil
+}
