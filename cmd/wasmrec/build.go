@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/host/crd"
+	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/internal/build"
 	"github.com/wasmrec/wasmrec/internal/kinds"
 	"github.com/wasmrec/wasmrec/internal/plugintest"
@@ -27,7 +28,8 @@ func newBuildCommand(stdout, stderr io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build [DIR]",
 		Short: "Build a plugin's folder to a module and check it as the host will",
-		Long: `build compiles the plugin in DIR (default the working directory) to DIR/<folder name>.wasm:
+		Long: `build compiles the plugin in DIR (default the working directory) to the module file DIR/host.yaml
+names, as wasmrec dev and run read it, or else DIR/<folder name>.wasm:
 a Go plugin (DIR holds go.mod) with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath,
 and with --optimize then binaryen's wasm-opt -Oz -g (the module is about 8% smaller; without
 wasm-opt on PATH, build says so and goes on), a C plugin (DIR holds .c files) with clang --target=wasm32-wasi -mexec-model=reactor, wasi-libc
@@ -51,6 +53,12 @@ codec and deep copies) in each package of API types marked +kubebuilder:object:r
 				dir = args[0]
 			}
 			var upToDate bool
+			if out == "" {
+				var err error
+				if out, err = folderModule(dir); err != nil {
+					return err
+				}
+			}
 			o := build.Options{Out: out, Warnings: stderr, UpToDate: &upToDate, Optimize: optimize}
 			if verbose > 0 {
 				o.Log = stderr
@@ -86,11 +94,26 @@ codec and deep copies) in each package of API types marked +kubebuilder:object:r
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "the module file to write (default DIR/<folder name>.wasm)")
+	cmd.Flags().StringVar(&out, "out", "", "the module file to write (default the one DIR/host.yaml names, else DIR/<folder name>.wasm)")
 	cmd.Flags().IntVarP(&verbose, "verbose", "v", 0, "1 prints the compiler's command line")
 	cmd.Flags().BoolVar(&optimize, "optimize", false, "run binaryen's wasm-opt -Oz -g on a Go module after linking it: about 8% smaller, about 10 s more")
 	cmd.Flags().StringVar(&cacheDir, "compilation-cache", "", `directory for compiled modules ("-" for none)`)
 	return cmd
+}
+
+// folderModule is where the module of the plugin folder dir goes: the module file dir/host.yaml
+// names, if it holds one plugin whose module is a file, as wasmrec dev and run read it; else
+// build's default, dir/<folder name>.wasm. A copied folder's host.yaml keeps the old folder's
+// file name, and build, test and dev must all write the file the host runs.
+func folderModule(dir string) (string, error) {
+	hostYAML := filepath.Join(dir, "host.yaml")
+	if _, err := os.Stat(hostYAML); err == nil {
+		hc, err := plugin.LoadHostConfig(hostYAML)
+		if err == nil && len(hc.Plugins) == 1 && !strings.HasPrefix(hc.Plugins[0].Module, "oci:") {
+			return filepath.Abs(hc.Plugins[0].Module)
+		}
+	}
+	return build.DefaultOut(dir)
 }
 
 func sizeString(n int) string {

@@ -92,3 +92,29 @@ func TestBuildWarnsOfANarrowerGrant(t *testing.T) {
 		t.Errorf("a narrower grant: %q", got)
 	}
 }
+
+// A plugin folder's module is the file its host.yaml names, which a copied folder keeps; without
+// one (or with a registry module, or several plugins), it is DIR/<folder name>.wasm.
+func TestFolderModuleIsTheOneHostYAMLNames(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "copy-of-hello")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ hostYAML, want string }{
+		{"", filepath.Join(dir, "copy-of-hello.wasm")},
+		{"plugins:\n  - name: hello\n    module: hello.wasm\n", filepath.Join(dir, "hello.wasm")},
+		{"plugins:\n  - name: hello\n    module: ../out/hello.wasm\n", filepath.Join(filepath.Dir(dir), "out", "hello.wasm")},
+		{"plugins:\n  - name: hello\n    module: oci:registry.example/hello:v1\n", filepath.Join(dir, "copy-of-hello.wasm")},
+		{"plugins:\n  - {name: a, module: a.wasm}\n  - {name: b, module: b.wasm}\n", filepath.Join(dir, "copy-of-hello.wasm")},
+	} {
+		os.Remove(filepath.Join(dir, "host.yaml"))
+		if tc.hostYAML != "" {
+			if err := os.WriteFile(filepath.Join(dir, "host.yaml"), []byte(tc.hostYAML), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := folderModule(dir); err != nil || got != tc.want {
+			t.Errorf("host.yaml %q: %q, %v; want %q", tc.hostYAML, got, err, tc.want)
+		}
+	}
+}

@@ -218,7 +218,10 @@ func loadCases(ctx context.Context, dir string, files []string, filter *regexp.R
 	if path == "" {
 		start := time.Now()
 		var upToDate bool
-		if path, err = build.Build(dir, build.Options{Warnings: stderr, UpToDate: &upToDate, Optimize: o.optimize}); err != nil {
+		if path, err = folderModule(dir); err != nil {
+			return nil, nil, "", err
+		}
+		if path, err = build.Build(dir, build.Options{Out: path, Warnings: stderr, UpToDate: &upToDate, Optimize: o.optimize}); err != nil {
 			return nil, nil, "", err
 		}
 		if upToDate {
