@@ -415,3 +415,53 @@ func TestAFieldIndexOverTheNamespaceBudgetIsSaidOnThePlugin(t *testing.T) {
 		return nil
 	})
 }
+
+// Two Plugins that each fit their namespace's memory budget alone, started together (as a host
+// starts, or restarts, with them), both load: the instances' share a Plugin holds while it
+// waits to load is not counted against another's module compiling. Counted, each kept the other
+// from compiling, and both stayed OverBudget until one was paused.
+func TestTwoPluginsStartedTogetherThatFitOneAtATimeBothLoad(t *testing.T) {
+	t.Parallel() // see e2e/doc.go: what may run beside others
+	ctx := context.Background()
+	installPluginCRD(t)
+	ns := namespace(t)
+	serviceAccount(t, ns, "lister", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}})
+	dir := t.TempDir()
+	module := filepath.Join(dir, "failing.wasm") // it asks to list and watch ConfigMaps, no more
+	wasmBytes := mustRead(t, wasmFile(t, "plugins", "failing"))
+	writeModule(t, module, wasmBytes)
+	// The first compiles at CompilePeak times the module's size, beside its instances' share;
+	// the second's is the code the host holds already (the same module and memoryLimit, which
+	// no other test uses), CodeHeld times. Both fit, one after the other, not both promised
+	// and one compiling.
+	const instance = 36 << 20
+	size := int64(len(wasmBytes))
+	nsBudget := resource.NewQuantity(2*instance+(2*wasm.CodeHeld+1)*size, resource.BinarySI)
+	if 2*instance+wasm.CompilePeak*size <= nsBudget.Value() {
+		t.Fatalf("a budget of %s leaves room for both promises and a compile: the test would test nothing", nsBudget)
+	}
+	for _, name := range []string{"one", "two"} {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "wasmrec.dev/v1alpha1", "kind": "Plugin",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"module": module, "serviceAccountName": "lister", "memoryLimit": "36Mi", "maxConcurrentReconciles": int64(1),
+				"permissions": []any{map[string]any{"group": "", "resources": []any{"configmaps"}, "verbs": []any{"list", "watch"}}}}}}
+		_, err := dyn(t).Resource(pluginobjects.GVR).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+		must(t, err)
+	}
+	// The host starts with both there: both reserve their share at once, then compile.
+	logs := &logLines{}
+	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
+	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
+	must(t, err)
+	t.Cleanup(host.Close)
+	res, err := pluginobjects.New(host, pluginobjects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, NamespaceMemoryBudget: nsBudget}})
+	must(t, err)
+	must(t, mgr.Add(res))
+	for _, name := range []string{"one", "two"} {
+		eventually(t, 60*time.Second, name+" Ready", func() error {
+			if s, m := pluginCondition(t, ns, name, "Ready"); s != "True" {
+				return fmt.Errorf("Ready=%s: %s", s, m)
+			}
+			return nil
+		})
+	}
+}

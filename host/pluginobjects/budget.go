@@ -106,6 +106,13 @@ func (c codeBudget) Charge(n int64) error {
 	}
 	ns := c.l.namespace
 	used, usedHere, _, _ := r.use(ns)
+	// Objects that wait to load their first module hold their instances' share, which no
+	// instance uses yet: counted here, two Plugins that each fit alone, started together (as
+	// after a restart), would each keep the other from compiling for ever. Their shares still
+	// count where objects start (reserve), and against their own modules.
+	promised, promisedHere := r.promised(ns, c.l)
+	used, usedHere = used-promised, usedHere-promisedHere
+	notSelfPromise := func(l *objectRun) bool { return l != c.l && l.promise() }
 	const cost = "compiling a module takes about %d times its size, and its code holds about %d times its size after, while the plugin keeps it"
 	switch {
 	case ns != "" && n > r.policy.NamespaceMemoryBudget.Value():
@@ -116,13 +123,32 @@ func (c codeBudget) Charge(n int64) error {
 			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, r.policy.MemoryBudget)
 	case ns != "" && usedHere+n > r.policy.NamespaceMemoryBudget.Value():
 		return fmt.Errorf("%s: its module needs %s more to compile ("+cost+"), and the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config; %s): use a smaller module, lower memoryLimit or maxConcurrentReconciles, stop another Plugin of %s, or ask the operator; it is tried again when one stops",
-			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, ns, approx(usedHere), r.policy.NamespaceMemoryBudget, r.holders(ns), ns)
+			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, ns, approx(usedHere), r.policy.NamespaceMemoryBudget, r.holdersBut(ns, notSelfPromise), ns)
 	case used+n > r.policy.MemoryBudget.Value():
 		return fmt.Errorf("%s: its module needs %s more to compile ("+cost+"), and plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config; %s): use a smaller module, or ask the operator; it is tried again when a plugin object stops",
-			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, approx(used), r.policy.MemoryBudget, r.holders(""))
+			c.what, approx(n), wasm.CompilePeak, wasm.CodeHeld, approx(used), r.policy.MemoryBudget, r.holdersBut("", notSelfPromise))
 	}
 	c.l.code += n
 	return nil
+}
+
+// promise reports whether l's instances' share is only promised: it holds no code and has not
+// loaded. r.mu is held.
+func (l *objectRun) promise() bool { return l.code == 0 && l.waiting() }
+
+// promised sums the instances' shares of the objects other than self that hold no code and
+// have not loaded: all, and in namespace ns. r.mu is held.
+func (r *resources) promised(ns string, self *objectRun) (all, here int64) {
+	for _, other := range r.running {
+		if other == self || !other.promise() {
+			continue
+		}
+		all += other.memory
+		if ns != "" && other.namespace == ns {
+			here += other.memory
+		}
+	}
+	return all, here
 }
 
 func (c codeBudget) Release(n int64) {
@@ -163,7 +189,10 @@ func (r *resources) roomMade() {
 // holders says what holds a namespace's share of the memory budget (ns != ""), its Plugins
 // each, or what holds the whole budget, each namespace (and the ClusterPlugins) together: the
 // largest first, five at most. r.mu is held.
-func (r *resources) holders(ns string) string {
+func (r *resources) holders(ns string) string { return r.holdersBut(ns, nil) }
+
+// holdersBut is holders without the objects skip reports.
+func (r *resources) holdersBut(ns string, skip func(*objectRun) bool) string {
 	type holder struct {
 		name    string
 		bytes   int64
@@ -173,7 +202,7 @@ func (r *resources) holders(ns string) string {
 	for _, l := range r.running {
 		key := l.namespace
 		switch {
-		case ns != "" && l.namespace != ns:
+		case ns != "" && l.namespace != ns, skip != nil && skip(l):
 			continue
 		case ns != "":
 			key = l.req.Name
