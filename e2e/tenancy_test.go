@@ -301,7 +301,6 @@ func TestDeletedPluginGivesItsMemoryBack(t *testing.T) {
 // The budget is what the two hold, to the byte, and half a MiB: the index charges a MiB at a
 // time.
 func TestAFieldIndexOverTheNamespaceBudgetIsSaidOnThePlugin(t *testing.T) {
-	t.Parallel() // see e2e/doc.go: what may run beside others
 	ctx := context.Background()
 	installPluginCRD(t)
 	ns := namespace(t)
@@ -421,7 +420,6 @@ func TestAFieldIndexOverTheNamespaceBudgetIsSaidOnThePlugin(t *testing.T) {
 // waits to load is not counted against another's module compiling. Counted, each kept the other
 // from compiling, and both stayed OverBudget until one was paused.
 func TestTwoPluginsStartedTogetherThatFitOneAtATimeBothLoad(t *testing.T) {
-	t.Parallel() // see e2e/doc.go: what may run beside others
 	ctx := context.Background()
 	installPluginCRD(t)
 	ns := namespace(t)

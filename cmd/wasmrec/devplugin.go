@@ -92,9 +92,23 @@ func loadDevPlugins(ctx context.Context, paths []string, stdout io.Writer) ([]*d
 			dp.config = plugin.Config{Name: in.Manifest.Name, Module: dp.module, Permissions: in.Manifest.Permissions}
 			fmt.Fprintf(stdout, "plugin %s has no host.yaml: dev grants it what its manifest asks for\n", dp.config.Name)
 		}
+		for i, other := range out {
+			if other.config.Name == dp.config.Name {
+				where := "the Name of its manifest"
+				if dp.dir != "" && dp.config.Module != "" && fileExists(filepath.Join(dp.dir, "host.yaml")) {
+					where = "name: in " + filepath.Join(dp.dir, "host.yaml") + " (a copied folder keeps the name of the one it was copied from)"
+				}
+				return nil, fmt.Errorf("--plugin %s: its plugin is named %q, as that of --plugin %s is: two plugins of one host need two names: rename it with %s", p, dp.config.Name, paths[i], where)
+			}
+		}
 		out = append(out, dp)
 	}
 	return out, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // build compiles the folder to a file beside the module and renames it into place, so that the

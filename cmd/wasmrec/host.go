@@ -374,7 +374,7 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 	case len(hc.Plugins) == 0 && !o.pluginObjects:
 		log.Info("the host config lists no plugins, and plugin objects are not run (--plugin-objects=false): this host runs nothing")
 	case len(hc.Plugins) == 0:
-		log.Info("the host config lists no plugins: this host runs those of Plugin and ClusterPlugin objects (wasmrec dev makes one of each --plugin)")
+		log.Info("the host config lists no plugins: this host runs those of Plugin and ClusterPlugin objects")
 	}
 	if err := mgr.Start(ctx); err != nil {
 		if running := inFlight(); len(running) > 0 { // a stop that timed out: say what it waited for

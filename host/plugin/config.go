@@ -156,6 +156,8 @@ type Config struct {
 	// code while the plugin holds it (the live version, a rollout's candidate, versions kept
 	// for a swap back): a plugin object's is its share of the memory budgets. A module that
 	// does not fit is not compiled, and is tried again later (ReasonOverBudget).
+	// The values of its field indexes are charged to it too, or to what its ForIndex method
+	// returns, if it has one.
 	Code wasm.CodeBudget `json:"-"`
 	// Hooks are told what happens to the plugin once it is loaded.
 	Hooks Hooks `json:"-"`
@@ -300,7 +302,14 @@ func (hc *HostConfig) validate(where configLines) []error {
 	seen := map[string]bool{}
 	for i, p := range hc.Plugins {
 		if err := p.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("%splugins[%d]: %w", where.plugin(i), i, err))
+			// Each of its mistakes on a line of its own, said where.
+			each := []error{err}
+			if joined, ok := err.(interface{ Unwrap() []error }); ok {
+				each = joined.Unwrap()
+			}
+			for _, err := range each {
+				errs = append(errs, fmt.Errorf("%splugins[%d]: %w", where.plugin(i), i, err))
+			}
 		}
 		if seen[p.Name] {
 			errs = append(errs, fmt.Errorf("%splugins[%d]: name %q is used twice", where.plugin(i), i, p.Name))
@@ -326,7 +335,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("plugin %q: maxConcurrentReconciles must not be negative", c.Name))
 	}
 	if c.Timeout != nil && c.Timeout.Duration <= 0 {
-		errs = append(errs, fmt.Errorf("plugin %q: timeout must be positive", c.Name))
+		errs = append(errs, fmt.Errorf("plugin %q: timeout %s: use a positive duration, like 30s, or leave it unset for the default %s", c.Name, c.Timeout.Duration, DefaultTimeout))
 	}
 	if c.ResyncPeriod != nil && c.ResyncPeriod.Duration < time.Second {
 		errs = append(errs, fmt.Errorf("plugin %q: resyncPeriod %s: use 1s or more, or leave it unset for none beyond the host's", c.Name, c.ResyncPeriod.Duration))

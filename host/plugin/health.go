@@ -219,10 +219,11 @@ func (p *Plugin) Failing() string {
 // The code that writes a plugin's status sets Degraded from it; OnIndexRefused says when it
 // changes.
 func (p *Plugin) IndexRefused() string {
-	if !p.current.Load().index.Refused() {
+	refusal := p.current.Load().index.Refused()
+	if refusal == nil {
 		return ""
 	}
-	return "the memory budget has no room for the values of its field indexes: the host keeps none, so each list hands the plugin every item, which it tests itself (as right, slower); the next list that tells values tries again. Memory is made by a lower memoryLimit or fewer workers for this namespace's Plugins, or by the host's operator"
+	return "the memory budget has no room for the values of its field indexes: the host keeps none, so each list hands the plugin every item, which it tests itself (as right, slower); the next list that tells values tries again. The budget said: " + refusal.Error()
 }
 
 // onFailing tells the OnFailing hook, if set, what Failing says now: a streak changed.

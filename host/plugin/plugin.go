@@ -285,14 +285,20 @@ func (p *Plugin) versionOf(mod *wasm.Module) (*version, error) {
 		return nil, err
 	}
 	// The index values are charged where the module's code is (a plugin object's memory budget).
-	idx := hostcalls.NewIndex(p.cfg.Code)
-	idx.OnRefused = func(refused bool) {
-		if refused {
+	var budget hostcalls.Budget = p.cfg.Code
+	if b, ok := p.cfg.Code.(interface{ ForIndex() wasm.CodeBudget }); ok {
+		budget = b.ForIndex() // its refusals say what the charge is for
+	}
+	idx := hostcalls.NewIndex(budget)
+	idx.OnRefused = func(refusal error) {
+		if refusal != nil {
 			p.indexRefusals.Add(1)
-			p.log.Info("the memory budget has no room for the values of the plugin's field indexes: the host keeps none, and its lists hand it every item until the budget has room", "digest", mod.ShortDigest())
+			p.log.Error(refusal, "the memory budget has no room for the values of the plugin's field indexes: the host keeps none, and its lists hand it every item until the budget has room", "digest", mod.ShortDigest())
+		} else {
+			p.log.Info("the memory budget has room for the values of the plugin's field indexes again: the host keeps them", "digest", mod.ShortDigest())
 		}
 		if f := p.cfg.Hooks.OnIndexRefused; f != nil {
-			f(refused)
+			f(refusal != nil)
 		}
 	}
 	return &version{mod: mod, policy: pol, index: idx}, nil

@@ -95,6 +95,15 @@ type codeBudget struct {
 	l    *objectRun
 	name string // the plugin's
 	what string // the object, as messages name it
+	// index is set for what its field indexes' values are charged (ForIndex): they take no
+	// room promised to objects waiting to load, and refusals say what the values are for.
+	index bool
+}
+
+// ForIndex is c for the values of the plugin's field indexes (plugin.Config.Code).
+func (c codeBudget) ForIndex() wasm.CodeBudget {
+	c.index = true
+	return c
 }
 
 func (c codeBudget) Charge(n int64) error {
@@ -110,6 +119,9 @@ func (c codeBudget) Charge(n int64) error {
 	// instance uses yet: counted here, two Plugins that each fit alone, started together (as
 	// after a restart), would each keep the other from compiling for ever. Their shares still
 	// count where objects start (reserve), and against their own modules.
+	if c.index {
+		return c.chargeIndex(n, used, usedHere)
+	}
 	promised, promisedHere := r.promised(ns, c.l)
 	used, usedHere = used-promised, usedHere-promisedHere
 	notSelfPromise := func(l *objectRun) bool { return l != c.l && l.promise() }
@@ -149,6 +161,22 @@ func (r *resources) promised(ns string, self *objectRun) (all, here int64) {
 		}
 	}
 	return all, here
+}
+
+// chargeIndex is Charge of the values of the plugin's field indexes. r.mu is held.
+func (c codeBudget) chargeIndex(n, used, usedHere int64) error {
+	r, ns := c.r, c.l.namespace
+	const what = "%s: its field indexes' values need %s more (the host keeps them for its lists, a MiB at a time), and "
+	switch {
+	case ns != "" && usedHere+n > r.policy.NamespaceMemoryBudget.Value():
+		return fmt.Errorf(what+"the Plugins of %s hold %s of the operator's budget of %s for one namespace (pluginObjects.namespaceMemoryBudget in the host config; %s): lower memoryLimit or maxConcurrentReconciles, stop another Plugin of %s, or ask the operator",
+			c.what, approx(n), ns, approx(usedHere), r.policy.NamespaceMemoryBudget, r.holders(ns), ns)
+	case used+n > r.policy.MemoryBudget.Value():
+		return fmt.Errorf(what+"plugin objects hold %s of the operator's memory budget of %s (pluginObjects.memoryBudget in the host config; %s): ask the operator",
+			c.what, approx(n), approx(used), r.policy.MemoryBudget, r.holders(""))
+	}
+	c.l.code += n
+	return nil
 }
 
 func (c codeBudget) Release(n int64) {

@@ -87,6 +87,16 @@ func TestCompiledCodeIsBudgeted(t *testing.T) {
 		!strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi of the operator's budget of 100Mi for one namespace (pluginObjects.namespaceMemoryBudget in the host config; one 94Mi)") {
 		t.Fatalf("code past the namespace's budget: %v", err)
 	}
+	// Its field indexes' values are charged there too, and a refusal says what they are for.
+	err = one.ForIndex().Charge(7 << 20)
+	if err == nil || !strings.HasPrefix(err.Error(), "Plugin team-a/one: its field indexes' values need 7Mi more (the host keeps them for its lists") ||
+		!strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi of the operator's budget of 100Mi for one namespace (pluginObjects.namespaceMemoryBudget in the host config; one 94Mi)") {
+		t.Fatalf("index values past the namespace's budget: %v", err)
+	}
+	if err := one.ForIndex().Charge(1 << 20); err != nil {
+		t.Fatalf("index values within the namespace's budget: %v", err)
+	}
+	one.Release(1 << 20)
 	if _, _, err := start("team-a", "two", 8<<20); err == nil || !strings.Contains(err.Error(), "the Plugins of team-a hold 94Mi of the operator's budget") {
 		t.Fatalf("instances past the namespace's budget, counting code: %v", err)
 	}

@@ -39,17 +39,17 @@ type Budget interface {
 // every item, which it tests itself, as it would with no Index at all.
 type Index struct {
 	Budget Budget
-	// OnRefused, if set, is told when Refused changes: true when Budget refuses a charge after
-	// one it took (not at each list while it has no room), false when it takes one again. It is
-	// called with the Index's lock held: it must not call the Index, nor block.
-	OnRefused func(refused bool)
+	// OnRefused, if set, is told when Refused changes: Budget's error when it refuses a charge
+	// after one it took (not at each list while it has no room), nil when it takes one again.
+	// It is called with the Index's lock held: it must not call the Index, nor block.
+	OnRefused func(refusal error)
 
 	mu      sync.RWMutex
 	byUID   map[string]indexEntry
 	bytes   int
 	charged int64
 	closed  bool
-	refused bool // the last charge was refused
+	refused error // Budget's refusal of the last charge, or nil
 }
 
 // Bytes is about what the Index keeps, as it counts for its charge.
@@ -62,11 +62,11 @@ func (x *Index) Bytes() int {
 	return x.bytes
 }
 
-// Refused reports whether Budget refused the last charge: the Index keeps nothing until a
+// Refused is Budget's refusal of the last charge, or nil: the Index keeps nothing until a
 // later list's values are charged.
-func (x *Index) Refused() bool {
+func (x *Index) Refused() error {
 	if x == nil {
-		return false
+		return nil
 	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -101,24 +101,22 @@ func (x *Index) charge(want int) bool {
 		return true
 	}
 	n := (int64(want) - x.charged + indexChunk - 1) / indexChunk * indexChunk
-	if x.Budget.Charge(n) != nil {
-		x.setRefused(true)
+	if err := x.Budget.Charge(n); err != nil {
+		x.setRefused(err)
 		return false
 	}
 	x.charged += n
-	x.setRefused(false)
+	x.setRefused(nil)
 	return true
 }
 
-// setRefused records whether the last charge was refused, telling OnRefused of a change. x.mu
-// is held.
-func (x *Index) setRefused(refused bool) {
-	if x.refused == refused {
-		return
-	}
-	x.refused = refused
-	if x.OnRefused != nil {
-		x.OnRefused(refused)
+// setRefused records the last charge's refusal (nil: none), telling OnRefused when it starts
+// or ends. x.mu is held.
+func (x *Index) setRefused(refusal error) {
+	was := x.refused != nil
+	x.refused = refusal
+	if was != (refusal != nil) && x.OnRefused != nil {
+		x.OnRefused(refusal)
 	}
 }
 

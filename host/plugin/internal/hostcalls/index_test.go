@@ -3,6 +3,7 @@ package hostcalls
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -143,8 +144,8 @@ func (b *budget) inUse() int64 {
 func TestIndexIsChargedToItsBudget(t *testing.T) {
 	b := &budget{limit: 3 * indexChunk}
 	x := NewIndex(b)
-	var told []bool // what OnRefused was told, in order
-	x.OnRefused = func(refused bool) { told = append(told, refused) }
+	var told []bool // whether OnRefused was told a refusal, in order
+	x.OnRefused = func(refusal error) { told = append(told, refusal != nil) }
 	x.learn([]abi.IndexValues{{UID: "u0", ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
 	if got := b.inUse(); got != indexChunk {
 		t.Fatalf("one object's values: %d charged, want %d", got, indexChunk)
@@ -164,21 +165,24 @@ func TestIndexIsChargedToItsBudget(t *testing.T) {
 	if got := b.inUse(); got != 3*indexChunk || int64(x.bytes) > x.charged || x.Bytes() < 299*7000 {
 		t.Fatalf("300 objects: %d charged, the index holds %d bytes; want %d charged, covering it", got, x.Bytes(), 3*indexChunk)
 	}
-	if x.Refused() || len(told) != 0 {
-		t.Fatalf("no charge refused yet, but Refused says %t and OnRefused was told %v", x.Refused(), told)
+	if x.Refused() != nil || len(told) != 0 {
+		t.Fatalf("no charge refused yet, but Refused says %v and OnRefused was told %v", x.Refused(), told)
 	}
 	next := 300
-	for ; next < 500 && !x.Refused(); next++ {
+	for ; next < 500 && x.Refused() == nil; next++ {
 		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", next), ResourceVersion: "1", Field: "f", Values: big}})
 	}
 	if next < 380 || next > 410 || !slices.Equal(told, []bool{true}) {
 		t.Fatalf("the charge of the fourth MiB: refused at object %d (want near 400), OnRefused was told %v (want [true])", next, told)
 	}
+	if err := x.Refused(); err == nil || !strings.Contains(err.Error(), "would pass the limit") {
+		t.Errorf("Refused %v; want the budget's refusal", err)
+	}
 	for i := next; i < 500; i++ {
 		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("u%d", i), ResourceVersion: "1", Field: "f", Values: big}})
 	}
-	if x.Refused() || !slices.Equal(told, []bool{true, false}) {
-		t.Errorf("one refusal, then charges taken from empty: Refused says %t, OnRefused was told %v (want [true false])", x.Refused(), told)
+	if x.Refused() != nil || !slices.Equal(told, []bool{true, false}) {
+		t.Errorf("one refusal, then charges taken from empty: Refused says %v, OnRefused was told %v (want [true false])", x.Refused(), told)
 	}
 	// The refusal emptied it; what it learnt after the refusal is charged again.
 	if x.excludes(indexedObject("a", "u0", "1"), newFieldFilter(map[string]string{"f": "other"})) {
@@ -200,11 +204,11 @@ func TestIndexIsChargedToItsBudget(t *testing.T) {
 	b.limit = 0
 	x = NewIndex(b)
 	told = nil
-	x.OnRefused = func(refused bool) { told = append(told, refused) }
+	x.OnRefused = func(refusal error) { told = append(told, refusal != nil) }
 	for i := range 5 {
 		x.learn([]abi.IndexValues{{UID: fmt.Sprintf("w%d", i), ResourceVersion: "1", Field: "f", Values: []string{"a"}}})
 	}
-	if !slices.Equal(told, []bool{true}) || !x.Refused() || x.Bytes() != 0 || b.inUse() != 0 {
+	if !slices.Equal(told, []bool{true}) || x.Refused() == nil || x.Bytes() != 0 || b.inUse() != 0 {
 		t.Errorf("five lists with no room: OnRefused told %v (want [true]), %d bytes kept, %d charged", told, x.Bytes(), b.inUse())
 	}
 }
