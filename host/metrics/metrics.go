@@ -269,3 +269,61 @@ func (c *ControllerRecorder) Reconciled(result string, terminal, panicked bool, 
 	}
 	c.time.Observe(took.Seconds())
 }
+
+// BudgetUse is what the plugin objects of one namespace ("" for the ClusterPlugins) hold of the
+// operator's budgets for them: memory (their instances' share and compiled code, and their
+// field indexes' values) and units.
+type BudgetUse struct {
+	Namespace   string
+	MemoryBytes int64
+	Units       int
+}
+
+// Budgets are the operator's budgets for plugin objects (pluginObjects in the host config): in
+// all, and for the Plugins of one namespace.
+type Budgets struct {
+	MemoryBytes, NamespaceMemoryBytes int64
+	Units, NamespaceUnits             int
+}
+
+// WatchPluginObjectBudgets reports what plugin objects hold of their budgets, as use lists it
+// at each scrape: wasmrec_plugin_objects_memory_bytes and wasmrec_plugin_objects_units by
+// namespace ("" for the ClusterPlugins; their sum is what the whole budget counts), and the
+// budgets, wasmrec_plugin_objects_memory_budget_bytes and wasmrec_plugin_objects_units_budget,
+// by scope ("all", or "namespace": each namespace's).
+func (m *Metrics) WatchPluginObjectBudgets(budgets Budgets, use func() []BudgetUse) {
+	m.Registry.MustRegister(&budgetCollector{budgets: budgets, use: use,
+		memory: prometheus.NewDesc("wasmrec_plugin_objects_memory_bytes",
+			"Memory the plugin objects of a namespace (\"\" for the ClusterPlugins) hold of the operator's budgets: their instances' share, their compiled code and their field indexes' values", []string{"namespace"}, nil),
+		units: prometheus.NewDesc("wasmrec_plugin_objects_units",
+			"Units of work the plugin objects of a namespace (\"\" for the ClusterPlugins) hold of the operator's budgets: one an object, or one a shard", []string{"namespace"}, nil),
+		memoryBudget: prometheus.NewDesc("wasmrec_plugin_objects_memory_budget_bytes",
+			"The operator's memory budget for plugin objects: in all (scope \"all\"), or for the Plugins of each namespace (scope \"namespace\")", []string{"scope"}, nil),
+		unitsBudget: prometheus.NewDesc("wasmrec_plugin_objects_units_budget",
+			"The operator's budget of units for plugin objects: in all (scope \"all\"), or for the Plugins of each namespace (scope \"namespace\")", []string{"scope"}, nil),
+	})
+}
+
+type budgetCollector struct {
+	budgets                                  Budgets
+	use                                      func() []BudgetUse
+	memory, units, memoryBudget, unitsBudget *prometheus.Desc
+}
+
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.memory
+	ch <- c.units
+	ch <- c.memoryBudget
+	ch <- c.unitsBudget
+}
+
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, u := range c.use() {
+		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(u.MemoryBytes), u.Namespace)
+		ch <- prometheus.MustNewConstMetric(c.units, prometheus.GaugeValue, float64(u.Units), u.Namespace)
+	}
+	ch <- prometheus.MustNewConstMetric(c.memoryBudget, prometheus.GaugeValue, float64(c.budgets.MemoryBytes), "all")
+	ch <- prometheus.MustNewConstMetric(c.memoryBudget, prometheus.GaugeValue, float64(c.budgets.NamespaceMemoryBytes), "namespace")
+	ch <- prometheus.MustNewConstMetric(c.unitsBudget, prometheus.GaugeValue, float64(c.budgets.Units), "all")
+	ch <- prometheus.MustNewConstMetric(c.unitsBudget, prometheus.GaugeValue, float64(c.budgets.NamespaceUnits), "namespace")
+}

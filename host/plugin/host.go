@@ -224,6 +224,9 @@ func (h *Host) release(name string) {
 	delete(h.names, name)
 }
 
+// Metrics is where the host reports, or nil.
+func (h *Host) Metrics() *metrics.Metrics { return h.metrics }
+
 // Forget drops what the host keeps of a plugin gone for good (its object deleted, not a
 // reload): the series of its metrics. Call it once the plugin has stopped.
 func (h *Host) Forget(name string) {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 	"github.com/wasmrec/wasmrec/host/wasm"
@@ -78,6 +79,29 @@ func (r *resources) reserve(u *unstructured.Unstructured, name string, l *object
 	l.namespace = ns
 	r.running[name] = l
 	return nil
+}
+
+// budgetUse is what the running objects of each namespace ("" for the ClusterPlugins) hold of
+// the budgets, for the metrics.
+func (r *resources) budgetUse() []metrics.BudgetUse {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	by := map[string]*metrics.BudgetUse{}
+	for _, l := range r.running {
+		u := by[l.namespace]
+		if u == nil {
+			u = &metrics.BudgetUse{Namespace: l.namespace}
+			by[l.namespace] = u
+		}
+		u.MemoryBytes += l.held()
+		u.Units += l.units
+	}
+	out := make([]metrics.BudgetUse, 0, len(by))
+	for _, u := range by {
+		out = append(out, *u)
+	}
+	slices.SortFunc(out, func(a, b metrics.BudgetUse) int { return strings.Compare(a.Namespace, b.Namespace) })
+	return out
 }
 
 // need is what an object refused by reserve asked of the budgets.

@@ -3,6 +3,7 @@ package pluginobjects
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmrec/wasmrec/host/controller"
+	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/reconcile"
 )
@@ -115,6 +117,24 @@ func TestCompiledCodeIsBudgeted(t *testing.T) {
 	err = b.Charge(30 << 20)
 	if err == nil || !strings.Contains(err.Error(), "plugin objects hold 132Mi of the operator's memory budget of 150Mi (pluginObjects.memoryBudget in the host config; team-a 72Mi, team-b 60Mi)") {
 		t.Fatalf("past the whole budget: %v", err)
+	}
+	// The metrics say the same, by namespace, beside the budgets.
+	m := metrics.New()
+	p := r.policy
+	m.WatchPluginObjectBudgets(metrics.Budgets{MemoryBytes: p.MemoryBudget.Value(), NamespaceMemoryBytes: p.NamespaceMemoryBudget.Value(), Units: p.UnitBudget, NamespaceUnits: p.NamespaceUnitBudget}, r.budgetUse)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, line := range []string{
+		`wasmrec_plugin_objects_memory_bytes{namespace="team-a"} 7.5497472e+07`,
+		`wasmrec_plugin_objects_memory_bytes{namespace="team-b"} 6.291456e+07`,
+		`wasmrec_plugin_objects_units{namespace="team-a"} 2`,
+		`wasmrec_plugin_objects_memory_budget_bytes{scope="all"} 1.572864e+08`,
+		`wasmrec_plugin_objects_memory_budget_bytes{scope="namespace"} 1.048576e+08`,
+		`wasmrec_plugin_objects_units_budget{scope="namespace"} 64`,
+	} {
+		if !strings.Contains(rec.Body.String(), line+"\n") {
+			t.Errorf("the metrics do not say %s", line)
+		}
 	}
 
 	// What can never fit says so, and does not ask for another Plugin to stop.

@@ -25,6 +25,7 @@ import (
 	"github.com/wasmrec/wasmrec/host/crdwatch"
 	"github.com/wasmrec/wasmrec/host/handler"
 	"github.com/wasmrec/wasmrec/host/manager"
+	"github.com/wasmrec/wasmrec/host/metrics"
 	"github.com/wasmrec/wasmrec/host/object"
 	"github.com/wasmrec/wasmrec/host/plugin"
 	"github.com/wasmrec/wasmrec/host/predicate"
@@ -108,6 +109,11 @@ func New(h *plugin.Host, opts Options) (manager.Runnable, error) {
 		}
 	}
 	r.ctrl = ctrl
+	if m := h.Metrics(); m != nil {
+		p := opts.Policy
+		m.WatchPluginObjectBudgets(metrics.Budgets{MemoryBytes: p.MemoryBudget.Value(), NamespaceMemoryBytes: p.NamespaceMemoryBudget.Value(),
+			Units: p.UnitBudget, NamespaceUnits: p.NamespaceUnitBudget}, r.budgetUse)
+	}
 	return crdwatch.Follow(h.CRDs(), []schema.GroupVersionKind{GVK, ClusterGVK}, &resourcesRunnable{r: r, ctrl: ctrl}, log, nil), nil
 }
 
