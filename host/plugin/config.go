@@ -303,11 +303,7 @@ func (hc *HostConfig) validate(where configLines) []error {
 	for i, p := range hc.Plugins {
 		if err := p.Validate(); err != nil {
 			// Each of its mistakes on a line of its own, said where.
-			each := []error{err}
-			if joined, ok := err.(interface{ Unwrap() []error }); ok {
-				each = joined.Unwrap()
-			}
-			for _, err := range each {
+			for _, err := range each(err) {
 				errs = append(errs, fmt.Errorf("%splugins[%d]: %w", where.plugin(i), i, err))
 			}
 		}
@@ -317,6 +313,17 @@ func (hc *HostConfig) validate(where configLines) []error {
 		seen[p.Name] = true
 	}
 	return errs
+}
+
+// each is err's errors, if errors.Join made it, or err itself (none for nil).
+func each(err error) []error {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return joined.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
 
 // Validate checks one plugin's settings.
@@ -373,7 +380,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("plugin %q: permissions: %w", c.Name, err))
 	}
 	if c.Record != nil {
-		if err := c.Record.Check("record"); err != nil {
+		for _, err := range each(c.Record.Check("record")) {
 			errs = append(errs, fmt.Errorf("plugin %q: %w", c.Name, err))
 		}
 	}

@@ -39,6 +39,7 @@ func TestBadHostConfigsSayWhereWhatAndHow(t *testing.T) {
 		{"canary steps as a word", head + "    rollout: {canary: {steps: half}}\n", []string{"plugins[0] (app).rollout.canary.steps", "is not a list"}},
 		{"a negative idle timeout", head + "    idleTimeout: -1m\n", []string{"line 2: plugins[0]", `plugin "app": idleTimeout -1m0s: use 1s or more`, "0s keeps idle instances"}},
 		{"a record mode", head + "  - name: other\n    module: o.wasm\n    record: {mode: x}\n", []string{"line 4: plugins[1]", `record.mode "x": use none, failures, sample or all`}},
+		{"two mistakes of its recording", head + "    record: {mode: sample, sample: 1.5, maxBytes: -1}\n", []string{"host.yaml: line 2: plugins[0]: plugin \"app\": record.sample 1.5", "host.yaml: line 2: plugins[0]: plugin \"app\": record.maxBytes -1"}},
 		{"two mistakes of one plugin", head + "    timeout: -1s\n    record: {mode: x}\n", []string{"host.yaml: line 2: plugins[0]: plugin \"app\": timeout -1s: use a positive duration", "host.yaml: line 2: plugins[0]: plugin \"app\": record.mode \"x\""}},
 		{"a name used twice", head + "  - name: app\n    module: o.wasm\n", []string{"line 4: plugins[1]", `name "app" is used twice`}},
 		{"two mistakes", head + "    timeout: -1s\n  - name: Other\n    module: o.wasm\n", []string{"host.yaml: line 2: plugins[0]", "timeout -1s: use a positive duration", "host.yaml: line 5: plugins[1]", `name "Other"`}},

@@ -50,24 +50,25 @@ func (p Policy) Bytes() int64 {
 	return p.MaxBytes.Value()
 }
 
-// Check refuses a policy that cannot be followed, naming the field.
+// Check refuses a policy that cannot be followed, naming the field of each mistake.
 func (p Policy) Check(field string) error {
+	var errs []error
 	switch p.Mode {
 	case "", ModeNone, ModeFailures, ModeAll:
 		if p.Sample != 0 {
-			return fmt.Errorf("%s.sample is set, but mode is %q: a sample is kept in mode sample only", field, p.Mode)
+			errs = append(errs, fmt.Errorf("%s.sample is set, but mode is %q: a sample is kept in mode sample only", field, p.Mode))
 		}
 	case ModeSample:
 		if p.Sample <= 0 || p.Sample > 1 {
-			return fmt.Errorf("%s.sample %v: give the share of reconciles to keep, more than 0 and at most 1 (0.01 keeps one in a hundred)", field, p.Sample)
+			errs = append(errs, fmt.Errorf("%s.sample %v: give the share of reconciles to keep, more than 0 and at most 1 (0.01 keeps one in a hundred)", field, p.Sample))
 		}
 	default:
-		return fmt.Errorf("%s.mode %q: use none, failures, sample or all", field, p.Mode)
+		errs = append(errs, fmt.Errorf("%s.mode %q: use none, failures, sample or all", field, p.Mode))
 	}
 	if p.MaxBytes != nil && p.MaxBytes.Sign() <= 0 {
-		return fmt.Errorf("%s.maxBytes %s: give a size, like 64Mi, or leave it out for the host's bound (%d MiB unless it says otherwise)", field, p.MaxBytes, DefaultMaxBytes>>20)
+		errs = append(errs, fmt.Errorf("%s.maxBytes %s: give a size, like 64Mi, or leave it out for the host's bound (%d MiB unless it says otherwise)", field, p.MaxBytes, DefaultMaxBytes>>20))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // On reports whether the policy records anything.
