@@ -49,6 +49,9 @@ func served(t *testing.T) map[string]series {
 	m.WatchInformerObjects(func() []metrics.InformerObjects {
 		return []metrics.InformerObjects{{Kind: "ConfigMap.v1", Namespace: "default", Shard: "1/2", Objects: 1}}
 	})
+	m.WatchPluginObjectBudgets(metrics.Budgets{MemoryBytes: 1 << 30, NamespaceMemoryBytes: 1 << 28, Units: 512, NamespaceUnits: 64}, func() []metrics.BudgetUse {
+		return []metrics.BudgetUse{{Namespace: "team-a", MemoryBytes: 1 << 20, Units: 1}}
+	})
 	m.RegisterPlugin("p", func() metrics.PluginStats { return metrics.PluginStats{Digest: "sha256:0", Records: true} })
 	_ = m.Handler() // registers promhttp_metric_handler_errors_total, as the host's /metrics does
 
