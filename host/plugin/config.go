@@ -252,23 +252,29 @@ func LoadHostConfig(path string) (*HostConfig, error) {
 	for j := range hc.Signatures.Keys {
 		hc.Signatures.Keys[j] = relative(hc.Signatures.Keys[j])
 	}
-	// Each mistake is said with the line where its setting, or its plugin's entry, starts.
+	// Each mistake is said with the line of its setting, or else of its plugin's entry.
 	line := func(n int) string {
 		if n == 0 {
 			return ""
 		}
 		return fmt.Sprintf("line %d: ", n)
 	}
-	items := configcheck.ItemLines(data, "plugins")
 	where := configLines{
-		plugin: func(i int) string {
-			if i < len(items) {
-				return line(items[i])
+		plugin: func(i int, err error) string {
+			var fe *FieldError
+			if errors.As(err, &fe) {
+				path := []any{"plugins", i}
+				for _, key := range strings.Split(fe.Field, ".") {
+					path = append(path, key)
+				}
+				if n := configcheck.Line(data, path...); n > 0 {
+					return line(n)
+				}
 			}
-			return ""
+			return line(configcheck.Line(data, "plugins", i))
 		},
-		impersonate:   line(configcheck.KeyLine(data, "impersonate")),
-		pluginObjects: line(configcheck.KeyLine(data, "pluginObjects")),
+		impersonate:   line(configcheck.Line(data, "impersonate", "namespace")),
+		pluginObjects: line(configcheck.Line(data, "pluginObjects")),
 	}
 	if errs := hc.validate(where); len(errs) > 0 {
 		for i, err := range errs {
@@ -281,13 +287,13 @@ func LoadHostConfig(path string) (*HostConfig, error) {
 
 // configLines say where in a config file a mistake is: "line 7: ", or "" where unknown.
 type configLines struct {
-	plugin                     func(i int) string
+	plugin                     func(i int, err error) string // a mistake of plugins[i]
 	impersonate, pluginObjects string
 }
 
 // Validate checks every plugin and that names are unique.
 func (hc *HostConfig) Validate() error {
-	return errors.Join(hc.validate(configLines{plugin: func(int) string { return "" }})...)
+	return errors.Join(hc.validate(configLines{plugin: func(int, error) string { return "" }})...)
 }
 
 // validate is Validate's mistakes, each said where.
@@ -304,16 +310,30 @@ func (hc *HostConfig) validate(where configLines) []error {
 		if err := p.Validate(); err != nil {
 			// Each of its mistakes on a line of its own, said where.
 			for _, err := range each(err) {
-				errs = append(errs, fmt.Errorf("%splugins[%d]: %w", where.plugin(i), i, err))
+				errs = append(errs, fmt.Errorf("%splugins[%d]: %w", where.plugin(i, err), i, err))
 			}
 		}
 		if seen[p.Name] {
-			errs = append(errs, fmt.Errorf("%splugins[%d]: name %q is used twice", where.plugin(i), i, p.Name))
+			used := at("name", fmt.Errorf("name %q is used twice", p.Name))
+			errs = append(errs, fmt.Errorf("%splugins[%d]: %w", where.plugin(i, used), i, used))
 		}
 		seen[p.Name] = true
 	}
 	return errs
 }
+
+// A FieldError is a mistake of one of a plugin's settings: Field is its path in the plugin's
+// entry ("timeout", "rollout.replay"), for the line that says where it is.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// at is err, a mistake of the setting at field.
+func at(field string, err error) error { return &FieldError{Field: field, Err: err} }
 
 // each is err's errors, if errors.Join made it, or err itself (none for nil).
 func each(err error) []error {
@@ -330,71 +350,71 @@ func each(err error) []error {
 func (c *Config) Validate() error {
 	var errs []error
 	if !nameRE.MatchString(c.Name) && !(c.Confined && objectNameRE.MatchString(c.Name)) {
-		errs = append(errs, fmt.Errorf("name %q: use lowercase letters, digits and dashes (at most 63)", c.Name))
+		errs = append(errs, at("name", fmt.Errorf("name %q: use lowercase letters, digits and dashes (at most 63)", c.Name)))
 	}
 	if c.Module == "" {
-		errs = append(errs, fmt.Errorf("plugin %q: module is required (the path of a .wasm file)", c.Name))
+		errs = append(errs, at("module", fmt.Errorf("plugin %q: module is required (the path of a .wasm file)", c.Name)))
 	}
 	if c.Shards < 0 || c.Shards > MaxShards {
-		errs = append(errs, fmt.Errorf("plugin %q: shards %d: shards must be between 0 and %d (0 or 1: not split)", c.Name, c.Shards, MaxShards))
+		errs = append(errs, at("shards", fmt.Errorf("plugin %q: shards %d: shards must be between 0 and %d (0 or 1: not split)", c.Name, c.Shards, MaxShards)))
 	}
 	if c.MaxConcurrentReconciles < 0 {
-		errs = append(errs, fmt.Errorf("plugin %q: maxConcurrentReconciles must not be negative", c.Name))
+		errs = append(errs, at("maxConcurrentReconciles", fmt.Errorf("plugin %q: maxConcurrentReconciles must not be negative", c.Name)))
 	}
 	if c.Timeout != nil && c.Timeout.Duration <= 0 {
-		errs = append(errs, fmt.Errorf("plugin %q: timeout %s: use a positive duration, like 30s, or leave it unset for the default %s", c.Name, c.Timeout.Duration, DefaultTimeout))
+		errs = append(errs, at("timeout", fmt.Errorf("plugin %q: timeout %s: use a positive duration, like 30s, or leave it unset for the default %s", c.Name, c.Timeout.Duration, DefaultTimeout)))
 	}
 	if c.ResyncPeriod != nil && c.ResyncPeriod.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("plugin %q: resyncPeriod %s: use 1s or more, or leave it unset for none beyond the host's", c.Name, c.ResyncPeriod.Duration))
+		errs = append(errs, at("resyncPeriod", fmt.Errorf("plugin %q: resyncPeriod %s: use 1s or more, or leave it unset for none beyond the host's", c.Name, c.ResyncPeriod.Duration)))
 	}
 	// Below a second, a plugin would start an instance, or load its code, for nearly every
 	// reconcile: the host's CPU, spent at the word of whoever writes the setting.
 	if c.IdleTimeout != nil && c.IdleTimeout.Duration != 0 && c.IdleTimeout.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("plugin %q: idleTimeout %s: use 1s or more (0s keeps idle instances for ever)", c.Name, c.IdleTimeout.Duration))
+		errs = append(errs, at("idleTimeout", fmt.Errorf("plugin %q: idleTimeout %s: use 1s or more (0s keeps idle instances for ever)", c.Name, c.IdleTimeout.Duration)))
 	}
 	if c.CodeIdleTimeout != nil && c.CodeIdleTimeout.Duration != 0 && c.CodeIdleTimeout.Duration < time.Second {
-		errs = append(errs, fmt.Errorf("plugin %q: codeIdleTimeout %s: use 1s or more (0s keeps the compiled module for ever)", c.Name, c.CodeIdleTimeout.Duration))
+		errs = append(errs, at("codeIdleTimeout", fmt.Errorf("plugin %q: codeIdleTimeout %s: use 1s or more (0s keeps the compiled module for ever)", c.Name, c.CodeIdleTimeout.Duration)))
 	}
 	if c.MemoryLimit != nil && c.MemoryLimit.Value() < 1<<20 {
-		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit))
+		errs = append(errs, at("memoryLimit", fmt.Errorf("plugin %q: memoryLimit %s is below 1Mi", c.Name, c.MemoryLimit)))
 	}
 	// A WebAssembly memory addresses 4Gi at most: a limit above it would say what no guest gets.
 	if c.MemoryLimit != nil && c.MemoryLimit.Value() > 4<<30 {
-		errs = append(errs, fmt.Errorf("plugin %q: memoryLimit %s is above 4Gi, the most a WebAssembly memory addresses: use 4Gi or less", c.Name, c.MemoryLimit))
+		errs = append(errs, at("memoryLimit", fmt.Errorf("plugin %q: memoryLimit %s is above 4Gi, the most a WebAssembly memory addresses: use 4Gi or less", c.Name, c.MemoryLimit)))
 	}
 	limit := resource.NewQuantity(wasm.DefaultMemoryLimit, resource.BinarySI)
 	if c.MemoryLimit != nil {
 		limit = c.MemoryLimit
 	}
 	if c.RecycleAbove != nil && c.RecycleAbove.Cmp(*limit) > 0 {
-		errs = append(errs, fmt.Errorf("plugin %q: recycleAbove %s is above the memoryLimit %s, so no instance would be recycled: use at most the limit, or leave it unset for half of it", c.Name, c.RecycleAbove, limit))
+		errs = append(errs, at("recycleAbove", fmt.Errorf("plugin %q: recycleAbove %s is above the memoryLimit %s, so no instance would be recycled: use at most the limit, or leave it unset for half of it", c.Name, c.RecycleAbove, limit)))
 	}
 	if c.MaxModuleSize != nil && c.MaxModuleSize.Value() < 1<<10 {
-		errs = append(errs, fmt.Errorf("plugin %q: maxModuleSize %s is below 1Ki", c.Name, c.MaxModuleSize))
+		errs = append(errs, at("maxModuleSize", fmt.Errorf("plugin %q: maxModuleSize %s is below 1Ki", c.Name, c.MaxModuleSize)))
 	}
 	if c.RateLimiter.QPS < 0 || c.RateLimiter.Burst < 0 || c.Writes.QPS < 0 || c.Writes.Burst < 0 || c.Reads.QPS < 0 || c.Reads.Burst < 0 {
 		errs = append(errs, fmt.Errorf("plugin %q: rate limits must not be negative", c.Name))
 	}
 	grant := abi.Manifest{For: abi.Watch{APIVersion: "v1", Kind: "x"}, Permissions: c.Permissions}
 	if err := grant.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("plugin %q: permissions: %w", c.Name, err))
+		errs = append(errs, at("permissions", fmt.Errorf("plugin %q: permissions: %w", c.Name, err)))
 	}
 	if c.Record != nil {
 		for _, err := range each(c.Record.Check("record")) {
-			errs = append(errs, fmt.Errorf("plugin %q: %w", c.Name, err))
+			errs = append(errs, at("record", fmt.Errorf("plugin %q: %w", c.Name, err)))
 		}
 	}
 	if c.Rollout != nil {
 		if err := c.Rollout.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("plugin %q: %w", c.Name, err))
+			errs = append(errs, at("rollout", fmt.Errorf("plugin %q: %w", c.Name, err)))
 		}
 		if c.Rollout.Replay != nil && (c.Record == nil || !c.Record.On()) {
-			errs = append(errs, fmt.Errorf("plugin %q: rollout.replay runs a new version on the live one's recordings: set record (mode failures, sample or all), or leave rollout.replay out", c.Name))
+			errs = append(errs, at("rollout.replay", fmt.Errorf("plugin %q: rollout.replay runs a new version on the live one's recordings: set record (mode failures, sample or all), or leave rollout.replay out", c.Name)))
 		}
 	}
 	if c.Signatures != nil {
 		if err := c.Signatures.Validate(c.Origin == ""); err != nil {
-			errs = append(errs, fmt.Errorf("plugin %q: signatures: %w", c.Name, err))
+			errs = append(errs, at("signatures", fmt.Errorf("plugin %q: signatures: %w", c.Name, err)))
 		}
 	}
 	return errors.Join(errs...)

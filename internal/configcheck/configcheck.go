@@ -248,51 +248,43 @@ func File(path string, data []byte, t reflect.Type) error {
 	return errors.Join(errs...)
 }
 
-// ItemLines are the lines where the items of the top-level list key start in data, in order:
-// for errors found after decoding, which name an item by its index. Nil if data does not parse
-// or has no such list.
-func ItemLines(data []byte, key string) []int {
-	n := topLevel(data, key)
-	if n == nil || n.Kind != yaml.SequenceNode {
-		return nil
-	}
-	lines := make([]int, len(n.Content))
-	for i, item := range n.Content {
-		lines[i] = item.Line
-	}
-	return lines
-}
-
-// KeyLine is the line of the top-level key in data, or 0.
-func KeyLine(data []byte, key string) int {
+// Line is the line of the node at path in data, keys (strings) and list indexes (ints) from the
+// top: the line of a key for a key, of an item for an index. 0 where data does not parse or
+// holds no such node.
+func Line(data []byte, path ...any) int {
 	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 {
 		return 0
 	}
-	m := doc.Content[0].Content
-	for i := 0; i+1 < len(m); i += 2 {
-		if m[i].Value == key {
-			return m[i].Line
+	n, line := doc.Content[0], 0
+	for _, step := range path {
+		if n.Kind == yaml.AliasNode {
+			n = n.Alias
 		}
-	}
-	return 0
-}
-
-// topLevel is the value of the top-level key in data, or nil.
-func topLevel(data []byte, key string) *yaml.Node {
-	var doc yaml.Node
-	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil
-	}
-	m := doc.Content[0].Content
-	for i := 0; i+1 < len(m); i += 2 {
-		if m[i].Value == key {
-			n := m[i+1]
-			if n.Kind == yaml.AliasNode {
-				n = n.Alias
+		switch step := step.(type) {
+		case string:
+			if n.Kind != yaml.MappingNode {
+				return 0
 			}
-			return n
+			found := false
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == step {
+					line, n, found = n.Content[i].Line, n.Content[i+1], true
+					break
+				}
+			}
+			if !found {
+				return 0
+			}
+		case int:
+			if n.Kind != yaml.SequenceNode || step < 0 || step >= len(n.Content) {
+				return 0
+			}
+			n = n.Content[step]
+			line = n.Line
+		default:
+			return 0
 		}
 	}
-	return nil
+	return line
 }
