@@ -276,7 +276,10 @@ func (c *ControllerRecorder) Reconciled(result string, terminal, panicked bool, 
 type BudgetUse struct {
 	Namespace   string
 	MemoryBytes int64
-	Units       int
+	// PromisedBytes is the part of MemoryBytes that objects still waiting to load hold for
+	// their instances: no instance uses it yet, and another's module may compile into it.
+	PromisedBytes int64
+	Units         int
 }
 
 // Budgets are the operator's budgets for plugin objects (pluginObjects in the host config): in
@@ -287,7 +290,8 @@ type Budgets struct {
 }
 
 // WatchPluginObjectBudgets reports what plugin objects hold of their budgets, as use lists it
-// at each scrape: wasmrec_plugin_objects_memory_bytes and wasmrec_plugin_objects_units by
+// at each scrape: wasmrec_plugin_objects_memory_bytes (and the part of it only promised,
+// wasmrec_plugin_objects_memory_promised_bytes) and wasmrec_plugin_objects_units by
 // namespace ("" for the ClusterPlugins; their sum is what the whole budget counts), and the
 // budgets, wasmrec_plugin_objects_memory_budget_bytes and wasmrec_plugin_objects_units_budget,
 // by scope ("all", or "namespace": each namespace's).
@@ -295,6 +299,8 @@ func (m *Metrics) WatchPluginObjectBudgets(budgets Budgets, use func() []BudgetU
 	m.Registry.MustRegister(&budgetCollector{budgets: budgets, use: use,
 		memory: prometheus.NewDesc("wasmrec_plugin_objects_memory_bytes",
 			"Memory the plugin objects of a namespace (\"\" for the ClusterPlugins) hold of the operator's budgets: their instances' share, their compiled code and their field indexes' values", []string{"namespace"}, nil),
+		promised: prometheus.NewDesc("wasmrec_plugin_objects_memory_promised_bytes",
+			"The part of wasmrec_plugin_objects_memory_bytes that plugin objects still waiting to load hold for their instances: no instance uses it yet, and other objects' modules may compile into it, so the sum may pass the budget by it", []string{"namespace"}, nil),
 		units: prometheus.NewDesc("wasmrec_plugin_objects_units",
 			"Units of work the plugin objects of a namespace (\"\" for the ClusterPlugins) hold of the operator's budgets: one an object, or one a shard", []string{"namespace"}, nil),
 		memoryBudget: prometheus.NewDesc("wasmrec_plugin_objects_memory_budget_bytes",
@@ -305,13 +311,14 @@ func (m *Metrics) WatchPluginObjectBudgets(budgets Budgets, use func() []BudgetU
 }
 
 type budgetCollector struct {
-	budgets                                  Budgets
-	use                                      func() []BudgetUse
-	memory, units, memoryBudget, unitsBudget *prometheus.Desc
+	budgets                                            Budgets
+	use                                                func() []BudgetUse
+	memory, promised, units, memoryBudget, unitsBudget *prometheus.Desc
 }
 
 func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.memory
+	ch <- c.promised
 	ch <- c.units
 	ch <- c.memoryBudget
 	ch <- c.unitsBudget
@@ -320,6 +327,7 @@ func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, u := range c.use() {
 		ch <- prometheus.MustNewConstMetric(c.memory, prometheus.GaugeValue, float64(u.MemoryBytes), u.Namespace)
+		ch <- prometheus.MustNewConstMetric(c.promised, prometheus.GaugeValue, float64(u.PromisedBytes), u.Namespace)
 		ch <- prometheus.MustNewConstMetric(c.units, prometheus.GaugeValue, float64(u.Units), u.Namespace)
 	}
 	ch <- prometheus.MustNewConstMetric(c.memoryBudget, prometheus.GaugeValue, float64(c.budgets.MemoryBytes), "all")

@@ -94,6 +94,9 @@ func (r *resources) budgetUse() []metrics.BudgetUse {
 			by[l.namespace] = u
 		}
 		u.MemoryBytes += l.held()
+		if l.promise() {
+			u.PromisedBytes += l.memory
+		}
 		u.Units += l.units
 	}
 	out := make([]metrics.BudgetUse, 0, len(by))

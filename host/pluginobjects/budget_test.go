@@ -128,6 +128,7 @@ func TestCompiledCodeIsBudgeted(t *testing.T) {
 		`wasmrec_plugin_objects_memory_bytes{namespace="team-a"} 7.5497472e+07`,
 		`wasmrec_plugin_objects_memory_bytes{namespace="team-b"} 6.291456e+07`,
 		`wasmrec_plugin_objects_units{namespace="team-a"} 2`,
+		`wasmrec_plugin_objects_memory_promised_bytes{namespace="team-a"} 0`, // none of these has a supervisor: each counts as loaded
 		`wasmrec_plugin_objects_memory_budget_bytes{scope="all"} 1.572864e+08`,
 		`wasmrec_plugin_objects_memory_budget_bytes{scope="namespace"} 1.048576e+08`,
 		`wasmrec_plugin_objects_units_budget{scope="namespace"} 64`,
