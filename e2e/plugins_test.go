@@ -300,6 +300,16 @@ func TestGoAndCAppPluginsGiveTheSameState(t *testing.T) {
 	logs.waitFor(t, 10*time.Second, "terminal error", `plugin \"app-c\"`, "spec.port 70000 is outside 1-65535")
 }
 
+// configHash is the config hash the rollout plugin stamped on Deployment ns/name's pod
+// template: "" for none, or no such Deployment.
+func configHash(cs kubernetes.Interface, ns, name string) string {
+	d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return d.Spec.Template.Annotations["wasmrec.dev/config-hash"]
+}
+
 // The rollout plugin stamps a config hash on an opted-in Deployment's template and a new one when
 // its ConfigMap changes; a Deployment that did not opt in is left alone. Its map functions run
 // in the plugin: a ConfigMap no Deployment uses enqueues nothing.
@@ -321,13 +331,7 @@ func TestRolloutPlugin(t *testing.T) {
 		_, err := cs.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
 		must(t, err)
 	}
-	hashOf := func(name string) string {
-		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return ""
-		}
-		return d.Spec.Template.Annotations["wasmrec.dev/config-hash"]
-	}
+	hashOf := func(name string) string { return configHash(cs, ns, name) }
 	var first string
 	eventually(t, 30*time.Second, "a config hash on the opted-in deployment", func() error {
 		if first = hashOf("web"); first == "" {
@@ -459,13 +463,7 @@ func TestAFieldIndexTheBudgetRefusesLeavesThePluginRight(t *testing.T) {
 		_, err := cs.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{})
 		must(t, err)
 	}
-	hashOf := func(name string) string {
-		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return ""
-		}
-		return d.Spec.Template.Annotations["wasmrec.dev/config-hash"]
-	}
+	hashOf := func(name string) string { return configHash(cs, ns, name) }
 	hooks := func() []bool {
 		mu.Lock()
 		defer mu.Unlock()

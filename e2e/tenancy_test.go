@@ -302,7 +302,6 @@ func TestDeletedPluginGivesItsMemoryBack(t *testing.T) {
 // time.
 func TestAFieldIndexOverTheNamespaceBudgetIsSaidOnThePlugin(t *testing.T) {
 	ctx := context.Background()
-	installPluginCRD(t)
 	ns := namespace(t)
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	alice := newTenant(t, "alice-"+ns, ns, "stamper")
@@ -331,14 +330,7 @@ func TestAFieldIndexOverTheNamespaceBudgetIsSaidOnThePlugin(t *testing.T) {
 	const instance = 32 << 20
 	code := int64(len(wasmBytes)) * wasm.CodeHeld
 	nsBudget := resource.NewQuantity(2*(instance+code)+1<<20+1<<19, resource.BinarySI)
-	logs := &logLines{}
-	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
-	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
-	must(t, err)
-	t.Cleanup(host.Close)
-	res, err := pluginobjects.New(host, pluginobjects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, NamespaceMemoryBudget: nsBudget}})
-	must(t, err)
-	must(t, mgr.Add(res))
+	objectsHost(t, plugin.ObjectPolicy{Sources: []string{dir}, NamespaceMemoryBudget: nsBudget}, &logLines{})
 
 	spec := func() map[string]any {
 		return map[string]any{"module": module, "serviceAccountName": "stamper", "memoryLimit": "32Mi", "maxConcurrentReconciles": int64(1),
@@ -348,11 +340,7 @@ func TestAFieldIndexOverTheNamespaceBudgetIsSaidOnThePlugin(t *testing.T) {
 				map[string]any{"group": "", "resources": []any{"events"}, "verbs": []any{"create"}},
 			}}
 	}
-	hash := func() string {
-		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-		must(t, err)
-		return d.Spec.Template.Annotations["wasmrec.dev/config-hash"]
-	}
+	hash := func() string { return configHash(cs, ns, "web") }
 	// Each change of the ConfigMap reaches the Deployment through a map function, whose list of
 	// Deployments through the index tells the host the values it computed.
 	change := func(what string) {
@@ -421,7 +409,6 @@ func TestAFieldIndexOverTheNamespaceBudgetIsSaidOnThePlugin(t *testing.T) {
 // from compiling, and both stayed OverBudget until one was paused.
 func TestTwoPluginsStartedTogetherThatFitOneAtATimeBothLoad(t *testing.T) {
 	ctx := context.Background()
-	installPluginCRD(t)
 	ns := namespace(t)
 	serviceAccount(t, ns, "lister", rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch"}})
 	dir := t.TempDir()
@@ -446,14 +433,7 @@ func TestTwoPluginsStartedTogetherThatFitOneAtATimeBothLoad(t *testing.T) {
 		must(t, err)
 	}
 	// The host starts with both there: both reserve their share at once, then compile.
-	logs := &logLines{}
-	mgr := startManagerWith(t, cfg, manager.Options{Logger: logs.logger()})
-	host, err := plugin.NewHost(mgr, plugin.HostOptions{Engine: sharedEngine(t), Logger: logs.logger()})
-	must(t, err)
-	t.Cleanup(host.Close)
-	res, err := pluginobjects.New(host, pluginobjects.Options{Policy: plugin.ObjectPolicy{Sources: []string{dir}, NamespaceMemoryBudget: nsBudget}})
-	must(t, err)
-	must(t, mgr.Add(res))
+	objectsHost(t, plugin.ObjectPolicy{Sources: []string{dir}, NamespaceMemoryBudget: nsBudget}, &logLines{})
 	for _, name := range []string{"one", "two"} {
 		eventually(t, 60*time.Second, name+" Ready", func() error {
 			if s, m := pluginCondition(t, ns, name, "Ready"); s != "True" {

@@ -261,10 +261,10 @@ func LoadHostConfig(path string) (*HostConfig, error) {
 	}
 	where := configLines{
 		plugin: func(i int, err error) string {
-			var fe *FieldError
+			var fe *fieldError
 			if errors.As(err, &fe) {
 				path := []any{"plugins", i}
-				for _, key := range strings.Split(fe.Field, ".") {
+				for _, key := range strings.Split(fe.field, ".") {
 					path = append(path, key)
 				}
 				if n := configcheck.Line(data, path...); n > 0 {
@@ -322,18 +322,18 @@ func (hc *HostConfig) validate(where configLines) []error {
 	return errs
 }
 
-// A FieldError is a mistake of one of a plugin's settings: Field is its path in the plugin's
+// A fieldError is a mistake of one of a plugin's settings: field is its path in the plugin's
 // entry ("timeout", "rollout.replay"), for the line that says where it is.
-type FieldError struct {
-	Field string
-	Err   error
+type fieldError struct {
+	field string
+	err   error
 }
 
-func (e *FieldError) Error() string { return e.Err.Error() }
-func (e *FieldError) Unwrap() error { return e.Err }
+func (e *fieldError) Error() string { return e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
 
 // at is err, a mistake of the setting at field.
-func at(field string, err error) error { return &FieldError{Field: field, Err: err} }
+func at(field string, err error) error { return &fieldError{field: field, err: err} }
 
 // each is err's errors, if errors.Join made it, or err itself (none for nil).
 func each(err error) []error {
