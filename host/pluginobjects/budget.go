@@ -142,13 +142,13 @@ func (c codeBudget) Charge(n int64) error {
 	}
 	ns := c.l.namespace
 	used, usedHere, _, _ := r.use(ns)
-	// Objects that wait to load their first module hold their instances' share, which no
-	// instance uses yet: counted here, two Plugins that each fit alone, started together (as
-	// after a restart), would each keep the other from compiling for ever. Their shares still
-	// count where objects start (reserve), and against their own modules.
 	if c.index {
 		return c.chargeIndex(n, used, usedHere)
 	}
+	// Objects that wait to load their first module hold their instances' share, which no
+	// instance uses yet: counted here, two Plugins that each fit alone, started together (as
+	// after a restart), would each keep the other from compiling for ever. Their shares still
+	// count where objects start (reserve), against their own modules, and against index values.
 	promised, promisedHere := r.promised(ns, c.l)
 	used, usedHere = used-promised, usedHere-promisedHere
 	notSelfPromise := func(l *objectRun) bool { return l != c.l && l.promise() }
