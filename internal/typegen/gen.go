@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	codegen "github.com/wasmrec/wasmrec/sdk/go/codec/gen"
@@ -325,7 +326,8 @@ func (g *gen) model(t reflect.Type) *codegen.Type {
 			f := t.Field(i)
 			tag, ok := f.Tag.Lookup("json")
 			m.Fields = append(m.Fields, codegen.Field{Name: f.Name, Type: g.model(f.Type), Tag: tag, HasTag: ok,
-				Embedded: f.Anonymous, Exported: f.IsExported()})
+				Embedded: f.Anonymous, Exported: f.IsExported(),
+				PatchStrategy: f.Tag.Get("patchStrategy"), PatchMergeKey: f.Tag.Get("patchMergeKey")})
 		}
 	}
 	return m
@@ -417,9 +419,15 @@ func (g *gen) write(p *outPkg, outDir string) error {
 			if d := docs.fields[t.Name()+"."+fd.Name]; d != "" {
 				tf.Printf("%s", comment(d))
 			}
+			var tags []string
+			for _, key := range []string{"json", "patchStrategy", "patchMergeKey"} {
+				if v, ok := fd.Tag.Lookup(key); ok {
+					tags = append(tags, key+":"+strconv.Quote(v))
+				}
+			}
 			tag := ""
-			if j, ok := fd.Tag.Lookup("json"); ok {
-				tag = " `json:\"" + j + "\"`"
+			if len(tags) > 0 {
+				tag = " `" + strings.Join(tags, " ") + "`"
 			}
 			if fd.Anonymous {
 				tf.Printf("%s%s\n", tf.TypeExpr(g.model(fd.Type)), tag)
@@ -465,6 +473,15 @@ func (g *gen) write(p *outPkg, outDir string) error {
 		return err
 	}
 	if err := save(cf, filepath.Join(dir, "zz_generated.codec.go"), header, p); err != nil {
+		return err
+	}
+
+	// How strategic merge patches merge the structs' members.
+	pf := g.newFile(p)
+	if err := pf.PatchFieldsMethods(g.models(p.types)); err != nil {
+		return err
+	}
+	if err := save(pf, filepath.Join(dir, "zz_generated.patchfields.go"), header, p); err != nil {
 		return err
 	}
 

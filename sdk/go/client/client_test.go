@@ -476,3 +476,104 @@ func TestWriteOptionsReachTheHostAndADryRunStoresNothing(t *testing.T) {
 		t.Errorf("an owner with a new line: %v, want bad request", err)
 	}
 }
+
+// TestStrategicMergeFromKeepsWhatOthersAdded patches a Deployment's containers, env and
+// finalizers from a copy read before another writer added a container: the patch says only
+// what this plugin changed, by key, so the other writer's container stays, where MergeFrom's
+// patch would have replaced the list with the plugin's.
+func TestStrategicMergeFromKeepsWhatOthersAdded(t *testing.T) {
+	cluster := fake.NewCluster(manifest)
+	c := client.From(cluster.Client())
+	ctx := context.Background()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web", Finalizers: []string{"a.example/x", "b.example/y"}},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "web", Image: "nginx:1", Env: []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}}},
+				{Name: "log", Image: "busybox"},
+			}}},
+		},
+	}
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another writer adds a container after the plugin read the Deployment.
+	var other appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), &other); err != nil {
+		t.Fatal(err)
+	}
+	other.Spec.Template.Spec.Containers = append(other.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "envoy"})
+	if err := c.Update(ctx, &other); err != nil {
+		t.Fatal(err)
+	}
+
+	orig := d.DeepCopy()
+	web := &d.Spec.Template.Spec.Containers[0]
+	web.Image = "nginx:2"
+	web.Env = web.Env[1:]                                                 // A goes
+	d.Spec.Template.Spec.Containers = d.Spec.Template.Spec.Containers[:1] // log goes
+	d.Finalizers = []string{"b.example/y"}
+	patch := client.StrategicMergeFrom(orig)
+	data, err := patch.Data(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What Kubernetes' strategicpatch.CreateTwoWayMergePatch makes of the same two objects.
+	want := `{"metadata":{"$deleteFromPrimitiveList/finalizers":["a.example/x"],"$setElementOrder/finalizers":["b.example/y"]},` +
+		`"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"web"}],"containers":[` +
+		`{"$setElementOrder/env":[{"name":"B"}],"env":[{"$patch":"delete","name":"A"}],"image":"nginx:2","name":"web"},` +
+		`{"$patch":"delete","name":"log"}]}}}}`
+	if !sameJSON(t, data, []byte(want)) {
+		t.Fatalf("patch\n %s\nwant\n %s", data, want)
+	}
+	if patch.Type() != abi.PatchStrategic {
+		t.Fatalf("type %q", patch.Type())
+	}
+	if err := c.Patch(ctx, d, patch); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ctr := range d.Spec.Template.Spec.Containers {
+		names = append(names, ctr.Name+"="+ctr.Image)
+	}
+	if got := strings.Join(names, " "); got != "web=nginx:2 sidecar=envoy" {
+		t.Fatalf("containers after the patch: %s, want web=nginx:2 sidecar=envoy", got)
+	}
+	if env := d.Spec.Template.Spec.Containers[0].Env; len(env) != 1 || env[0].Name != "B" {
+		t.Fatalf("env after the patch: %+v", env)
+	}
+	if !slices.Equal(d.Finalizers, []string{"b.example/y"}) {
+		t.Fatalf("finalizers after the patch: %v", d.Finalizers)
+	}
+
+	// Unchanged, the patch is empty; locked, it carries the resourceVersion read.
+	same, err := client.StrategicMergeFrom(d.DeepCopy(), client.MergeFromWithOptimisticLock).Data(d)
+	if err != nil || !sameJSON(t, same, []byte(`{"metadata":{"resourceVersion":"`+d.ResourceVersion+`"}}`)) {
+		t.Fatalf("an unchanged object's locked patch: %s (%v)", same, err)
+	}
+}
+
+func TestStrategicMergeFromSaysWhatItCannotPatch(t *testing.T) {
+	// A type without patch metadata, as a plugin's own CRD types are.
+	_, err := client.StrategicMergeFrom(noMeta{&corev1.ConfigMap{}}).Data(noMeta{&corev1.ConfigMap{}})
+	if err == nil || !strings.Contains(err.Error(), "use MergeFrom") {
+		t.Fatalf("StrategicMergeFrom of a type without patch metadata: %v", err)
+	}
+}
+
+// noMeta is an object whose type has no PatchField.
+type noMeta struct{ client.Object }
+
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return fmt.Sprint(x) == fmt.Sprint(y)
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/sdk/go/codec"
 	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
+	"github.com/wasmrec/wasmrec/sdk/go/internal/strategic"
 	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types"
 )
 
@@ -74,17 +75,57 @@ type mergeFrom struct {
 // patched: what changed, with null for what was removed. Lists are replaced whole, as merge
 // patches replace them. Take original as a DeepCopy before changing the object.
 func MergeFrom(original Object, opts ...MergeFromOption) Patch {
-	m := mergeFrom{from: original}
-	for _, o := range opts {
-		o.applyToMergeFrom(&m)
-	}
-	return m
+	return mergeFrom{from: original, lock: locked(opts)}
 }
 
 func (m mergeFrom) Type() string { return abi.PatchMerge }
 
 func (m mergeFrom) Data(obj Object) ([]byte, error) {
-	before, err := codec.Marshal(m.from)
+	return diffPatch(m.from, obj, m.lock, func(a, b map[string]any) (map[string]any, error) {
+		return jsonv.MergePatch(a, b), nil
+	})
+}
+
+type strategicMergeFrom mergeFrom
+
+// StrategicMergeFrom is the strategic merge patch that turns original into the object being
+// patched, as controller-runtime's StrategicMergeFrom computes it: a list Kubernetes merges by
+// a key (a pod's containers by name, its volumes, env and ports, conditions by type) holds only
+// the items that changed, so that items others added since original was read are kept. Take
+// original as a DeepCopy before changing the object. Only the built-in kinds of sdk/go/k8s have
+// what it needs (their patch metadata); the API server takes no strategic merge patch of a
+// custom resource: use MergeFrom for those.
+func StrategicMergeFrom(original Object, opts ...MergeFromOption) Patch {
+	return strategicMergeFrom{from: original, lock: locked(opts)}
+}
+
+func (m strategicMergeFrom) Type() string { return abi.PatchStrategic }
+
+func (m strategicMergeFrom) Data(obj Object) ([]byte, error) {
+	fields, ok := obj.(codec.PatchFields)
+	if !ok {
+		return nil, fmt.Errorf("StrategicMergeFrom: a %T has no patch metadata: strategic merge patches are for the built-in kinds of sdk/go/k8s, and the API server takes none for a custom resource; use MergeFrom", obj)
+	}
+	return diffPatch(m.from, obj, m.lock, func(a, b map[string]any) (map[string]any, error) {
+		p, err := strategic.TwoWay(a, b, fields)
+		if err != nil {
+			return nil, fmt.Errorf("StrategicMergeFrom: %w", err)
+		}
+		return p, nil
+	})
+}
+
+func locked(opts []MergeFromOption) bool {
+	var m mergeFrom
+	for _, o := range opts {
+		o.applyToMergeFrom(&m)
+	}
+	return m.lock
+}
+
+// diffPatch is the patch diff makes of from and obj, with from's resourceVersion if lock.
+func diffPatch(from, obj Object, lock bool, diff func(a, b map[string]any) (map[string]any, error)) ([]byte, error) {
+	before, err := codec.Marshal(from)
 	if err != nil {
 		return nil, err
 	}
@@ -92,17 +133,20 @@ func (m mergeFrom) Data(obj Object) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	a, err := jsonv.DecodeObject(before)
+	a, err := jsonv.DecodeObjectExact(before)
 	if err != nil {
 		return nil, err
 	}
-	b, err := jsonv.DecodeObject(after)
+	b, err := jsonv.DecodeObjectExact(after)
 	if err != nil {
 		return nil, err
 	}
-	p := jsonv.MergePatch(a, b)
-	if m.lock {
-		rv := m.from.GetResourceVersion()
+	p, err := diff(a, b)
+	if err != nil {
+		return nil, err
+	}
+	if lock {
+		rv := from.GetResourceVersion()
 		if rv == "" {
 			return nil, errors.New("MergeFromWithOptimisticLock: the original has no resourceVersion (read it from the cluster first)")
 		}
@@ -115,7 +159,7 @@ func (m mergeFrom) Data(obj Object) ([]byte, error) {
 	}
 	out, err := jsonv.Marshal(p)
 	if err != nil {
-		return nil, fmt.Errorf("encoding the merge patch: %w", err)
+		return nil, fmt.Errorf("encoding the patch: %w", err)
 	}
 	return out, nil
 }

@@ -479,13 +479,17 @@ func (c *Cluster) patchObject(k kindInfo, req abi.PatchRequest) (map[string]any,
 		}
 	default: // merge, strategic
 		p, err := decodeJSON(req.Patch)
-		if _, isMap := p.(map[string]any); err != nil || !isMap {
+		pm, isMap := p.(map[string]any)
+		if err != nil || !isMap {
 			return nil, fail(abi.StatusBadRequest, "invalid JSON document: the patch is not a JSON object")
 		}
-		if d := strategicDirective(p); d != "" && req.Type == abi.PatchStrategic {
-			return nil, fail(abi.StatusInternal, "fake: the strategic merge patch directive %q is not implemented (the fake treats strategic merge as a merge patch)", d)
+		if req.Type == abi.PatchStrategic {
+			if patched, err = strategicPatch(old, pm); err != nil {
+				return nil, fail(abi.StatusBadRequest, "%v", err)
+			}
+		} else {
+			patched = mergePatch(old, p)
 		}
-		patched = mergePatch(old, p)
 	}
 	o, ok := patched.(map[string]any)
 	if !ok {

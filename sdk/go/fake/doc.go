@@ -59,9 +59,12 @@
 //
 // What is simpler than a real API server (trust a real cluster, or the e2e tests, for these):
 //
-//   - Strategic merge patch is a JSON merge patch: lists are replaced whole, not merged by key
-//     (containers by name...), and directives ($patch, $retainKeys, $setElementOrder...) are
-//     refused with internal (10) and a message saying the fake does not implement them.
+//   - Strategic merge patch merges a list by a key only where the patch names the key (the
+//     fake has no patch metadata): a list with a $setElementOrder directive, as every list
+//     client.StrategicMergeFrom changes has, or with a {"$patch": "delete"} item. Any other
+//     list is replaced whole, as in a JSON merge patch (a hand-written patch of containers
+//     replaces them). $deleteFromPrimitiveList, $retainKeys and $patch (replace, delete) are
+//     applied; an unknown directive is bad request (3).
 //   - Server-side apply is minimal: the applied fields are merged in (maps field by field,
 //     lists replaced whole: no list-map merging by key), and fields the plugin applied before
 //     and no longer applies are removed; a missing object is created. There are no other field

@@ -3,6 +3,7 @@ package fake
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,27 +34,216 @@ func mergePatch(target, patch any) any {
 	return tm
 }
 
-// strategicDirective finds a strategic merge patch directive ($patch, $retainKeys,
-// $setElementOrder/..., $deleteFromPrimitiveList/...), which the fake does not implement.
-func strategicDirective(v any) string {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			if strings.HasPrefix(k, "$") {
-				return k
-			}
-			if d := strategicDirective(e); d != "" {
-				return d
+// strategicPatch applies a strategic merge patch to target as the API server does with what
+// the patch itself says, and returns the result; target is not changed. The fake has no patch
+// metadata, so it merges a list by a key only where the patch names the key: a list with a
+// "$setElementOrder/NAME" (StrategicMergeFrom writes one for every such list it changes) or
+// with an item {"$patch": "delete", KEY: ...}. A list of values with a "$setElementOrder/NAME"
+// or "$deleteFromPrimitiveList/NAME" is merged by value. Any other list is replaced whole.
+// "$retainKeys" clears the members it does not list; {"$patch": "replace"} replaces an object
+// and {"$patch": "delete"} deletes it.
+func strategicPatch(target, patch map[string]any) (map[string]any, error) {
+	if d, ok := patch["$patch"]; ok {
+		switch d {
+		case "replace":
+			out := copyMap(patch)
+			delete(out, "$patch")
+			return stripDirectives(out).(map[string]any), nil
+		case "delete":
+			return map[string]any{}, nil
+		}
+		return nil, fmt.Errorf("unknown patch type: %v in map", d)
+	}
+	out := copyMap(target)
+	if keep, ok := patch["$retainKeys"]; ok {
+		list, ok := keep.([]any)
+		if !ok {
+			return nil, fmt.Errorf("$retainKeys must be a list, not %v", keep)
+		}
+		for k := range out {
+			if !slices.Contains(list, any(k)) {
+				delete(out, k)
 			}
 		}
-	case []any:
-		for _, e := range v {
-			if d := strategicDirective(e); d != "" {
-				return d
+	}
+	for k, v := range patch {
+		switch {
+		case k == "$retainKeys", strings.HasPrefix(k, "$setElementOrder/"):
+			continue
+		case strings.HasPrefix(k, "$deleteFromPrimitiveList/"):
+			name := strings.TrimPrefix(k, "$deleteFromPrimitiveList/")
+			drop, _ := v.([]any)
+			if cur, ok := out[name].([]any); ok {
+				out[name] = slices.DeleteFunc(slices.Clone(cur), func(x any) bool { return slices.ContainsFunc(drop, func(d any) bool { return jsonv.Equal(d, x) }) })
+			}
+			continue
+		case strings.HasPrefix(k, "$"):
+			return nil, fmt.Errorf("unknown strategic merge patch directive %q", k)
+		case v == nil:
+			delete(out, k)
+			continue
+		}
+		switch pv := v.(type) {
+		case map[string]any:
+			tv, _ := out[k].(map[string]any)
+			merged, err := strategicPatch(tv, pv)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = merged
+		case []any:
+			order, _ := patch["$setElementOrder/"+k].([]any)
+			_, deletes := patch["$deleteFromPrimitiveList/"+k]
+			tv, _ := out[k].([]any)
+			merged, err := mergeList(tv, pv, order, deletes)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = merged
+		default:
+			out[k] = deepCopy(v)
+		}
+	}
+	for k, v := range patch {
+		name, ok := strings.CutPrefix(k, "$setElementOrder/")
+		if !ok {
+			continue
+		}
+		order, isList := v.([]any)
+		cur, hasList := out[name].([]any)
+		if !isList || !hasList {
+			continue
+		}
+		out[name] = reorder(cur, order, listKey(order, nil))
+	}
+	return out, nil
+}
+
+// listKey is the merge key that the patch's order list or a deletion names, or "" if none
+// does.
+func listKey(order, items []any) string {
+	for _, l := range [][]any{order, items} {
+		for _, v := range l {
+			m, ok := v.(map[string]any)
+			if !ok {
+				continue
+			}
+			for k := range m {
+				if k != "$patch" {
+					return k
+				}
 			}
 		}
 	}
 	return ""
+}
+
+// mergeList merges the patch's list into target's: by the key the patch names, or by value
+// where the patch has an order or deletions for a list of values; else it is replaced.
+func mergeList(target, patch, order []any, deletes bool) ([]any, error) {
+	key := listKey(order, nil)
+	if key == "" {
+		for _, v := range patch {
+			if m, ok := v.(map[string]any); ok && m["$patch"] == "delete" {
+				key = listKey(nil, []any{v})
+				break
+			}
+		}
+	}
+	scalars := len(patch) == 0 || !isObject(patch[0])
+	switch {
+	case key != "":
+		out := slices.Clone(target)
+		for _, v := range patch {
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("a list merged by %q holds %v, not an object", key, v)
+			}
+			at := slices.IndexFunc(out, func(x any) bool {
+				xm, ok := x.(map[string]any)
+				return ok && jsonv.Equal(xm[key], m[key])
+			})
+			switch {
+			case m["$patch"] == "delete":
+				if at >= 0 {
+					out = slices.Delete(out, at, at+1)
+				}
+			case at >= 0:
+				merged, err := strategicPatch(out[at].(map[string]any), m)
+				if err != nil {
+					return nil, err
+				}
+				out[at] = merged
+			default:
+				out = append(out, stripDirectives(m))
+			}
+		}
+		return out, nil
+	case scalars && (order != nil || deletes):
+		out := slices.Clone(target)
+		for _, v := range patch {
+			if !slices.ContainsFunc(out, func(x any) bool { return jsonv.Equal(x, v) }) {
+				out = append(out, deepCopy(v))
+			}
+		}
+		return out, nil
+	}
+	return stripDirectives(patch).([]any), nil
+}
+
+func isObject(v any) bool { _, ok := v.(map[string]any); return ok }
+
+// reorder puts the items order names in its order; an item it does not name (one the patch
+// did not know of) keeps its place.
+func reorder(list, order []any, key string) []any {
+	id := func(v any) any {
+		if m, ok := v.(map[string]any); ok && key != "" {
+			return m[key]
+		}
+		return v
+	}
+	named := func(v any) int {
+		return slices.IndexFunc(order, func(o any) bool { return jsonv.Equal(id(o), id(v)) })
+	}
+	var inOrder []any
+	for _, v := range list {
+		if named(v) >= 0 {
+			inOrder = append(inOrder, v)
+		}
+	}
+	sort.SliceStable(inOrder, func(i, j int) bool { return named(inOrder[i]) < named(inOrder[j]) })
+	out := make([]any, 0, len(list))
+	next := 0
+	for _, v := range list {
+		if named(v) >= 0 {
+			out = append(out, inOrder[next])
+			next++
+		} else {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// stripDirectives is a copy of v without the directives a patch's new object may hold.
+func stripDirectives(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			if !strings.HasPrefix(k, "$") {
+				out[k] = stripDirectives(e)
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = stripDirectives(e)
+		}
+		return out
+	}
+	return v
 }
 
 // A JSON patch (RFC 6902) as the API server applies it, with gopkg.in/evanphx/json-patch.v4,

@@ -91,6 +91,9 @@ type Field struct {
 	HasTag   bool   // there is a json tag
 	Embedded bool
 	Exported bool
+	// PatchStrategy and PatchMergeKey are the patchStrategy and patchMergeKey tags k8s.io/api
+	// gives a field: how a strategic merge patch merges it.
+	PatchStrategy, PatchMergeKey string
 }
 
 // Check reports the first part of t that the generator cannot write code for, naming the field
@@ -168,6 +171,8 @@ type Member struct {
 	Type      *Type
 	OmitEmpty bool
 	OmitZero  bool
+	// PatchStrategy and PatchMergeKey are the field's.
+	PatchStrategy, PatchMergeKey string
 }
 
 // Members lists t's JSON members in encoding/json's order, embedded inline structs flattened.
@@ -200,7 +205,8 @@ func Members(t *Type) ([]Member, error) {
 				name = f.Name
 			}
 			all = append(all, found{Member{JSON: name, Path: prefix + f.Name, Type: f.Type,
-				OmitEmpty: slices.Contains(opts, "omitempty"), OmitZero: slices.Contains(opts, "omitzero")}, depth})
+				OmitEmpty: slices.Contains(opts, "omitempty"), OmitZero: slices.Contains(opts, "omitzero"),
+				PatchStrategy: f.PatchStrategy, PatchMergeKey: f.PatchMergeKey}, depth})
 		}
 		return nil
 	}
@@ -618,6 +624,50 @@ func fieldNamed(t *Type, name string) *Type {
 		if f.Name == name {
 			return f.Type
 		}
+	}
+	return nil
+}
+
+// PatchFieldsMethods writes PatchField (codec.PatchFields) for each struct of types: for each
+// JSON member whose value is an object or an array, its patch strategy, merge key, and the
+// PatchFields of its value's struct type. The method is linked into a module only where a
+// strategic merge patch is computed.
+func (f *File) PatchFieldsMethods(types []*Type) error {
+	for _, t := range types {
+		if t.Kind != Struct || t.Given {
+			continue
+		}
+		ms, err := Members(t)
+		if err != nil {
+			return err
+		}
+		pf := f.codec("PatchFields")
+		f.Printf("// PatchField is how a strategic merge patch merges the member name of a %s.\n", t.Name)
+		f.Printf("func (*%s) PatchField(name string) (strategy, mergeKey string, value %s, ok bool) {\n", t.Name, pf)
+		var cases strings.Builder
+		for _, m := range ms {
+			v := m.Type
+			for v.Kind == Pointer {
+				v = v.Elem
+			}
+			if v.Kind == Slice && !isBytes(v) {
+				v = v.Elem
+				for v.Kind == Pointer {
+					v = v.Elem
+				}
+			} else if v.Kind != Map && v.Kind != Struct {
+				continue // a string, number or bool in JSON
+			}
+			value := "nil"
+			if v.Kind == Struct && !v.Given {
+				value = "(*" + f.TypeExpr(v) + ")(nil)"
+			}
+			fmt.Fprintf(&cases, "case %q:\nreturn %q, %q, %s, true\n", m.JSON, m.PatchStrategy, m.PatchMergeKey, value)
+		}
+		if cases.Len() > 0 {
+			f.Printf("switch name {\n%s}\n", cases.String())
+		}
+		f.Printf("return \"\", \"\", nil, false\n}\n\n")
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package jsonv
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"unicode/utf16"
@@ -38,6 +39,28 @@ func DecodeObject(data []byte) (map[string]any, error) {
 	return m, nil
 }
 
+// DecodeObjectExact is DecodeObject, but an integer of more than 15 digits, which a float64
+// may not hold exactly, is a json.Number of its text: for diffing two objects' JSON, where
+// an int64 such as a generation must come out as it went in.
+func DecodeObjectExact(data []byte) (map[string]any, error) {
+	v, ok := decodeFastExact(data, true)
+	if ok {
+		if m, isMap := v.(map[string]any); isMap || v == nil {
+			return m, nil
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("invalid JSON: more after the object")
+	}
+	return m, nil
+}
+
 func decodeStd(data []byte) (any, error) {
 	var v any
 	if err := json.Unmarshal(data, &v); err != nil {
@@ -64,15 +87,19 @@ type decoder struct {
 	// string with escapes is unquoted over its own JSON in it. Nothing changes a byte of it
 	// once a string is made of that byte.
 	text []byte
+	// exact keeps an integer of more than 15 digits as a json.Number.
+	exact bool
 }
 
 var decoders = sync.Pool{New: func() any { return &decoder{} }}
 
 // decodeFast reads data; ok is false if it is not JSON as encoding/json reads it, or it cannot
 // tell.
-func decodeFast(data []byte) (v any, ok bool) {
+func decodeFast(data []byte) (v any, ok bool) { return decodeFastExact(data, false) }
+
+func decodeFastExact(data []byte, exact bool) (v any, ok bool) {
 	d := decoders.Get().(*decoder)
-	d.data, d.pos, d.depth = data, 0, 0
+	d.data, d.pos, d.depth, d.exact = data, 0, 0, exact
 	d.text = nil
 	v, ok = d.value()
 	if ok {
@@ -251,6 +278,9 @@ func (d *decoder) number() (any, bool) {
 			f = -f
 		}
 		return f, true
+	}
+	if integer && d.exact {
+		return json.Number(d.data[start:i]), true
 	}
 	f, err := strconv.ParseFloat(string(d.data[start:i]), 64)
 	if err != nil {

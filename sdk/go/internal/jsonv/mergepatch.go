@@ -45,6 +45,10 @@ func Equal(a, b any) bool {
 		bs, ok := b.(string)
 		return ok && a == bs
 	case float64:
+		if bn, ok := b.(json.Number); ok {
+			y, err := bn.Float64()
+			return err == nil && a == y
+		}
 		bf, ok := b.(float64)
 		return ok && a == bf
 	case bool:
@@ -55,7 +59,9 @@ func Equal(a, b any) bool {
 	case json.Number:
 		bn, ok := b.(json.Number)
 		if !ok {
-			return false
+			bf, isFloat := b.(float64)
+			x, err := a.Float64()
+			return isFloat && err == nil && x == bf
 		}
 		if a == bn {
 			return true

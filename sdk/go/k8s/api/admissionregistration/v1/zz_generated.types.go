@@ -431,7 +431,7 @@ type MutatingAdmissionPolicySpec struct {
 	//  3. If any matchCondition evaluates to an error (but none are FALSE):
 	//     - If failurePolicy=Fail, reject the request
 	//     - If failurePolicy=Ignore, the policy is skipped
-	MatchConditions []MatchCondition `json:"matchConditions,omitempty"`
+	MatchConditions []MatchCondition `json:"matchConditions,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// reinvocationPolicy indicates whether mutations may be called multiple times per MutatingAdmissionPolicyBinding
 	// as part of a single admission evaluation.
 	// Allowed values are "Never" and "IfNeeded".
@@ -587,7 +587,7 @@ type MutatingWebhook struct {
 	//  3. If any matchCondition evaluates to an error (but none are FALSE):
 	//     - If failurePolicy=Fail, reject the request
 	//     - If failurePolicy=Ignore, the error is ignored and the webhook is skipped
-	MatchConditions []MatchCondition `json:"matchConditions,omitempty"`
+	MatchConditions []MatchCondition `json:"matchConditions,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 }
 
 // MutatingWebhookConfiguration describes the configuration of and admission webhook that accept or reject and may change the object.
@@ -596,7 +596,7 @@ type MutatingWebhookConfiguration struct {
 	// metadata is the standard object metadata; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	// webhooks is a list of webhooks and the affected resources and operations.
-	Webhooks []MutatingWebhook `json:"webhooks,omitempty"`
+	Webhooks []MutatingWebhook `json:"webhooks,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 }
 
 // MutatingWebhookConfigurationList is a list of MutatingWebhookConfiguration.
@@ -1007,7 +1007,7 @@ type ValidatingAdmissionPolicySpec struct {
 	//  3. If any matchCondition evaluates to an error (but none are FALSE):
 	//     - If failurePolicy=Fail, reject the request
 	//     - If failurePolicy=Ignore, the policy is skipped
-	MatchConditions []MatchCondition `json:"matchConditions,omitempty"`
+	MatchConditions []MatchCondition `json:"matchConditions,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// variables contain definitions of variables that can be used in composition of other expressions.
 	// Each variable is defined as a named CEL expression.
 	// The variables defined here will be available under `variables` in other expressions of the policy
@@ -1015,7 +1015,7 @@ type ValidatingAdmissionPolicySpec struct {
 	//
 	// The expression of a variable can refer to other variables defined earlier in the list but not those after.
 	// Thus, Variables must be sorted by the order of first appearance and acyclic.
-	Variables []Variable `json:"variables,omitempty"`
+	Variables []Variable `json:"variables,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 }
 
 // ValidatingAdmissionPolicyStatus represents the status of an admission validation policy.
@@ -1155,7 +1155,7 @@ type ValidatingWebhook struct {
 	//  3. If any matchCondition evaluates to an error (but none are FALSE):
 	//     - If failurePolicy=Fail, reject the request
 	//     - If failurePolicy=Ignore, the error is ignored and the webhook is skipped
-	MatchConditions []MatchCondition `json:"matchConditions,omitempty"`
+	MatchConditions []MatchCondition `json:"matchConditions,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 }
 
 // ValidatingWebhookConfiguration describes the configuration of and admission webhook that accept or reject and object without changing it.
@@ -1164,7 +1164,7 @@ type ValidatingWebhookConfiguration struct {
 	// metadata is the standard object metadata; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	// webhooks is a list of webhooks and the affected resources and operations.
-	Webhooks []ValidatingWebhook `json:"webhooks,omitempty"`
+	Webhooks []ValidatingWebhook `json:"webhooks,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 }
 
 // ValidatingWebhookConfigurationList is a list of ValidatingWebhookConfiguration.

@@ -143,7 +143,7 @@ type DaemonSetStatus struct {
 	// create the name for the newest ControllerRevision.
 	CollisionCount *int32 `json:"collisionCount,omitempty"`
 	// Represents the latest available observations of a DaemonSet's current state.
-	Conditions []DaemonSetCondition `json:"conditions,omitempty"`
+	Conditions []DaemonSetCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // DaemonSetUpdateStrategy is a struct used to control the update strategy for a DaemonSet.
@@ -231,7 +231,7 @@ type DeploymentSpec struct {
 	// The only allowed template.spec.restartPolicy value is "Always".
 	Template corev1.PodTemplateSpec `json:"template"`
 	// The deployment strategy to use to replace existing pods with new ones.
-	Strategy DeploymentStrategy `json:"strategy,omitempty"`
+	Strategy DeploymentStrategy `json:"strategy,omitempty" patchStrategy:"retainKeys"`
 	// Minimum number of seconds for which a newly created pod should be ready
 	// without any of its container crashing, for it to be considered available.
 	// Defaults to 0 (pod will be considered available as soon as it is ready)
@@ -272,7 +272,7 @@ type DeploymentStatus struct {
 	// This is a beta field and requires enabling DeploymentReplicaSetTerminatingReplicas feature (enabled by default).
 	TerminatingReplicas *int32 `json:"terminatingReplicas,omitempty"`
 	// Represents the latest available observations of a deployment's current state.
-	Conditions []DeploymentCondition `json:"conditions,omitempty"`
+	Conditions []DeploymentCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// Count of hash collisions for the Deployment. The Deployment controller uses this
 	// field as a collision avoidance mechanism when it needs to create the name for the
 	// newest ReplicaSet.
@@ -421,7 +421,7 @@ type ReplicaSetStatus struct {
 	// ObservedGeneration reflects the generation of the most recently observed ReplicaSet.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Represents the latest available observations of a replica set's current state.
-	Conditions []ReplicaSetCondition `json:"conditions,omitempty"`
+	Conditions []ReplicaSetCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // Spec to control the desired behavior of daemon set rolling update.
@@ -679,7 +679,7 @@ type StatefulSetStatus struct {
 	// newest ControllerRevision.
 	CollisionCount *int32 `json:"collisionCount,omitempty"`
 	// Represents the latest available observations of a statefulset's current state.
-	Conditions []StatefulSetCondition `json:"conditions,omitempty"`
+	Conditions []StatefulSetCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// Total number of available pods (ready for at least minReadySeconds) targeted by this statefulset.
 	AvailableReplicas int32 `json:"availableReplicas"`
 }

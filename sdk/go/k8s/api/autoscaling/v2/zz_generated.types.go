@@ -256,7 +256,7 @@ type HorizontalPodAutoscalerStatus struct {
 	CurrentMetrics []MetricStatus `json:"currentMetrics"`
 	// conditions is the set of conditions required for this autoscaler to scale its target,
 	// and indicates whether or not those conditions are met.
-	Conditions []HorizontalPodAutoscalerCondition `json:"conditions,omitempty"`
+	Conditions []HorizontalPodAutoscalerCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // MetricIdentifier defines the name and optionally selector for a metric

@@ -318,7 +318,7 @@ type JobStatus struct {
 	// The "Complete", "Failed" and "FailureTarget" conditions cannot be disabled.
 	//
 	// More info: https://kubernetes.io/docs/concepts/workloads/controllers/jobs-run-to-completion/
-	Conditions []JobCondition `json:"conditions,omitempty"`
+	Conditions []JobCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// Represents time when the job controller started processing a job. When a
 	// Job is created in the suspended state, this field is not set until the
 	// first time it is resumed. This field is reset every time a Job is resumed

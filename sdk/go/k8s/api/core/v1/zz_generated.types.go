@@ -414,7 +414,7 @@ type ComponentStatus struct {
 	// More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	// List of component conditions observed
-	Conditions []ComponentCondition `json:"conditions,omitempty"`
+	Conditions []ComponentCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // Status of all the conditions for the component as a list of ComponentStatus objects.
@@ -604,7 +604,7 @@ type Container struct {
 	// Modifying this array with strategic merge patch may corrupt the data.
 	// For more information See https://github.com/kubernetes/kubernetes/issues/108255.
 	// Cannot be updated.
-	Ports []ContainerPort `json:"ports,omitempty"`
+	Ports []ContainerPort `json:"ports,omitempty" patchStrategy:"merge" patchMergeKey:"containerPort"`
 	// List of sources to populate environment variables in the container.
 	// The keys defined within a source may consist of any printable ASCII characters except '='.
 	// When a key exists in multiple
@@ -614,7 +614,7 @@ type Container struct {
 	EnvFrom []EnvFromSource `json:"envFrom,omitempty"`
 	// List of environment variables to set in the container.
 	// Cannot be updated.
-	Env []EnvVar `json:"env,omitempty"`
+	Env []EnvVar `json:"env,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// Compute Resources required by this container.
 	// Cannot be updated.
 	// More info: https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/
@@ -652,9 +652,9 @@ type Container struct {
 	RestartPolicyRules []ContainerRestartRule `json:"restartPolicyRules,omitempty"`
 	// Pod volumes to mount into the container's filesystem.
 	// Cannot be updated.
-	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty" patchStrategy:"merge" patchMergeKey:"mountPath"`
 	// volumeDevices is the list of block devices to be used by the container.
-	VolumeDevices []VolumeDevice `json:"volumeDevices,omitempty"`
+	VolumeDevices []VolumeDevice `json:"volumeDevices,omitempty" patchStrategy:"merge" patchMergeKey:"devicePath"`
 	// Periodic probe of container liveness.
 	// Container will be restarted if the probe fails.
 	// Cannot be updated.
@@ -920,12 +920,12 @@ type ContainerStatus struct {
 	// enacted on the running container after it has been started or has been successfully resized.
 	Resources *ResourceRequirements `json:"resources,omitempty"`
 	// Status of volume mounts.
-	VolumeMounts []VolumeMountStatus `json:"volumeMounts,omitempty"`
+	VolumeMounts []VolumeMountStatus `json:"volumeMounts,omitempty" patchStrategy:"merge" patchMergeKey:"mountPath"`
 	// User represents user identity information initially attached to the first process of the container
 	User *ContainerUser `json:"user,omitempty"`
 	// AllocatedResourcesStatus represents the status of various resources
 	// allocated for this Pod.
-	AllocatedResourcesStatus []ResourceStatus `json:"allocatedResourcesStatus,omitempty"`
+	AllocatedResourcesStatus []ResourceStatus `json:"allocatedResourcesStatus,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// StopSignal reports the effective stop signal for this container
 	StopSignal *Signal `json:"stopSignal,omitempty"`
 }
@@ -1247,7 +1247,7 @@ type EphemeralContainerCommon struct {
 	// Cannot be updated.
 	WorkingDir string `json:"workingDir,omitempty"`
 	// Ports are not allowed for ephemeral containers.
-	Ports []ContainerPort `json:"ports,omitempty"`
+	Ports []ContainerPort `json:"ports,omitempty" patchStrategy:"merge" patchMergeKey:"containerPort"`
 	// List of sources to populate environment variables in the container.
 	// The keys defined within a source may consist of any printable ASCII characters except '='.
 	// When a key exists in multiple
@@ -1257,7 +1257,7 @@ type EphemeralContainerCommon struct {
 	EnvFrom []EnvFromSource `json:"envFrom,omitempty"`
 	// List of environment variables to set in the container.
 	// Cannot be updated.
-	Env []EnvVar `json:"env,omitempty"`
+	Env []EnvVar `json:"env,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// Resources are not allowed for ephemeral containers. Ephemeral containers use spare resources
 	// already allocated to the pod.
 	Resources ResourceRequirements `json:"resources,omitempty"`
@@ -1273,9 +1273,9 @@ type EphemeralContainerCommon struct {
 	RestartPolicyRules []ContainerRestartRule `json:"restartPolicyRules,omitempty"`
 	// Pod volumes to mount into the container's filesystem. Subpath mounts are not allowed for ephemeral containers.
 	// Cannot be updated.
-	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty"`
+	VolumeMounts []VolumeMount `json:"volumeMounts,omitempty" patchStrategy:"merge" patchMergeKey:"mountPath"`
 	// volumeDevices is the list of block devices to be used by the container.
-	VolumeDevices []VolumeDevice `json:"volumeDevices,omitempty"`
+	VolumeDevices []VolumeDevice `json:"volumeDevices,omitempty" patchStrategy:"merge" patchMergeKey:"devicePath"`
 	// Probes are not allowed for ephemeral containers.
 	LivenessProbe *Probe `json:"livenessProbe,omitempty"`
 	// Probes are not allowed for ephemeral containers.
@@ -2182,7 +2182,7 @@ type NamespaceStatus struct {
 	// More info: https://kubernetes.io/docs/tasks/administer-cluster/namespaces/
 	Phase NamespacePhase `json:"phase,omitempty"`
 	// Represents the latest available observations of a namespace's current state.
-	Conditions []NamespaceCondition `json:"conditions,omitempty"`
+	Conditions []NamespaceCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // Node is a worker node in Kubernetes.
@@ -2482,7 +2482,7 @@ type NodeSpec struct {
 	// podCIDRs represents the IP ranges assigned to the node for usage by Pods on that node. If this
 	// field is specified, the 0th entry must match the podCIDR field. It may contain at most 1 value for
 	// each of IPv4 and IPv6.
-	PodCIDRs []string `json:"podCIDRs,omitempty"`
+	PodCIDRs []string `json:"podCIDRs,omitempty" patchStrategy:"merge"`
 	// ID of the node assigned by the cloud provider in the format: <ProviderName>://<ProviderSpecificNodeID>
 	ProviderID string `json:"providerID,omitempty"`
 	// Unschedulable controls node schedulability of new pods. By default, node is schedulable.
@@ -2511,7 +2511,7 @@ type NodeStatus struct {
 	Phase NodePhase `json:"phase,omitempty"`
 	// Conditions is an array of current observed node conditions.
 	// More info: https://kubernetes.io/docs/reference/node/node-status/#condition
-	Conditions []NodeCondition `json:"conditions,omitempty"`
+	Conditions []NodeCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// List of addresses reachable to the node.
 	// Queried from cloud provider, if available.
 	// More info: https://kubernetes.io/docs/reference/node/node-status/#addresses
@@ -2522,7 +2522,7 @@ type NodeStatus struct {
 	// lifetime of a Node. However, there are some exceptions where this may not
 	// be possible, such as Pods that inherit a Node's address in its own status or
 	// consumers of the downward API (status.hostIP).
-	Addresses []NodeAddress `json:"addresses,omitempty"`
+	Addresses []NodeAddress `json:"addresses,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// Endpoints of daemons running on the Node.
 	DaemonEndpoints NodeDaemonEndpoints `json:"daemonEndpoints,omitempty"`
 	// Set of ids/uuids to uniquely identify the node.
@@ -2867,7 +2867,7 @@ type PersistentVolumeClaimStatus struct {
 	Capacity ResourceList `json:"capacity,omitempty"`
 	// conditions is the current Condition of persistent volume claim. If underlying persistent volume is being
 	// resized then the Condition will be set to 'Resizing'.
-	Conditions []PersistentVolumeClaimCondition `json:"conditions,omitempty"`
+	Conditions []PersistentVolumeClaimCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// allocatedResources tracks the resources allocated to a PVC including its capacity.
 	// Key names follow standard Kubernetes label syntax. Valid values are either:
 	//   - Un-prefixed keys:
@@ -3768,7 +3768,7 @@ type PodSecurityContext struct {
 type PodSpec struct {
 	// List of volumes that can be mounted by containers belonging to the pod.
 	// More info: https://kubernetes.io/docs/concepts/storage/volumes
-	Volumes []Volume `json:"volumes,omitempty"`
+	Volumes []Volume `json:"volumes,omitempty" patchStrategy:"merge,retainKeys" patchMergeKey:"name"`
 	// List of initialization containers belonging to the pod.
 	// Init containers are executed in order prior to containers being started. If any
 	// init container fails, the pod is considered to have failed and is handled according
@@ -3782,17 +3782,17 @@ type PodSpec struct {
 	// Init containers cannot currently be added or removed.
 	// Cannot be updated.
 	// More info: https://kubernetes.io/docs/concepts/workloads/pods/init-containers/
-	InitContainers []Container `json:"initContainers,omitempty"`
+	InitContainers []Container `json:"initContainers,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// List of containers belonging to the pod.
 	// Containers cannot currently be added or removed.
 	// There must be at least one container in a Pod.
 	// Cannot be updated.
-	Containers []Container `json:"containers"`
+	Containers []Container `json:"containers" patchStrategy:"merge" patchMergeKey:"name"`
 	// List of ephemeral containers run in this pod. Ephemeral containers may be run in an existing
 	// pod to perform user-initiated actions such as debugging. This list cannot be specified when
 	// creating a pod, and it cannot be modified by updating the pod spec. In order to add an
 	// ephemeral container to an existing pod, use the pod's ephemeralcontainers subresource.
-	EphemeralContainers []EphemeralContainer `json:"ephemeralContainers,omitempty"`
+	EphemeralContainers []EphemeralContainer `json:"ephemeralContainers,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// Restart policy for all containers within the pod.
 	// One of Always, OnFailure, Never. In some contexts, only a subset of those values may be permitted.
 	// Default to Always.
@@ -3860,7 +3860,7 @@ type PodSpec struct {
 	// ImagePullSecrets is an optional list of references to secrets in the same namespace to use for pulling any of the images used by this PodSpec.
 	// If specified, these secrets will be passed to individual puller implementations for them to use.
 	// More info: https://kubernetes.io/docs/concepts/containers/images#specifying-imagepullsecrets-on-a-pod
-	ImagePullSecrets []LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	ImagePullSecrets []LocalObjectReference `json:"imagePullSecrets,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// Specifies the hostname of the Pod
 	// If not specified, the pod's hostname will be set to a system-defined value.
 	Hostname string `json:"hostname,omitempty"`
@@ -3876,7 +3876,7 @@ type PodSpec struct {
 	Tolerations []Toleration `json:"tolerations,omitempty"`
 	// HostAliases is an optional list of hosts and IPs that will be injected into the pod's hosts
 	// file if specified.
-	HostAliases []HostAlias `json:"hostAliases,omitempty"`
+	HostAliases []HostAlias `json:"hostAliases,omitempty" patchStrategy:"merge" patchMergeKey:"ip"`
 	// If specified, indicates the pod's priority. "system-node-critical" and
 	// "system-cluster-critical" are two special keywords which indicate the
 	// highest priorities with the former being the highest priority. Any other
@@ -3924,7 +3924,7 @@ type PodSpec struct {
 	// TopologySpreadConstraints describes how a group of pods ought to spread across topology
 	// domains. Scheduler will schedule pods in a way which abides by the constraints.
 	// All topologySpreadConstraints are ANDed.
-	TopologySpreadConstraints []TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	TopologySpreadConstraints []TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty" patchStrategy:"merge" patchMergeKey:"topologyKey"`
 	// If true the pod's hostname will be configured as the pod's FQDN, rather than the leaf name (the default).
 	// In Linux containers, this means setting the FQDN in the hostname field of the kernel (the nodename field of struct utsname).
 	// In Windows containers, this means setting the registry value of hostname for the registry key HKEY_LOCAL_MACHINE\\SYSTEM\\CurrentControlSet\\Services\\Tcpip\\Parameters to FQDN.
@@ -3978,7 +3978,7 @@ type PodSpec struct {
 	// scheduler will not attempt to schedule the pod.
 	//
 	// SchedulingGates can only be set at pod creation time, and be removed only afterwards.
-	SchedulingGates []PodSchedulingGate `json:"schedulingGates,omitempty"`
+	SchedulingGates []PodSchedulingGate `json:"schedulingGates,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// ResourceClaims defines which ResourceClaims must be allocated
 	// and reserved before the Pod is allowed to start. The resources
 	// will be made available to those containers which consume them
@@ -3988,7 +3988,7 @@ type PodSpec struct {
 	// DynamicResourceAllocation feature gate is enabled.
 	//
 	// This field is immutable.
-	ResourceClaims []PodResourceClaim `json:"resourceClaims,omitempty"`
+	ResourceClaims []PodResourceClaim `json:"resourceClaims,omitempty" patchStrategy:"merge,retainKeys" patchMergeKey:"name"`
 	// Resources is the total amount of CPU and Memory resources required by all
 	// containers in the pod. It supports specifying Requests and Limits for
 	// "cpu", "memory" and "hugepages-" resource names only. ResourceClaims are not supported.
@@ -4054,7 +4054,7 @@ type PodStatus struct {
 	Phase PodPhase `json:"phase,omitempty"`
 	// Current service state of pod.
 	// More info: https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle#pod-conditions
-	Conditions []PodCondition `json:"conditions,omitempty"`
+	Conditions []PodCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 	// A human readable message indicating details about why the pod is in this condition.
 	Message string `json:"message,omitempty"`
 	// A brief CamelCase message indicating details about why the pod is in this state.
@@ -4076,14 +4076,14 @@ type PodStatus struct {
 	// match the hostIP field. This list is empty if the pod has not started yet.
 	// A pod can be assigned to a node that has a problem in kubelet which in turns means that HostIPs will
 	// not be updated even if there is a node is assigned to this pod.
-	HostIPs []HostIP `json:"hostIPs,omitempty"`
+	HostIPs []HostIP `json:"hostIPs,omitempty" patchStrategy:"merge" patchMergeKey:"ip"`
 	// podIP address allocated to the pod. Routable at least within the cluster.
 	// Empty if not yet allocated.
 	PodIP string `json:"podIP,omitempty"`
 	// podIPs holds the IP addresses allocated to the pod. If this field is specified, the 0th entry must
 	// match the podIP field. Pods may be allocated at most 1 value for each of IPv4 and IPv6. This list
 	// is empty if no IPs have been allocated yet.
-	PodIPs []PodIP `json:"podIPs,omitempty"`
+	PodIPs []PodIP `json:"podIPs,omitempty" patchStrategy:"merge" patchMergeKey:"ip"`
 	// RFC 3339 date and time at which the object was acknowledged by the Kubelet.
 	// This is before the Kubelet pulled the container image(s) for the pod.
 	StartTime *metav1.Time `json:"startTime,omitempty"`
@@ -4128,7 +4128,7 @@ type PodStatus struct {
 	// PodResizeInProgress will track in-progress resizes, and should be present whenever allocated resources != acknowledged resources.
 	Resize PodResizeStatus `json:"resize,omitempty"`
 	// Status of resource claims.
-	ResourceClaimStatuses []PodResourceClaimStatus `json:"resourceClaimStatuses,omitempty"`
+	ResourceClaimStatuses []PodResourceClaimStatus `json:"resourceClaimStatuses,omitempty" patchStrategy:"merge,retainKeys" patchMergeKey:"name"`
 	// Status of extended resource claim backed by DRA.
 	ExtendedResourceClaimStatus *PodExtendedResourceClaimStatus `json:"extendedResourceClaimStatus,omitempty"`
 	// AllocatedResources is the total requests allocated for this pod by the node.
@@ -4524,7 +4524,7 @@ type ReplicationControllerStatus struct {
 	// ObservedGeneration reflects the generation of the most recently observed replication controller.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Represents the latest available observations of a replication controller's current state.
-	Conditions []ReplicationControllerCondition `json:"conditions,omitempty"`
+	Conditions []ReplicationControllerCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // ResourceClaim references one entry in PodSpec.ResourceClaims.
@@ -5202,7 +5202,7 @@ type ServiceAccount struct {
 	// This field should not be used to find auto-generated service account token secrets for use outside of pods.
 	// Instead, tokens can be requested directly using the TokenRequest API, or service account token secrets can be manually created.
 	// More info: https://kubernetes.io/docs/concepts/configuration/secret
-	Secrets []ObjectReference `json:"secrets,omitempty"`
+	Secrets []ObjectReference `json:"secrets,omitempty" patchStrategy:"merge" patchMergeKey:"name"`
 	// ImagePullSecrets is a list of references to secrets in the same namespace to use for pulling any images
 	// in pods that reference this ServiceAccount. ImagePullSecrets are distinct from Secrets because Secrets
 	// can be mounted in the pod, but ImagePullSecrets are only accessed by the kubelet.
@@ -5343,7 +5343,7 @@ type ServicePort struct {
 type ServiceSpec struct {
 	// The list of ports that are exposed by this service.
 	// More info: https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies
-	Ports []ServicePort `json:"ports,omitempty"`
+	Ports []ServicePort `json:"ports,omitempty" patchStrategy:"merge" patchMergeKey:"port"`
 	// Route service traffic to pods with label keys and values matching this
 	// selector. If empty or not present, the service is assumed to have an
 	// external process managing its endpoints, which Kubernetes will not
@@ -5541,7 +5541,7 @@ type ServiceStatus struct {
 	// if one is present.
 	LoadBalancer LoadBalancerStatus `json:"loadBalancer,omitempty"`
 	// Current service state
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // Service Type string describes ingress methods for a service

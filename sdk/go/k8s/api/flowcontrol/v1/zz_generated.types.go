@@ -137,7 +137,7 @@ type FlowSchemaSpec struct {
 // FlowSchemaStatus represents the current state of a FlowSchema.
 type FlowSchemaStatus struct {
 	// `conditions` is a list of the current states of FlowSchema.
-	Conditions []FlowSchemaCondition `json:"conditions,omitempty"`
+	Conditions []FlowSchemaCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // GroupSubject holds detailed information for group-kind subject.
@@ -343,7 +343,7 @@ type PriorityLevelConfigurationSpec struct {
 // PriorityLevelConfigurationStatus represents the current state of a "request-priority".
 type PriorityLevelConfigurationStatus struct {
 	// `conditions` is the current state of "request-priority".
-	Conditions []PriorityLevelConfigurationCondition `json:"conditions,omitempty"`
+	Conditions []PriorityLevelConfigurationCondition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // PriorityLevelEnablement indicates whether limits on execution are enabled for the priority level

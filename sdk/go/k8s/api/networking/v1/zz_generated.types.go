@@ -536,7 +536,7 @@ type ServiceCIDRSpec struct {
 type ServiceCIDRStatus struct {
 	// conditions holds an array of metav1.Condition that describe the state of the ServiceCIDR.
 	// Current service state
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // GroupName is the API group of this package's kinds.

@@ -53,7 +53,7 @@ type PodDisruptionBudgetSpec struct {
 	// budget.
 	// A null selector will match no pods, while an empty ({}) selector will select
 	// all pods within the namespace.
-	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+	Selector *metav1.LabelSelector `json:"selector,omitempty" patchStrategy:"replace"`
 	// An eviction is allowed if at most "maxUnavailable" pods selected by
 	// "selector" are unavailable after the eviction, i.e. even in absence of
 	// the evicted pod. For example, one can prevent all voluntary evictions
@@ -122,7 +122,7 @@ type PodDisruptionBudgetStatus struct {
 	//   - SufficientPods: There are more pods than required by the PodDisruptionBudget.
 	//     The condition will be True, and the number of allowed
 	//     disruptions are provided by the disruptionsAllowed property.
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 }
 
 // UnhealthyPodEvictionPolicyType defines the criteria for when unhealthy pods

@@ -1114,7 +1114,7 @@ type ResourceClaimStatus struct {
 	//
 	// There can be at most 256 such reservations. This may get increased in
 	// the future, but not reduced.
-	ReservedFor []ResourceClaimConsumerReference `json:"reservedFor,omitempty"`
+	ReservedFor []ResourceClaimConsumerReference `json:"reservedFor,omitempty" patchStrategy:"merge" patchMergeKey:"uid"`
 	// Devices contains the status of each device allocated for this
 	// claim, as reported by the driver. This can include driver-specific
 	// information. Entries are owned by their respective drivers.

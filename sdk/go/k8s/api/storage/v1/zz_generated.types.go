@@ -279,7 +279,7 @@ type CSINodeList struct {
 type CSINodeSpec struct {
 	// drivers is a list of information of all CSI Drivers existing on a node.
 	// If all drivers in the list are uninstalled, this can become empty.
-	Drivers []CSINodeDriver `json:"drivers"`
+	Drivers []CSINodeDriver `json:"drivers" patchStrategy:"merge" patchMergeKey:"name"`
 }
 
 // CSIStorageCapacity stores the result of one CSI GetCapacity call.
