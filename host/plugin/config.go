@@ -401,7 +401,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Record != nil {
 		for _, err := range each(c.Record.Check("record")) {
-			errs = append(errs, at("record", fmt.Errorf("plugin %q: %w", c.Name, err)))
+			field := "record"
+			if se := (*recording.SettingError)(nil); errors.As(err, &se) {
+				field += "." + se.Setting
+			}
+			errs = append(errs, at(field, fmt.Errorf("plugin %q: %w", c.Name, err)))
 		}
 	}
 	if c.Rollout != nil {

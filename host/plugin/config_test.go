@@ -40,6 +40,7 @@ func TestBadHostConfigsSayWhereWhatAndHow(t *testing.T) {
 		{"a negative idle timeout", head + "    idleTimeout: -1m\n", []string{"line 4: plugins[0]", `plugin "app": idleTimeout -1m0s: use 1s or more`, "0s keeps idle instances"}},
 		{"a record mode", head + "  - name: other\n    module: o.wasm\n    record: {mode: x}\n", []string{"line 6: plugins[1]", `record.mode "x": use none, failures, sample or all`}},
 		{"two mistakes of its recording", head + "    record: {mode: sample, sample: 1.5, maxBytes: -1}\n", []string{"host.yaml: line 4: plugins[0]: plugin \"app\": record.sample 1.5", "host.yaml: line 4: plugins[0]: plugin \"app\": record.maxBytes -1"}},
+		{"a record mode in a block", head + "    record:\n      maxBytes: 1Mi\n      mode: x\n", []string{"host.yaml: line 6: plugins[0]", `record.mode "x"`}},
 		{"two mistakes of one plugin", head + "    timeout: -1s\n    record: {mode: x}\n", []string{"host.yaml: line 4: plugins[0]: plugin \"app\": timeout -1s: use a positive duration", "host.yaml: line 5: plugins[0]: plugin \"app\": record.mode \"x\""}},
 		{"a plugin without a module", "plugins:\n  - name: app\n    timeout: 3s\n", []string{"line 2: plugins[0]", "module is required"}},
 		{"a name used twice", head + "  - name: app\n    module: o.wasm\n", []string{"line 4: plugins[1]", `name "app" is used twice`}},

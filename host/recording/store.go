@@ -56,20 +56,30 @@ func (p Policy) Check(field string) error {
 	switch p.Mode {
 	case "", ModeNone, ModeFailures, ModeAll:
 		if p.Sample != 0 {
-			errs = append(errs, fmt.Errorf("%s.sample is set, but mode is %q: a sample is kept in mode sample only", field, p.Mode))
+			errs = append(errs, &SettingError{"sample", fmt.Errorf("%s.sample is set, but mode is %q: a sample is kept in mode sample only", field, p.Mode)})
 		}
 	case ModeSample:
 		if p.Sample <= 0 || p.Sample > 1 {
-			errs = append(errs, fmt.Errorf("%s.sample %v: give the share of reconciles to keep, more than 0 and at most 1 (0.01 keeps one in a hundred)", field, p.Sample))
+			errs = append(errs, &SettingError{"sample", fmt.Errorf("%s.sample %v: give the share of reconciles to keep, more than 0 and at most 1 (0.01 keeps one in a hundred)", field, p.Sample)})
 		}
 	default:
-		errs = append(errs, fmt.Errorf("%s.mode %q: use none, failures, sample or all", field, p.Mode))
+		errs = append(errs, &SettingError{"mode", fmt.Errorf("%s.mode %q: use none, failures, sample or all", field, p.Mode)})
 	}
 	if p.MaxBytes != nil && p.MaxBytes.Sign() <= 0 {
-		errs = append(errs, fmt.Errorf("%s.maxBytes %s: give a size, like 64Mi, or leave it out for the host's bound (%d MiB unless it says otherwise)", field, p.MaxBytes, DefaultMaxBytes>>20))
+		errs = append(errs, &SettingError{"maxBytes", fmt.Errorf("%s.maxBytes %s: give a size, like 64Mi, or leave it out for the host's bound (%d MiB unless it says otherwise)", field, p.MaxBytes, DefaultMaxBytes>>20)})
 	}
 	return errors.Join(errs...)
 }
+
+// A SettingError is a mistake of one setting of a Policy: Setting is its name ("mode"), for
+// a config file's reader to say on which line it stands.
+type SettingError struct {
+	Setting string
+	Err     error
+}
+
+func (e *SettingError) Error() string { return e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
 
 // On reports whether the policy records anything.
 func (p Policy) On() bool { return p.Mode != "" && p.Mode != ModeNone }
