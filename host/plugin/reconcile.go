@@ -115,6 +115,11 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		res, _, err = p.run(ctx, req, call, nil, true, log, nil)
 	}
 	switch {
+	case errors.Is(err, wasm.ErrNotRun):
+		// It waited for a CPU slot or an instance past its Lease's renew deadline (a paused
+		// process): the unit is another replica's, or about to be.
+		log.V(1).Info("not reconciling: this replica's Lease on the plugin went unrenewed past the renew deadline while the reconcile waited to run")
+		return reconcile.Result{}, nil
 	case errors.Is(err, wasm.ErrTimedOut):
 		err = &timedOut{plugin: p.cfg.Name, timeout: p.cfg.ReconcileTimeout(), err: err}
 	case err != nil:
@@ -182,6 +187,9 @@ func (p *Plugin) run(ctx context.Context, req reconcile.Request, call abi.Reques
 		}
 		started := time.Now()
 		wc := &wasm.Call{Request: call, Host: c, Logger: log.WithValues("digest", cur.mod.ShortDigest())}
+		if fallback { // not a shadow run: once it has waited for a CPU slot and an instance, it runs only if the replica still holds the plugin
+			wc.MayRun = p.owned
+		}
 		res, err := cur.mod.Reconcile(ctx, wc)
 		if p.rec != nil && fallback { // not a shadow run: what the plugin did
 			p.rec.keep(ctx, p.cfg.Name, cur.mod, wc, started, err != nil || res.Failed)

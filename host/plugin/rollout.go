@@ -437,6 +437,9 @@ func (p *Plugin) shadowed(ctx context.Context, req reconcile.Request, ro *rollin
 		if errors.Is(s.err, wasm.ErrClosed) || p.ro.Load() != ro {
 			return // rolled back, promoted or aborted under it
 		}
+		if errors.Is(l.err, wasm.ErrNotRun) {
+			return // the live version did not run: nothing to compare with
+		}
 		p.compare(req, ro, w, l.res, l.err, &l.rec, s.res, s.err, &s.rec)
 	}()
 	start := time.Now()

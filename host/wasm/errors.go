@@ -15,6 +15,10 @@ import (
 // ErrClosed is returned by Reconcile on a module that has been closed (swapped out, say).
 var ErrClosed = errors.New("module closed")
 
+// ErrNotRun is returned by Reconcile and Map when the call's MayRun said no once the call had
+// its CPU share and an instance: the guest did not run.
+var ErrNotRun = errors.New("not run: the call may no longer run")
+
 // ErrReservedExport refuses a module that exports a name the host adds to every module:
 // wasmrec_interrupt, or one beginning with "wasmrec:".
 var ErrReservedExport = binary.ErrReservedExport

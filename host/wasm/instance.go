@@ -30,6 +30,10 @@ type Call struct {
 	Logger logr.Logger
 	// Map, set for Module.Map, is what the map export is given; Request is then unused.
 	Map *recording.MapInput
+	// MayRun, if set, is asked once the call has its CPU share and an instance, just before
+	// the guest runs; false ends the call with ErrNotRun. A call that waited for either may
+	// find meanwhile that it must not run: its replica no longer holds the plugin.
+	MayRun func() bool
 
 	// Step is what the reconcile saw and did, Before the steps its instance ran before it, its
 	// _initialize first, and Instance names the instance: set when the module records
@@ -202,6 +206,10 @@ func (m *Module) run(ctx context.Context, c *Call, isMap bool) (res abi.Result, 
 	inst, err := m.get(ctx)
 	if err != nil {
 		return res, nil, err
+	}
+	if c.MayRun != nil && !c.MayRun() {
+		m.put(inst, true)
+		return res, nil, ErrNotRun
 	}
 	var healthy bool
 	if isMap {
