@@ -64,7 +64,8 @@
 //     client.StrategicMergeFrom changes has, or with a {"$patch": "delete"} item. Any other
 //     list is replaced whole, as in a JSON merge patch (a hand-written patch of containers
 //     replaces them). $deleteFromPrimitiveList, $retainKeys and $patch (replace, delete) are
-//     applied; an unknown directive is bad request (3).
+//     applied as the API server applies them; the patches StrategicMergeFrom makes are
+//     checked to give what Kubernetes' own code gives.
 //   - Server-side apply is minimal: the applied fields are merged in (maps field by field,
 //     lists replaced whole: no list-map merging by key), and fields the plugin applied before
 //     and no longer applies are removed; a missing object is created. There are no other field

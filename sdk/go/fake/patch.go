@@ -41,20 +41,24 @@ func mergePatch(target, patch any) any {
 // with an item {"$patch": "delete", KEY: ...}. A list of values with a "$setElementOrder/NAME"
 // or "$deleteFromPrimitiveList/NAME" is merged by value. Any other list is replaced whole.
 // "$retainKeys" clears the members it does not list; {"$patch": "replace"} replaces an object
-// and {"$patch": "delete"} deletes it.
+// and {"$patch": "delete"} deletes it. Any other member whose name begins with $ is a member,
+// as the API server takes it.
 func strategicPatch(target, patch map[string]any) (map[string]any, error) {
 	if d, ok := patch["$patch"]; ok {
 		switch d {
 		case "replace":
-			out := copyMap(patch)
+			out := copyMap(patch) // as it is, but for the directive
 			delete(out, "$patch")
-			return stripDirectives(out).(map[string]any), nil
+			return out, nil
 		case "delete":
 			return map[string]any{}, nil
 		}
 		return nil, fmt.Errorf("unknown patch type: %v in map", d)
 	}
 	out := copyMap(target)
+	if out == nil {
+		out = map[string]any{}
+	}
 	if keep, ok := patch["$retainKeys"]; ok {
 		list, ok := keep.([]any)
 		if !ok {
@@ -77,16 +81,24 @@ func strategicPatch(target, patch map[string]any) (map[string]any, error) {
 				out[name] = slices.DeleteFunc(slices.Clone(cur), func(x any) bool { return slices.ContainsFunc(drop, func(d any) bool { return jsonv.Equal(d, x) }) })
 			}
 			continue
-		case strings.HasPrefix(k, "$"):
-			return nil, fmt.Errorf("unknown strategic merge patch directive %q", k)
 		case v == nil:
 			delete(out, k)
 			continue
 		}
+		tv, exists := out[k]
+		if !exists || kindOfJSON(tv) != kindOfJSON(v) {
+			// A member the object lacks, or of another type, is the patch's value, as the
+			// API server takes it: without its nulls, or its objects that hold a $patch.
+			if nv, keep := newValue(v); keep {
+				out[k] = nv
+			} else {
+				delete(out, k)
+			}
+			continue
+		}
 		switch pv := v.(type) {
 		case map[string]any:
-			tv, _ := out[k].(map[string]any)
-			merged, err := strategicPatch(tv, pv)
+			merged, err := strategicPatch(tv.(map[string]any), pv)
 			if err != nil {
 				return nil, err
 			}
@@ -94,8 +106,7 @@ func strategicPatch(target, patch map[string]any) (map[string]any, error) {
 		case []any:
 			order, _ := patch["$setElementOrder/"+k].([]any)
 			_, deletes := patch["$deleteFromPrimitiveList/"+k]
-			tv, _ := out[k].([]any)
-			merged, err := mergeList(tv, pv, order, deletes)
+			merged, err := mergeList(tv.([]any), pv, order, deletes)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -154,29 +165,35 @@ func mergeList(target, patch, order []any, deletes bool) ([]any, error) {
 	switch {
 	case key != "":
 		out := slices.Clone(target)
+		for _, v := range patch { // deletions first, of every item of the key
+			if m, ok := v.(map[string]any); ok && m["$patch"] == "delete" {
+				out = slices.DeleteFunc(out, func(x any) bool {
+					xm, ok := x.(map[string]any)
+					return ok && jsonv.Equal(xm[key], m[key])
+				})
+			}
+		}
 		for _, v := range patch {
 			m, ok := v.(map[string]any)
 			if !ok {
 				return nil, fmt.Errorf("a list merged by %q holds %v, not an object", key, v)
 			}
+			if m["$patch"] == "delete" {
+				continue
+			}
 			at := slices.IndexFunc(out, func(x any) bool {
 				xm, ok := x.(map[string]any)
 				return ok && jsonv.Equal(xm[key], m[key])
 			})
-			switch {
-			case m["$patch"] == "delete":
-				if at >= 0 {
-					out = slices.Delete(out, at, at+1)
-				}
-			case at >= 0:
-				merged, err := strategicPatch(out[at].(map[string]any), m)
-				if err != nil {
-					return nil, err
-				}
-				out[at] = merged
-			default:
-				out = append(out, stripDirectives(m))
+			if at < 0 {
+				out = append(out, deepCopy(m)) // a new item, as it is
+				continue
 			}
+			merged, err := strategicPatch(out[at].(map[string]any), m)
+			if err != nil {
+				return nil, err
+			}
+			out[at] = merged
 		}
 		return out, nil
 	case scalars && (order != nil || deletes):
@@ -188,10 +205,53 @@ func mergeList(target, patch, order []any, deletes bool) ([]any, error) {
 		}
 		return out, nil
 	}
-	return stripDirectives(patch).([]any), nil
+	return deepCopy(patch).([]any), nil // replaced, as it is
 }
 
 func isObject(v any) bool { _, ok := v.(map[string]any); return ok }
+
+// kindOfJSON names the JSON type of a decoded value, for telling a member's change of type.
+func kindOfJSON(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	case nil:
+		return "null"
+	}
+	return "scalar"
+}
+
+// newValue is a patch's value for a member the object lacks: a copy without nulls, and
+// without the objects that hold a $patch directive; keep is false if it is such an object.
+func newValue(v any) (_ any, keep bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		if _, ok := v["$patch"]; ok {
+			return nil, false
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			if e == nil {
+				continue
+			}
+			if ne, keep := newValue(e); keep {
+				out[k] = ne
+			}
+		}
+		return out, true
+	case []any:
+		out := []any{}
+		for _, e := range v {
+			if ne, keep := newValue(e); keep {
+				out = append(out, ne)
+			}
+		}
+		return out, true
+	}
+	return v, true
+}
 
 // reorder puts the items order names in its order; an item it does not name (one the patch
 // did not know of) keeps its place.
@@ -223,27 +283,6 @@ func reorder(list, order []any, key string) []any {
 		}
 	}
 	return out
-}
-
-// stripDirectives is a copy of v without the directives a patch's new object may hold.
-func stripDirectives(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			if !strings.HasPrefix(k, "$") {
-				out[k] = stripDirectives(e)
-			}
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = stripDirectives(e)
-		}
-		return out
-	}
-	return v
 }
 
 // A JSON patch (RFC 6902) as the API server applies it, with gopkg.in/evanphx/json-patch.v4,
