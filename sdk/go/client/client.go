@@ -277,8 +277,9 @@ func (c *Client) Update(ctx context.Context, obj Object, opts ...UpdateOption) e
 	return c.write(ctx, abi.ImportUpdate, obj, o.FieldManager, o.DryRun)
 }
 
-// Patch patches obj with patch (MergeFrom(original), RawPatch, Apply), and fills obj with what
-// the API server stored. opts are ForceOwnership (for Apply), FieldOwner and DryRunAll.
+// Patch patches obj with patch (MergeFrom(original), StrategicMergeFrom(original), RawPatch,
+// Apply), and fills obj with what the API server stored. opts are ForceOwnership (for Apply),
+// FieldOwner and DryRunAll.
 func (c *Client) Patch(ctx context.Context, obj Object, patch Patch, opts ...PatchOption) error {
 	var o PatchOptions
 	for _, opt := range opts {

@@ -127,7 +127,7 @@ func TestWritesFillTheObjectWithWhatWasStored(t *testing.T) {
 	if l := stored.Labels(); l["tier"] != "front" || l["app"] != "" {
 		t.Fatalf("labels after the merge patch: %v", l)
 	}
-	if err := c.Patch(ctx, stale, client.MergeFrom(stale.DeepCopy(), client.MergeFromWithOptimisticLock)); !wasmrec.IsConflict(err) {
+	if err := c.Patch(ctx, stale, client.MergeFrom(stale.DeepCopy(), client.MergeFromWithOptimisticLock{})); !wasmrec.IsConflict(err) {
 		t.Fatalf("a patch locked to a stale resourceVersion: %v, want a conflict", err)
 	}
 
@@ -549,7 +549,7 @@ func TestStrategicMergeFromKeepsWhatOthersAdded(t *testing.T) {
 	}
 
 	// Unchanged, the patch is empty; locked, it carries the resourceVersion read.
-	same, err := client.StrategicMergeFrom(d.DeepCopy(), client.MergeFromWithOptimisticLock).Data(d)
+	same, err := client.StrategicMergeFrom(d.DeepCopy(), client.MergeFromWithOptimisticLock{}).Data(d)
 	if err != nil || !sameJSON(t, same, []byte(`{"metadata":{"resourceVersion":"`+d.ResourceVersion+`"}}`)) {
 		t.Fatalf("an unchanged object's locked patch: %s (%v)", same, err)
 	}
@@ -576,4 +576,39 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 		t.Fatalf("%s: %v", b, err)
 	}
 	return fmt.Sprint(x) == fmt.Sprint(y)
+}
+
+// A container the plugin adds goes after the containers it knew of, and one another writer
+// added meanwhile after it, as the API server orders them (app, sidecar, logger).
+func TestStrategicMergeFromOrdersAsTheAPIServer(t *testing.T) {
+	cluster := fake.NewCluster(manifest)
+	c := client.From(cluster.Client())
+	ctx := context.Background()
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"},
+		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}},
+	}
+	if err := c.Create(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	var other appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), &other); err != nil {
+		t.Fatal(err)
+	}
+	other.Spec.Template.Spec.Containers = append(other.Spec.Template.Spec.Containers, corev1.Container{Name: "logger", Image: "fluent"})
+	if err := c.Update(ctx, &other); err != nil {
+		t.Fatal(err)
+	}
+	orig := d.DeepCopy()
+	d.Spec.Template.Spec.Containers = append(d.Spec.Template.Spec.Containers, corev1.Container{Name: "sidecar", Image: "busybox"})
+	if err := c.Patch(ctx, d, client.StrategicMergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ctr := range d.Spec.Template.Spec.Containers {
+		names = append(names, ctr.Name)
+	}
+	if got := strings.Join(names, " "); got != "app sidecar logger" {
+		t.Fatalf("containers %s, want app sidecar logger", got)
+	}
 }

@@ -55,16 +55,22 @@ func (applyPatch) Data(obj Object) ([]byte, error) {
 // field manager is the plugin's name). With ForceOwnership it takes fields other managers own.
 var Apply Patch = applyPatch{}
 
-// MergeFromOption is an option of MergeFrom.
-type MergeFromOption interface{ applyToMergeFrom(*mergeFrom) }
+// MergeFromOptions are the options of MergeFrom and StrategicMergeFrom.
+type MergeFromOptions struct {
+	// OptimisticLock puts the original's resourceVersion in the patch.
+	OptimisticLock bool
+}
 
-type optimisticLock struct{}
-
-func (optimisticLock) applyToMergeFrom(m *mergeFrom) { m.lock = true }
+// MergeFromOption is an option of MergeFrom and StrategicMergeFrom.
+type MergeFromOption interface{ ApplyToMergeFrom(*MergeFromOptions) }
 
 // MergeFromWithOptimisticLock puts the original's resourceVersion in the patch, so that the
-// API server refuses it (a conflict) if the object changed since it was read.
-var MergeFromWithOptimisticLock MergeFromOption = optimisticLock{}
+// API server refuses it (a conflict) if the object changed since it was read:
+// client.MergeFrom(orig, client.MergeFromWithOptimisticLock{}).
+type MergeFromWithOptimisticLock struct{}
+
+// ApplyToMergeFrom sets OptimisticLock.
+func (MergeFromWithOptimisticLock) ApplyToMergeFrom(o *MergeFromOptions) { o.OptimisticLock = true }
 
 type mergeFrom struct {
 	from Object
@@ -116,15 +122,18 @@ func (m strategicMergeFrom) Data(obj Object) ([]byte, error) {
 }
 
 func locked(opts []MergeFromOption) bool {
-	var m mergeFrom
-	for _, o := range opts {
-		o.applyToMergeFrom(&m)
+	var o MergeFromOptions
+	for _, opt := range opts {
+		opt.ApplyToMergeFrom(&o)
 	}
-	return m.lock
+	return o.OptimisticLock
 }
 
 // diffPatch is the patch diff makes of from and obj, with from's resourceVersion if lock.
 func diffPatch(from, obj Object, lock bool, diff func(a, b map[string]any) (map[string]any, error)) ([]byte, error) {
+	if from == nil {
+		return nil, errors.New("the original object is nil: pass a DeepCopy of the object as it was read")
+	}
 	before, err := codec.Marshal(from)
 	if err != nil {
 		return nil, err

@@ -62,10 +62,12 @@
 //   - Strategic merge patch merges a list by a key only where the patch names the key (the
 //     fake has no patch metadata): a list with a $setElementOrder directive, as every list
 //     client.StrategicMergeFrom changes has, or with a {"$patch": "delete"} item. Any other
-//     list is replaced whole, as in a JSON merge patch (a hand-written patch of containers
-//     replaces them). $deleteFromPrimitiveList, $retainKeys and $patch (replace, delete) are
-//     applied as the API server applies them; the patches StrategicMergeFrom makes are
-//     checked to give what Kubernetes' own code gives.
+//     list is replaced whole, as in a JSON merge patch: a hand-written patch of containers
+//     replaces them, and so does StrategicMergeFrom's patch of a list that was empty when the
+//     plugin read the object, where the API server would keep the items another writer added
+//     since. $deleteFromPrimitiveList, $retainKeys and $patch (replace, delete) are applied
+//     as the API server applies them, and merged lists are ordered as it orders them; the
+//     patches StrategicMergeFrom makes are checked to give what Kubernetes' own code gives.
 //   - Server-side apply is minimal: the applied fields are merged in (maps field by field,
 //     lists replaced whole: no list-map merging by key), and fields the plugin applied before
 //     and no longer applies are removed; a missing object is created. There are no other field

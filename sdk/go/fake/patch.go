@@ -125,7 +125,8 @@ func strategicPatch(target, patch map[string]any) (map[string]any, error) {
 		if !isList || !hasList {
 			continue
 		}
-		out[name] = reorder(cur, order, listKey(order, nil))
+		before, _ := target[name].([]any)
+		out[name] = normalizeOrder(cur, order, before, listKey(order, nil))
 	}
 	return out, nil
 }
@@ -165,21 +166,23 @@ func mergeList(target, patch, order []any, deletes bool) ([]any, error) {
 	switch {
 	case key != "":
 		out := slices.Clone(target)
+		var items []any
 		for _, v := range patch { // deletions first, of every item of the key
-			if m, ok := v.(map[string]any); ok && m["$patch"] == "delete" {
-				out = slices.DeleteFunc(out, func(x any) bool {
-					xm, ok := x.(map[string]any)
-					return ok && jsonv.Equal(xm[key], m[key])
-				})
+			m, ok := v.(map[string]any)
+			if !ok || m["$patch"] != "delete" {
+				items = append(items, v)
+				continue
 			}
+			out = slices.DeleteFunc(out, func(x any) bool {
+				xm, ok := x.(map[string]any)
+				return ok && jsonv.Equal(xm[key], m[key])
+			})
 		}
-		for _, v := range patch {
+		before := slices.Clone(out)
+		for _, v := range items {
 			m, ok := v.(map[string]any)
 			if !ok {
 				return nil, fmt.Errorf("a list merged by %q holds %v, not an object", key, v)
-			}
-			if m["$patch"] == "delete" {
-				continue
 			}
 			at := slices.IndexFunc(out, func(x any) bool {
 				xm, ok := x.(map[string]any)
@@ -195,7 +198,7 @@ func mergeList(target, patch, order []any, deletes bool) ([]any, error) {
 			}
 			out[at] = merged
 		}
-		return out, nil
+		return normalizeOrder(out, items, before, key), nil
 	case scalars && (order != nil || deletes):
 		out := slices.Clone(target)
 		for _, v := range patch {
@@ -203,7 +206,7 @@ func mergeList(target, patch, order []any, deletes bool) ([]any, error) {
 				out = append(out, deepCopy(v))
 			}
 		}
-		return out, nil
+		return normalizeOrder(out, patch, target, ""), nil
 	}
 	return deepCopy(patch).([]any), nil // replaced, as it is
 }
@@ -253,33 +256,66 @@ func newValue(v any) (_ any, keep bool) {
 	return v, true
 }
 
-// reorder puts the items order names in its order; an item it does not name (one the patch
-// did not know of) keeps its place.
-func reorder(list, order []any, key string) []any {
+// normalizeOrder orders a merged list as the API server does: the items order names (by key,
+// or by value in a list of values) in its order, and among them the others (the server's
+// own), in the order they had in before, each placed before the first of the order's items
+// that came after it in before.
+func normalizeOrder(list, order, before []any, key string) []any {
 	id := func(v any) any {
 		if m, ok := v.(map[string]any); ok && key != "" {
 			return m[key]
 		}
 		return v
 	}
-	named := func(v any) int {
-		return slices.IndexFunc(order, func(o any) bool { return jsonv.Equal(id(o), id(v)) })
+	index := func(l []any, v any) int {
+		return slices.IndexFunc(l, func(o any) bool { return jsonv.Equal(id(o), id(v)) })
 	}
-	var inOrder []any
+	var named, own []any
 	for _, v := range list {
-		if named(v) >= 0 {
-			inOrder = append(inOrder, v)
+		if index(order, v) >= 0 {
+			named = append(named, v)
+		} else {
+			own = append(own, v)
 		}
 	}
-	sort.SliceStable(inOrder, func(i, j int) bool { return named(inOrder[i]) < named(inOrder[j]) })
+	byIndex := func(l []any) func(i, j int) bool {
+		return func(i, j int) bool {
+			if a := index(l, named[i]); a >= 0 {
+				if b := index(l, named[j]); b >= 0 {
+					return a < b
+				}
+			}
+			return true
+		}
+	}
+	sort.SliceStable(named, byIndex(order))
+	sort.SliceStable(own, func(i, j int) bool {
+		if a := index(before, own[i]); a >= 0 {
+			if b := index(before, own[j]); b >= 0 {
+				return a < b
+			}
+		}
+		return true
+	})
 	out := make([]any, 0, len(list))
-	next := 0
-	for _, v := range list {
-		if named(v) >= 0 {
-			out = append(out, inOrder[next])
-			next++
-		} else {
-			out = append(out, v)
+	i, j := 0, 0
+	for i < len(own) || j < len(named) {
+		switch {
+		case i >= len(own):
+			out = append(out, named[j])
+			j++
+		case j >= len(named):
+			out = append(out, own[i])
+			i++
+		default:
+			a, b := index(before, own[i]), index(before, named[j])
+			if a >= 0 && b >= 0 && a < b {
+				out = append(out, own[i])
+				i++
+			} else {
+				out = append(out, named[j])
+				j++
+			}
 		}
 	}
 	return out
