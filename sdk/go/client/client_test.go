@@ -586,7 +586,7 @@ func TestStrategicMergeFromOrdersAsTheAPIServer(t *testing.T) {
 	ctx := context.Background()
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"},
-		Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}},
+		Spec:       appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app"}}}}},
 	}
 	if err := c.Create(ctx, d); err != nil {
 		t.Fatal(err)
