@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,6 +140,9 @@ func readFile(path, root string, maxSize int64) ([]byte, error) {
 	}
 	f, err := oci.OpenFile(r, name, maxSize)
 	if err != nil {
+		if pe := (*fs.PathError)(nil); r != nil && errors.As(err, &pe) && pe.Path == name {
+			pe.Path = path // the name inside root is relative: say the file the config names
+		}
 		return nil, err
 	}
 	defer f.Close()

@@ -137,6 +137,12 @@ func TestFetchNamesAMissingFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/plugin.wasm") {
 		t.Errorf("fetching a missing file: %v; want an error naming it", err)
 	}
+	// Inside a directory the bounds allow, the error names the whole path too.
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "plugin.wasm")
+	if _, _, err := f.Fetch(context.Background(), nil, missing, Bounds{Dirs: []string{dir}}); err == nil || !strings.Contains(err.Error(), missing) {
+		t.Errorf("fetching a missing file within its bounds: %v; want an error naming %s", err, missing)
+	}
 	if _, _, err := f.Fetch(context.Background(), nil, "oci://reg/repo:v1", Bounds{}); err == nil || !strings.Contains(err.Error(), "no OCI client") {
 		t.Errorf("a registry module without a client: %v", err)
 	}
