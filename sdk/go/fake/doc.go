@@ -66,8 +66,9 @@
 //     replaces them, and so does StrategicMergeFrom's patch of a list that was empty when the
 //     plugin read the object, where the API server would keep the items another writer added
 //     since. $deleteFromPrimitiveList, $retainKeys and $patch (replace, delete) are applied
-//     as the API server applies them, and merged lists are ordered as it orders them; the
-//     patches StrategicMergeFrom makes are checked to give what Kubernetes' own code gives.
+//     as the API server applies them. The patches StrategicMergeFrom makes are checked to
+//     give what Kubernetes' own code gives on the object as the plugin read it, order
+//     included; items another writer added since may stand elsewhere in the list.
 //   - Server-side apply is minimal: the applied fields are merged in (maps field by field,
 //     lists replaced whole: no list-map merging by key), and fields the plugin applied before
 //     and no longer applies are removed; a missing object is created. There are no other field
