@@ -32,6 +32,7 @@ type Cluster struct {
 	events     []Event
 	logs       []LogLine
 	logf       func(format string, args ...any)
+	beforeCall func(call string, req []byte)
 	req        *wasmrec.Request // the request Reconcile is running
 	mapping    bool             // Map is running: writes are refused
 }
@@ -163,6 +164,18 @@ func (c *Cluster) LogTo(logf func(format string, args ...any)) *Cluster {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.logf = logf
+	return c
+}
+
+// BeforeCall runs fn before each host call the plugin makes, with the call's name
+// (abi.ImportGet, abi.ImportPatch...) and its JSON request, outside the cluster's lock: fn may
+// change the cluster (Put, Remove), as another writer does between a plugin's read and its
+// write, to test what the plugin makes of it (controller-runtime's fake client takes
+// interceptor.Funcs for this). nil removes it.
+func (c *Cluster) BeforeCall(fn func(call string, req []byte)) *Cluster {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.beforeCall = fn
 	return c
 }
 
@@ -366,6 +379,12 @@ func (c *Cluster) Call(ctx context.Context, fn string, req []byte) (abi.Status, 
 	}
 	if ctx != nil && ctx.Err() != nil {
 		return abi.StatusTimeout, []byte(fn + ": the reconcile's context is done: " + ctx.Err().Error())
+	}
+	c.mu.Lock()
+	before := c.beforeCall
+	c.mu.Unlock()
+	if before != nil {
+		before(fn, req)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

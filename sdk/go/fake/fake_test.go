@@ -459,3 +459,38 @@ func TestMapRefusesWrites(t *testing.T) {
 		t.Fatalf("a create after the map: %v", err)
 	}
 }
+
+// BeforeCall runs before each call, outside the cluster's lock: it may write to the cluster,
+// and the call then sees the write, as a plugin sees another writer's between its read and its
+// patch.
+func TestBeforeCallRunsBeforeEachCall(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewCluster(manifest(), cm("demo", "cm", nil))
+	var calls []string
+	c.BeforeCall(func(call string, req []byte) {
+		calls = append(calls, call)
+		if call == abi.ImportPatch && len(calls) == 2 { // another writer, after the plugin's read
+			o, _ := c.Get("v1", "ConfigMap", "demo", "cm")
+			o.Object["data"].(map[string]any)["other"] = "theirs"
+			c.Put(o)
+		}
+	})
+	cl := c.Client()
+	if _, err := cl.Get(ctx, "v1", "ConfigMap", "demo", "cm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Patch(ctx, ref("v1", "ConfigMap", "demo", "cm"), wasmrec.PatchMerge, map[string]any{"data": map[string]any{"mine": "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := c.Get("v1", "ConfigMap", "demo", "cm")
+	if d := stored.Object["data"].(map[string]any); d["other"] != "theirs" || d["mine"] != "1" || d["k"] != "v" {
+		t.Fatalf("data after the other writer and the patch: %v", d)
+	}
+	if !slices.Equal(calls, []string{abi.ImportGet, abi.ImportPatch}) {
+		t.Fatalf("BeforeCall saw %v", calls)
+	}
+	c.BeforeCall(nil)
+	if _, err := cl.Get(ctx, "v1", "ConfigMap", "demo", "cm"); err != nil || len(calls) != 2 {
+		t.Fatalf("after BeforeCall(nil): %v, %d calls seen", err, len(calls))
+	}
+}
