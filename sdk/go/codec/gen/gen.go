@@ -641,33 +641,76 @@ func (f *File) PatchFieldsMethods(types []*Type) error {
 		if err != nil {
 			return err
 		}
+		// A struct embedded inline whose members all stand in t, none shadowed, is asked
+		// through its own PatchField rather than written out again (a Volume's VolumeSource).
+		delegated := map[string]*Type{}
+		var embeds []string
+		for _, fd := range t.Fields {
+			if name, _ := JSONTag(fd); !fd.Embedded || name != "" || fd.Type.Kind != Struct || fd.Type.Given {
+				continue
+			}
+			own, err := Members(fd.Type)
+			if err != nil {
+				return err
+			}
+			n, all := 0, 0
+			for _, m := range own {
+				if _, ok := f.patchValue(m.Type); ok {
+					all++
+				}
+			}
+			for _, m := range ms {
+				if _, ok := f.patchValue(m.Type); ok && strings.HasPrefix(m.Path, fd.Name+".") {
+					n++
+				}
+			}
+			if all > 0 && n == all {
+				delegated[fd.Name] = fd.Type
+				embeds = append(embeds, fd.Name)
+			}
+		}
 		pf := f.codec("PatchFields")
 		f.Printf("// PatchField is how a strategic merge patch merges the member name of a %s.\n", t.Name)
 		f.Printf("func (*%s) PatchField(name string) (strategy, mergeKey string, value %s, ok bool) {\n", t.Name, pf)
 		var cases strings.Builder
 		for _, m := range ms {
-			v := m.Type
-			for v.Kind == Pointer {
-				v = v.Elem
-			}
-			if v.Kind == Slice && !isBytes(v) {
-				v = v.Elem
-				for v.Kind == Pointer {
-					v = v.Elem
-				}
-			} else if v.Kind != Map && v.Kind != Struct {
+			value, ok := f.patchValue(m.Type)
+			if !ok {
 				continue // a string, number or bool in JSON
 			}
-			value := "nil"
-			if v.Kind == Struct && !v.Given {
-				value = "(*" + f.TypeExpr(v) + ")(nil)"
+			if first, _, inline := strings.Cut(m.Path, "."); inline && delegated[first] != nil {
+				continue
 			}
 			fmt.Fprintf(&cases, "case %q:\nreturn %q, %q, %s, true\n", m.JSON, m.PatchStrategy, m.PatchMergeKey, value)
 		}
 		if cases.Len() > 0 {
 			f.Printf("switch name {\n%s}\n", cases.String())
 		}
+		for _, e := range embeds {
+			f.Printf("if s, k, v, ok := (*%s)(nil).PatchField(name); ok {\nreturn s, k, v, ok\n}\n", f.TypeExpr(delegated[e]))
+		}
 		f.Printf("return \"\", \"\", nil, false\n}\n\n")
 	}
 	return nil
+}
+
+// patchValue is what PatchField says of a member of type t: the PatchFields of its value's
+// struct type (of a list's items), "nil" where that is not a generated struct; ok is false
+// for a member that is a string, number or bool in JSON, which PatchField leaves out.
+func (f *File) patchValue(t *Type) (value string, ok bool) {
+	for t.Kind == Pointer {
+		t = t.Elem
+	}
+	if t.Kind == Slice && !isBytes(t) {
+		t = t.Elem
+		for t.Kind == Pointer {
+			t = t.Elem
+		}
+	} else if t.Kind != Map && t.Kind != Struct {
+		return "", false
+	}
+	if t.Kind == Struct && !t.Given {
+		return "(*" + f.TypeExpr(t) + ")(nil)", true
+	}
+	return "nil", true
 }

@@ -176,14 +176,9 @@ func (*NamedRuleWithOperations) PatchField(name string) (strategy, mergeKey stri
 	switch name {
 	case "resourceNames":
 		return "", "", nil, true
-	case "operations":
-		return "", "", nil, true
-	case "apiGroups":
-		return "", "", nil, true
-	case "apiVersions":
-		return "", "", nil, true
-	case "resources":
-		return "", "", nil, true
+	}
+	if s, k, v, ok := (*RuleWithOperations)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }
@@ -220,12 +215,9 @@ func (*RuleWithOperations) PatchField(name string) (strategy, mergeKey string, v
 	switch name {
 	case "operations":
 		return "", "", nil, true
-	case "apiGroups":
-		return "", "", nil, true
-	case "apiVersions":
-		return "", "", nil, true
-	case "resources":
-		return "", "", nil, true
+	}
+	if s, k, v, ok := (*Rule)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }

@@ -518,37 +518,8 @@ func (*EnvVarSource) PatchField(name string) (strategy, mergeKey string, value c
 
 // PatchField is how a strategic merge patch merges the member name of a EphemeralContainer.
 func (*EphemeralContainer) PatchField(name string) (strategy, mergeKey string, value codec.PatchFields, ok bool) {
-	switch name {
-	case "command":
-		return "", "", nil, true
-	case "args":
-		return "", "", nil, true
-	case "ports":
-		return "merge", "containerPort", (*ContainerPort)(nil), true
-	case "envFrom":
-		return "", "", (*EnvFromSource)(nil), true
-	case "env":
-		return "merge", "name", (*EnvVar)(nil), true
-	case "resources":
-		return "", "", (*ResourceRequirements)(nil), true
-	case "resizePolicy":
-		return "", "", (*ContainerResizePolicy)(nil), true
-	case "restartPolicyRules":
-		return "", "", (*ContainerRestartRule)(nil), true
-	case "volumeMounts":
-		return "merge", "mountPath", (*VolumeMount)(nil), true
-	case "volumeDevices":
-		return "merge", "devicePath", (*VolumeDevice)(nil), true
-	case "livenessProbe":
-		return "", "", (*Probe)(nil), true
-	case "readinessProbe":
-		return "", "", (*Probe)(nil), true
-	case "startupProbe":
-		return "", "", (*Probe)(nil), true
-	case "lifecycle":
-		return "", "", (*Lifecycle)(nil), true
-	case "securityContext":
-		return "", "", (*SecurityContext)(nil), true
+	if s, k, v, ok := (*EphemeralContainerCommon)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }
@@ -1346,50 +1317,6 @@ func (*PersistentVolumeSpec) PatchField(name string) (strategy, mergeKey string,
 	switch name {
 	case "capacity":
 		return "", "", nil, true
-	case "gcePersistentDisk":
-		return "", "", (*GCEPersistentDiskVolumeSource)(nil), true
-	case "awsElasticBlockStore":
-		return "", "", (*AWSElasticBlockStoreVolumeSource)(nil), true
-	case "hostPath":
-		return "", "", (*HostPathVolumeSource)(nil), true
-	case "glusterfs":
-		return "", "", (*GlusterfsPersistentVolumeSource)(nil), true
-	case "nfs":
-		return "", "", (*NFSVolumeSource)(nil), true
-	case "rbd":
-		return "", "", (*RBDPersistentVolumeSource)(nil), true
-	case "iscsi":
-		return "", "", (*ISCSIPersistentVolumeSource)(nil), true
-	case "cinder":
-		return "", "", (*CinderPersistentVolumeSource)(nil), true
-	case "cephfs":
-		return "", "", (*CephFSPersistentVolumeSource)(nil), true
-	case "fc":
-		return "", "", (*FCVolumeSource)(nil), true
-	case "flocker":
-		return "", "", (*FlockerVolumeSource)(nil), true
-	case "flexVolume":
-		return "", "", (*FlexPersistentVolumeSource)(nil), true
-	case "azureFile":
-		return "", "", (*AzureFilePersistentVolumeSource)(nil), true
-	case "vsphereVolume":
-		return "", "", (*VsphereVirtualDiskVolumeSource)(nil), true
-	case "quobyte":
-		return "", "", (*QuobyteVolumeSource)(nil), true
-	case "azureDisk":
-		return "", "", (*AzureDiskVolumeSource)(nil), true
-	case "photonPersistentDisk":
-		return "", "", (*PhotonPersistentDiskVolumeSource)(nil), true
-	case "portworxVolume":
-		return "", "", (*PortworxVolumeSource)(nil), true
-	case "scaleIO":
-		return "", "", (*ScaleIOPersistentVolumeSource)(nil), true
-	case "local":
-		return "", "", (*LocalVolumeSource)(nil), true
-	case "storageos":
-		return "", "", (*StorageOSPersistentVolumeSource)(nil), true
-	case "csi":
-		return "", "", (*CSIPersistentVolumeSource)(nil), true
 	case "accessModes":
 		return "", "", nil, true
 	case "claimRef":
@@ -1398,6 +1325,9 @@ func (*PersistentVolumeSpec) PatchField(name string) (strategy, mergeKey string,
 		return "", "", nil, true
 	case "nodeAffinity":
 		return "", "", (*VolumeNodeAffinity)(nil), true
+	}
+	if s, k, v, ok := (*PersistentVolumeSource)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }
@@ -1710,15 +1640,8 @@ func (*PreferredSchedulingTerm) PatchField(name string) (strategy, mergeKey stri
 
 // PatchField is how a strategic merge patch merges the member name of a Probe.
 func (*Probe) PatchField(name string) (strategy, mergeKey string, value codec.PatchFields, ok bool) {
-	switch name {
-	case "exec":
-		return "", "", (*ExecAction)(nil), true
-	case "httpGet":
-		return "", "", (*HTTPGetAction)(nil), true
-	case "tcpSocket":
-		return "", "", (*TCPSocketAction)(nil), true
-	case "grpc":
-		return "", "", (*GRPCAction)(nil), true
+	if s, k, v, ok := (*ProbeHandler)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }
@@ -2231,67 +2154,8 @@ func (*TypedObjectReference) PatchField(name string) (strategy, mergeKey string,
 
 // PatchField is how a strategic merge patch merges the member name of a Volume.
 func (*Volume) PatchField(name string) (strategy, mergeKey string, value codec.PatchFields, ok bool) {
-	switch name {
-	case "hostPath":
-		return "", "", (*HostPathVolumeSource)(nil), true
-	case "emptyDir":
-		return "", "", (*EmptyDirVolumeSource)(nil), true
-	case "gcePersistentDisk":
-		return "", "", (*GCEPersistentDiskVolumeSource)(nil), true
-	case "awsElasticBlockStore":
-		return "", "", (*AWSElasticBlockStoreVolumeSource)(nil), true
-	case "gitRepo":
-		return "", "", (*GitRepoVolumeSource)(nil), true
-	case "secret":
-		return "", "", (*SecretVolumeSource)(nil), true
-	case "nfs":
-		return "", "", (*NFSVolumeSource)(nil), true
-	case "iscsi":
-		return "", "", (*ISCSIVolumeSource)(nil), true
-	case "glusterfs":
-		return "", "", (*GlusterfsVolumeSource)(nil), true
-	case "persistentVolumeClaim":
-		return "", "", (*PersistentVolumeClaimVolumeSource)(nil), true
-	case "rbd":
-		return "", "", (*RBDVolumeSource)(nil), true
-	case "flexVolume":
-		return "", "", (*FlexVolumeSource)(nil), true
-	case "cinder":
-		return "", "", (*CinderVolumeSource)(nil), true
-	case "cephfs":
-		return "", "", (*CephFSVolumeSource)(nil), true
-	case "flocker":
-		return "", "", (*FlockerVolumeSource)(nil), true
-	case "downwardAPI":
-		return "", "", (*DownwardAPIVolumeSource)(nil), true
-	case "fc":
-		return "", "", (*FCVolumeSource)(nil), true
-	case "azureFile":
-		return "", "", (*AzureFileVolumeSource)(nil), true
-	case "configMap":
-		return "", "", (*ConfigMapVolumeSource)(nil), true
-	case "vsphereVolume":
-		return "", "", (*VsphereVirtualDiskVolumeSource)(nil), true
-	case "quobyte":
-		return "", "", (*QuobyteVolumeSource)(nil), true
-	case "azureDisk":
-		return "", "", (*AzureDiskVolumeSource)(nil), true
-	case "photonPersistentDisk":
-		return "", "", (*PhotonPersistentDiskVolumeSource)(nil), true
-	case "projected":
-		return "", "", (*ProjectedVolumeSource)(nil), true
-	case "portworxVolume":
-		return "", "", (*PortworxVolumeSource)(nil), true
-	case "scaleIO":
-		return "", "", (*ScaleIOVolumeSource)(nil), true
-	case "storageos":
-		return "", "", (*StorageOSVolumeSource)(nil), true
-	case "csi":
-		return "", "", (*CSIVolumeSource)(nil), true
-	case "ephemeral":
-		return "", "", (*EphemeralVolumeSource)(nil), true
-	case "image":
-		return "", "", (*ImageVolumeSource)(nil), true
+	if s, k, v, ok := (*VolumeSource)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }

@@ -162,9 +162,8 @@ func (*IngressPortStatus) PatchField(name string) (strategy, mergeKey string, va
 
 // PatchField is how a strategic merge patch merges the member name of a IngressRule.
 func (*IngressRule) PatchField(name string) (strategy, mergeKey string, value codec.PatchFields, ok bool) {
-	switch name {
-	case "http":
-		return "", "", (*HTTPIngressRuleValue)(nil), true
+	if s, k, v, ok := (*IngressRuleValue)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }

@@ -120,8 +120,9 @@ func (*DeviceAllocationConfiguration) PatchField(name string) (strategy, mergeKe
 	switch name {
 	case "requests":
 		return "", "", nil, true
-	case "opaque":
-		return "", "", (*OpaqueDeviceConfiguration)(nil), true
+	}
+	if s, k, v, ok := (*DeviceConfiguration)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }
@@ -181,8 +182,9 @@ func (*DeviceClaimConfiguration) PatchField(name string) (strategy, mergeKey str
 	switch name {
 	case "requests":
 		return "", "", nil, true
-	case "opaque":
-		return "", "", (*OpaqueDeviceConfiguration)(nil), true
+	}
+	if s, k, v, ok := (*DeviceConfiguration)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }
@@ -200,9 +202,8 @@ func (*DeviceClass) PatchField(name string) (strategy, mergeKey string, value co
 
 // PatchField is how a strategic merge patch merges the member name of a DeviceClassConfiguration.
 func (*DeviceClassConfiguration) PatchField(name string) (strategy, mergeKey string, value codec.PatchFields, ok bool) {
-	switch name {
-	case "opaque":
-		return "", "", (*OpaqueDeviceConfiguration)(nil), true
+	if s, k, v, ok := (*DeviceConfiguration)(nil).PatchField(name); ok {
+		return s, k, v, ok
 	}
 	return "", "", nil, false
 }
