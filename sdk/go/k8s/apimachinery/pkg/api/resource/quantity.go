@@ -1,23 +1,123 @@
 package resource
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 
 	"github.com/wasmrec/wasmrec/sdk/go/codec"
 )
 
-// Quantity is an amount in Kubernetes' notation.
+// Quantity is an amount in Kubernetes' notation: a decimal number and a suffix, 100m, 1.5Gi,
+// 2e3. It computes as k8s.io/apimachinery's Quantity does, to the same digits (Cmp, Add, Sub,
+// Mul, Value, MilliValue, String...), which the tests check on random quantities.
+//
+// Format is how String writes it: DecimalSI (1.5k is 1500), BinarySI (1Ki is 1024),
+// DecimalExponent (1e3). ParseQuantity takes it from the suffix.
 type Quantity struct {
-	s string
+	i int64Amount // the amount, unless w is set
+	w wideText    // the amount, if past int64Amount
+	s string      // String's text, once known
+	Format
 }
 
-// ParseQuantity checks s's grammar (a signed decimal number, then a suffix: Ki Mi Gi Ti Pi Ei,
-// n u m k M G T P E, or e/E and an exponent) and returns its Quantity.
+// Format is how a quantity is written.
+type Format string
+
+// The formats of a quantity.
+const (
+	DecimalExponent = Format("DecimalExponent") // 12e6
+	BinarySI        = Format("BinarySI")        // 12Mi (12 × 2^20)
+	DecimalSI       = Format("DecimalSI")       // 12M (12 × 10^6)
+)
+
+// The errors of ParseQuantity, which wraps them with the text it was given.
+var (
+	ErrFormatWrong = errors.New("not a number with an optional suffix (Ki Mi Gi Ti Pi Ei, n u m k M G T P E, or e and an exponent)")
+	ErrNumeric     = errors.New("unable to parse numeric part of quantity")
+	ErrSuffix      = errors.New("unable to parse quantity's suffix")
+)
+
+// ParseQuantity reads s: a signed decimal number, then a suffix: Ki Mi Gi Ti Pi Ei, n u m k M
+// G T P E, or e/E and an exponent. An amount finer than nano is rounded up to it, as
+// apimachinery does.
 func ParseQuantity(s string) (Quantity, error) {
-	if !valid(s) {
-		return Quantity{}, fmt.Errorf("quantity %q: not a number with an optional suffix (Ki Mi Gi Ti Pi Ei, n u m k M G T P E, or e and an exponent)", s)
+	q, err := parseQuantity(s)
+	if err != nil {
+		return Quantity{}, fmt.Errorf("quantity %q: %w", s, err)
 	}
-	return Quantity{s: s}, nil
+	return q, nil
+}
+
+func parseQuantity(str string) (Quantity, error) {
+	if str == "" {
+		return Quantity{}, ErrFormatWrong
+	}
+	if str == "0" {
+		return Quantity{Format: DecimalSI, s: str}, nil
+	}
+	p, ok := scanQuantity(str)
+	if !ok {
+		return Quantity{}, ErrFormatWrong
+	}
+	_, exponent, format, ok := interpretSuffix(p.suffix)
+	if !ok {
+		return Quantity{}, ErrSuffix
+	}
+	// The int64 reading of apimachinery's ParseQuantity, where it applies.
+	var precision, scale int32
+	mantissa := int64(1)
+	switch format {
+	case DecimalExponent, DecimalSI:
+		scale = exponent
+		precision = maxDigits - int32(len(p.num)+len(p.denom))
+	case BinarySI:
+		if exponent >= 0 && p.denom == "" {
+			mantissa <<= uint64(exponent)
+			// 1Mi (2^20) has about 6 digits of decimal precision.
+			precision = 15 - int32(len(p.num)) - int32(float32(exponent)*3/10) - 1
+		} else {
+			precision = -1
+		}
+	}
+	if precision >= 0 {
+		scale -= int32(len(p.denom))
+		if scale >= int32(Nano) {
+			shifted := p.num + p.denom
+			v, err := strconv.ParseInt(shifted, 10, 64)
+			if err != nil {
+				return Quantity{}, ErrNumeric
+			}
+			if result, ok := mulInt64(v, mantissa); ok {
+				if !p.positive {
+					result = -result
+				}
+				q := Quantity{i: int64Amount{value: result, scale: Scale(scale)}, Format: format}
+				// The text is kept where it is already String's.
+				switch format {
+				case BinarySI:
+					if exponent%10 == 0 && v&0x07 != 0 {
+						q.s = str
+					}
+				default:
+					if scale%3 == 0 && !strings.HasSuffix(shifted, "000") && shifted[0] != '0' {
+						q.s = str
+					}
+				}
+				return q, nil
+			}
+		}
+	}
+	if !hasDigit(p.value, '0') {
+		return Quantity{}, ErrNumeric
+	}
+	w := readWideText(p, format)
+	if format == BinarySI && w.sign() != 0 && cmpText(w.magnitude(), w.scale, "1", 0) < 0 {
+		format = DecimalSI // as apimachinery writes a BinarySI amount below 1
+	}
+	return Quantity{w: w, Format: format}, nil
 }
 
 // MustParse is ParseQuantity that panics on a bad quantity: for literals.
@@ -29,59 +129,389 @@ func MustParse(s string) Quantity {
 	return q
 }
 
-// String is the quantity as it was written; "0" for the zero Quantity.
+// NewQuantity is value in units.
+func NewQuantity(value int64, format Format) *Quantity {
+	return &Quantity{i: int64Amount{value: value}, Format: format}
+}
+
+// NewMilliQuantity is value in thousandths.
+func NewMilliQuantity(value int64, format Format) *Quantity {
+	return &Quantity{i: int64Amount{value: value, scale: Milli}, Format: format}
+}
+
+// NewScaledQuantity is value × 10^scale, DecimalSI.
+func NewScaledQuantity(value int64, scale Scale) *Quantity {
+	return &Quantity{i: int64Amount{value: value, scale: scale}, Format: DecimalSI}
+}
+
+// scanned is a quantity's text in parts, as apimachinery's parseQuantityString splits it.
+type scanned struct {
+	positive                  bool
+	value, num, denom, suffix string
+}
+
+// scanQuantity splits s into sign, number (integer and fraction digits, without leading zeros)
+// and suffix. Like apimachinery's, it takes a bare sign or point for zero.
+func scanQuantity(s string) (p scanned, ok bool) {
+	p.positive = true
+	pos, end := 0, len(s)
+	if pos < end {
+		switch s[0] {
+		case '-':
+			p.positive = false
+			pos++
+		case '+':
+			pos++
+		}
+	}
+	for pos < end && s[pos] == '0' {
+		pos++
+	}
+	if pos == end {
+		p.num, p.value = "0", "0"
+		return p, true
+	}
+	start := pos
+	for pos < end && isDigit(s[pos]) {
+		pos++
+	}
+	p.num = s[start:pos]
+	if pos == end {
+		p.value = s
+		return p, true
+	}
+	if p.num == "" {
+		p.num = "0"
+	}
+	if s[pos] == '.' {
+		pos++
+		start = pos
+		for pos < end && isDigit(s[pos]) {
+			pos++
+		}
+		p.denom = s[start:pos]
+		if pos == end {
+			p.value = s
+			return p, true
+		}
+	}
+	p.value = s[:pos]
+	start = pos
+	for pos < end && strings.IndexByte("eEinumkKMGTP", s[pos]) >= 0 {
+		pos++
+	}
+	if pos < end && (s[pos] == '-' || s[pos] == '+') {
+		pos++
+	}
+	for pos < end && isDigit(s[pos]) {
+		pos++
+	}
+	p.suffix = s[start:]
+	return p, pos == end
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// hasDigit reports a digit from least to 9 in s.
+func hasDigit(s string, least byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= least && s[i] <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// suffixes are the named suffixes: their base and power.
+var suffixes = [...]struct {
+	name           string
+	base, exponent int32
+}{
+	{"", 10, 0}, {"n", 10, -9}, {"u", 10, -6}, {"m", 10, -3}, {"k", 10, 3}, {"M", 10, 6}, {"G", 10, 9},
+	{"T", 10, 12}, {"P", 10, 15}, {"E", 10, 18},
+	{"Ki", 2, 10}, {"Mi", 2, 20}, {"Gi", 2, 30}, {"Ti", 2, 40}, {"Pi", 2, 50}, {"Ei", 2, 60},
+}
+
+// interpretSuffix is a suffix's base, power and format.
+func interpretSuffix(s string) (base, exponent int32, format Format, ok bool) {
+	for _, x := range suffixes {
+		if x.name == s {
+			if x.base == 2 {
+				return 2, x.exponent, BinarySI, true
+			}
+			return 10, x.exponent, DecimalSI, true
+		}
+	}
+	if len(s) > 1 && (s[0] == 'e' || s[0] == 'E') {
+		v, err := strconv.ParseInt(s[1:], 10, 64)
+		if err != nil {
+			return 0, 0, DecimalExponent, false
+		}
+		return 10, int32(v), DecimalExponent, true // truncated, as apimachinery does
+	}
+	return 0, 0, DecimalExponent, false
+}
+
+// constructSuffix is the suffix String writes for base^exponent in format; nil where none is
+// known (apimachinery then writes the digits alone).
+func constructSuffix(base, exponent int32, format Format) []byte {
+	switch format {
+	case DecimalSI:
+		if base == 2 && exponent == 0 {
+			return nil
+		}
+		if base == 10 && exponent >= -9 && exponent <= 18 && exponent%3 == 0 {
+			if sfx := [...]string{"n", "u", "m", "", "k", "M", "G", "T", "P", "E"}[(exponent+9)/3]; sfx != "" {
+				return []byte(sfx)
+			}
+		}
+	case BinarySI:
+		if base == 2 && exponent >= 10 && exponent <= 60 && exponent%10 == 0 {
+			return []byte([...]string{"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}[exponent/10-1])
+		}
+	case DecimalExponent:
+		if base == 10 && exponent != 0 {
+			return strconv.AppendInt([]byte{'e'}, int64(exponent), 10)
+		}
+	}
+	return nil
+}
+
+// String is the quantity in its canonical form (1.5Gi is 1536Mi, 1000m is 1), as
+// apimachinery writes it; "0" for the zero Quantity.
 func (q *Quantity) String() string {
+	if q == nil {
+		return "<nil>"
+	}
 	if q.s == "" {
-		return "0"
+		q.s = q.text()
 	}
 	return q.s
 }
 
-// IsZero reports a Quantity never set.
-func (q *Quantity) IsZero() bool { return q.s == "" }
-
-// Equal reports two quantities written alike.
-func (q Quantity) Equal(o Quantity) bool { return q.String() == o.String() }
-
-func valid(s string) bool {
-	i := 0
-	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		i++
+// text is String's text, computed if s does not hold it yet.
+func (q *Quantity) text() string {
+	if q.s != "" {
+		return q.s
 	}
-	digits := 0
-	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-		digits++
+	var buf [24]byte
+	number, suffix := q.CanonicalizeBytes(buf[:0])
+	return string(append(number, suffix...))
+}
+
+// canonicalInt is CanonicalizeBytes for an int64Amount.
+func canonicalInt(a int64Amount, format Format, out []byte) (number, suffix []byte) {
+	if a.value == 0 {
+		return append(out, '0'), nil
 	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
-			digits++
+	rounded := a
+	switch format {
+	case DecimalExponent, DecimalSI:
+	case BinarySI:
+		if a.cmp(int64Amount{value: -1024}) > 0 && a.cmp(int64Amount{value: 1024}) < 0 {
+			format = DecimalSI
+		} else if r, exact := a.asScale(0); exact {
+			rounded = r
+		} else {
+			format = DecimalSI
 		}
-	}
-	if digits == 0 {
-		return false
-	}
-	switch suffix := s[i:]; suffix {
-	case "", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "n", "u", "m", "k", "M", "G", "T", "P", "E":
-		return true
 	default:
-		if suffix[0] != 'e' && suffix[0] != 'E' {
-			return false
+		format = DecimalExponent
+	}
+	if format == BinarySI {
+		number, exponent := rounded.canonical1024(out)
+		return number, constructSuffix(2, exponent*10, format)
+	}
+	number, exponent := a.canonical(out)
+	return number, constructSuffix(10, exponent, format)
+}
+
+// CanonicalizeBytes appends the quantity's canonical number to out and returns it with its
+// suffix: String is the two together.
+func (q *Quantity) CanonicalizeBytes(out []byte) (result, suffix []byte) {
+	if q.isWide() {
+		return canonicalText(q.w, q.Format, out)
+	}
+	return canonicalInt(q.i, q.Format, out)
+}
+
+func (q *Quantity) isWide() bool { return q.w.digits != "" }
+
+// wideAmount is the amount of a quantity as a wide.
+func (q *Quantity) wideAmount() *wide { return q.wideTextOf().wide() }
+
+// wideTextOf is the amount of a quantity as a wideText, as apimachinery's inf.Dec holds it.
+func (q *Quantity) wideTextOf() wideText {
+	if q.isWide() {
+		return q.w
+	}
+	return wideText{digits: strconv.FormatInt(q.i.value, 10), scale: -int32(q.i.scale)}
+}
+
+// becomeWide makes q hold its amount as a wide, as apimachinery's AsDec does (AsInt64 then
+// says false).
+func (q *Quantity) becomeWide() {
+	if !q.isWide() {
+		q.w, q.i = q.wideTextOf(), int64Amount{}
+	}
+}
+
+// toWide makes q wide, and returns its amount.
+func (q *Quantity) toWide() *wide {
+	q.becomeWide()
+	return q.w.wide()
+}
+
+// setWide sets q to w, and its String to w's.
+func (q *Quantity) setWide(w *wide, format Format) {
+	q.i, q.w, q.s, q.Format = int64Amount{}, w.text(), "", format
+}
+
+// IsZero reports a quantity of zero (the zero Quantity is one).
+func (q *Quantity) IsZero() bool { return q.Sign() == 0 }
+
+// Sign is -1, 0 or 1 as the quantity is negative, zero or positive.
+func (q *Quantity) Sign() int {
+	switch {
+	case q.isWide():
+		return q.w.sign()
+	}
+	return q.i.sign()
+}
+
+// Cmp is -1, 0 or 1 as q is less than, equal to or greater than y.
+func (q *Quantity) Cmp(y Quantity) int {
+	if !q.isWide() && !y.isWide() {
+		return q.i.cmp(y.i)
+	}
+	q.becomeWide()
+	return cmpWideText(q.w, y.wideTextOf())
+}
+
+// CmpInt64 is Cmp with an integer.
+func (q *Quantity) CmpInt64(y int64) int {
+	if q.isWide() {
+		return cmpWideText(q.wideTextOf(), wideText{digits: strconv.FormatInt(y, 10)})
+	}
+	return q.i.cmp(int64Amount{value: y})
+}
+
+// Equal reports q and v of the same amount, however written: 1Gi equals 1024Mi.
+func (q Quantity) Equal(v Quantity) bool { return q.Cmp(v) == 0 }
+
+// Add adds y to q. A zero q takes y's Format.
+func (q *Quantity) Add(y Quantity) {
+	if !q.isWide() && !y.isWide() {
+		if q.i.value == 0 {
+			q.Format = y.Format
 		}
-		j := 1
-		if j < len(suffix) && (suffix[j] == '+' || suffix[j] == '-') {
-			j++
+		if q.i.add(y.i) {
+			q.s = ""
+			return
 		}
-		if j == len(suffix) {
-			return false
-		}
-		for ; j < len(suffix); j++ {
-			if suffix[j] < '0' || suffix[j] > '9' {
-				return false
-			}
-		}
+	} else if q.IsZero() {
+		q.Format = y.Format
+	}
+	w := y.wideAmount()
+	q.setWide(q.toWide().add(w), q.Format)
+}
+
+// Sub subtracts y from q. A zero q takes y's Format.
+func (q *Quantity) Sub(y Quantity) {
+	if q.IsZero() {
+		q.Format = y.Format
+	}
+	if !q.isWide() && !y.isWide() && q.i.add(int64Amount{value: -y.i.value, scale: y.i.scale}) {
+		q.s = ""
+		return
+	}
+	w := y.wideAmount()
+	q.setWide(q.toWide().add(w.neg()), q.Format)
+}
+
+// Mul multiplies q by y and reports whether the product's digits fit an int64.
+func (q *Quantity) Mul(y int64) bool {
+	if !q.isWide() && q.i.mul(y) {
+		q.s = ""
 		return true
 	}
+	w := q.toWide().mul(y)
+	q.setWide(w, q.Format)
+	return w.u.IsInt64()
+}
+
+// Neg negates q.
+func (q *Quantity) Neg() {
+	if !q.isWide() {
+		q.i.value = -q.i.value
+		q.s = ""
+		return
+	}
+	q.setWide(q.toWide().neg(), q.Format)
+}
+
+// RoundUp rounds q away from zero to a multiple of 10^scale and reports whether it was one
+// already.
+func (q *Quantity) RoundUp(scale Scale) bool {
+	if q.isWide() {
+		w, exact := q.toWide().asScale(scale)
+		q.setWide(w, q.Format)
+		return exact
+	}
+	if q.i.scale >= scale {
+		return true
+	}
+	i, exact := q.i.asScale(scale)
+	q.i, q.s = i, ""
+	return exact
+}
+
+// AsInt64 is the quantity as an int64, if it is an integer that fits (and was not computed
+// past one).
+func (q *Quantity) AsInt64() (int64, bool) {
+	if q.isWide() {
+		return 0, false
+	}
+	return q.i.asInt64()
+}
+
+// Value is the quantity in units, rounded up: 1500m is 2.
+func (q *Quantity) Value() int64 { return q.ScaledValue(0) }
+
+// MilliValue is the quantity in thousandths, rounded up.
+func (q *Quantity) MilliValue() int64 { return q.ScaledValue(Milli) }
+
+// ScaledValue is the quantity in units of 10^scale, rounded up; 0 if it does not fit an int64.
+func (q *Quantity) ScaledValue(scale Scale) int64 {
+	if q.isWide() {
+		w := q.wideAmount()
+		return w.scaledValue(scale)
+	}
+	v, _ := q.i.asScaledInt64(scale)
+	return v
+}
+
+// AsApproximateFloat64 is the quantity as the nearest float64, or about it.
+func (q *Quantity) AsApproximateFloat64() float64 {
+	if q.isWide() {
+		w := q.wideAmount()
+		return w.float64()
+	}
+	if q.i.scale == 0 {
+		return float64(q.i.value)
+	}
+	return float64(q.i.value) * math.Pow10(int(q.i.scale))
+}
+
+// Set sets q to value units.
+func (q *Quantity) Set(value int64) { q.SetScaled(value, 0) }
+
+// SetMilli sets q to value thousandths.
+func (q *Quantity) SetMilli(value int64) { q.SetScaled(value, Milli) }
+
+// SetScaled sets q to value × 10^scale.
+func (q *Quantity) SetScaled(value int64, scale Scale) {
+	q.i, q.w, q.s = int64Amount{value: value, scale: scale}, wideText{}, ""
 }
 
 // DecodeJSON reads a quantity written as a string or a number; null is the zero Quantity.
@@ -102,7 +532,7 @@ func (q *Quantity) DecodeJSON(d *codec.Decoder) {
 	if d.Err() != nil {
 		return
 	}
-	p, err := ParseQuantity(s)
+	p, err := ParseQuantity(strings.TrimSpace(s))
 	if err != nil {
 		d.Fail(err)
 		return
@@ -110,8 +540,8 @@ func (q *Quantity) DecodeJSON(d *codec.Decoder) {
 	*q = p
 }
 
-// EncodeJSON writes the quantity as a string.
-func (q *Quantity) EncodeJSON(e *codec.Encoder) { e.String(q.String()) }
+// EncodeJSON writes the quantity as String does.
+func (q *Quantity) EncodeJSON(e *codec.Encoder) { e.String(q.text()) }
 
 // DeepCopyInto copies q into out.
 func (q *Quantity) DeepCopyInto(out *Quantity) { *out = *q }
