@@ -1,7 +1,5 @@
 package resource
 
-import "strconv"
-
 // Scale is the power of ten of an amount: 3 is thousands, -3 thousandths.
 type Scale int32
 
@@ -192,51 +190,6 @@ func (a *int64Amount) mul(b int64) bool {
 		a.value = c
 	}
 	return ok
-}
-
-// canonical appends the amount's digits, times a power of ten that is a multiple of 3, and
-// returns that power.
-func (a int64Amount) canonical(out []byte) ([]byte, int32) {
-	v, times := removeFactors(a.value, 10)
-	exponent := int32(a.scale) + times
-	zeros := 0
-	switch exponent % 3 {
-	case 1, -2:
-		zeros, exponent = 1, exponent-1
-	case 2, -1:
-		zeros, exponent = 2, exponent-2
-	}
-	out = strconv.AppendInt(out, v, 10)
-	for ; zeros > 0; zeros-- {
-		out = append(out, '0')
-	}
-	return out, exponent
-}
-
-// canonical1024 appends the amount's digits, an integer, times a power of 1024, and returns
-// that power. An amount past int64 at scale 0 is divided as decimal text.
-func (a int64Amount) canonical1024(out []byte) ([]byte, int32) {
-	if v, ok := a.asScaledInt64(0); ok {
-		v, times := removeFactors(v, 1024)
-		return strconv.AppendInt(out, v, 10), times
-	}
-	digits := strconv.AppendUint(nil, magnitude(a.value), 10)
-	for range a.scale {
-		digits = append(digits, '0')
-	}
-	var times int32
-	for {
-		q, r := divideText(digits, 1024)
-		if r != 0 {
-			break
-		}
-		digits = q
-		times++
-	}
-	if a.value < 0 {
-		out = append(out, '-')
-	}
-	return append(out, digits...), times
 }
 
 // divideText divides a decimal number's digits by d, returning the quotient's digits (without

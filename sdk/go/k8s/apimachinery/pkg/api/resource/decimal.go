@@ -136,8 +136,9 @@ func trimLeadingZeros(digits []byte) []byte {
 	return digits
 }
 
-// canonicalText is CanonicalizeBytes for a wide amount.
-func canonicalText(t wideText, format Format, out []byte) (number, suffix []byte) {
+// canonicalText is CanonicalizeBytes for an amount's digits. keep1024: write a BinarySI
+// amount's digits without dividing them by 1024.
+func canonicalText(t wideText, format Format, keep1024 bool, out []byte) (number, suffix []byte) {
 	sign := t.sign()
 	if sign == 0 {
 		return append(out, '0'), nil
@@ -161,7 +162,7 @@ func canonicalText(t wideText, format Format, out []byte) (number, suffix []byte
 	}
 	if format == BinarySI {
 		var times int32
-		for {
+		for !keep1024 {
 			q, r := divideText(digits, 1024)
 			if r != 0 {
 				break

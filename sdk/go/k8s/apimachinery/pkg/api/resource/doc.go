@@ -10,5 +10,5 @@
 // Nearly every quantity is an int64 times a power of ten. Any other, such as
 // 123456789012345678901234 or 1.5Gi, is held as its decimal digits: reading, writing and
 // comparing it works on them, and the methods that compute with it (Add, Sub, Mul, Value...)
-// use math/big, which a module links only if it calls them (0.23 MB of wasm).
+// use math/big, which a module links only if it calls them (0.22 MB of wasm).
 package resource

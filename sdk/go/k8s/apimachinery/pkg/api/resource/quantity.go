@@ -255,23 +255,15 @@ func interpretSuffix(s string) (base, exponent int32, format Format, ok bool) {
 // constructSuffix is the suffix String writes for base^exponent in format; nil where none is
 // known (apimachinery then writes the digits alone).
 func constructSuffix(base, exponent int32, format Format) []byte {
-	switch format {
-	case DecimalSI:
-		if base == 2 && exponent == 0 {
+	if format == DecimalExponent {
+		if base != 10 || exponent == 0 {
 			return nil
 		}
-		if base == 10 && exponent >= -9 && exponent <= 18 && exponent%3 == 0 {
-			if sfx := [...]string{"n", "u", "m", "", "k", "M", "G", "T", "P", "E"}[(exponent+9)/3]; sfx != "" {
-				return []byte(sfx)
-			}
-		}
-	case BinarySI:
-		if base == 2 && exponent >= 10 && exponent <= 60 && exponent%10 == 0 {
-			return []byte([...]string{"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}[exponent/10-1])
-		}
-	case DecimalExponent:
-		if base == 10 && exponent != 0 {
-			return strconv.AppendInt([]byte{'e'}, int64(exponent), 10)
+		return strconv.AppendInt([]byte{'e'}, int64(exponent), 10)
+	}
+	for _, x := range suffixes {
+		if x.base == base && x.exponent == exponent && (x.base == 2) == (format == BinarySI) {
+			return []byte(x.name)
 		}
 	}
 	return nil
@@ -299,40 +291,13 @@ func (q *Quantity) text() string {
 	return string(append(number, suffix...))
 }
 
-// canonicalInt is CanonicalizeBytes for an int64Amount.
-func canonicalInt(a int64Amount, format Format, out []byte) (number, suffix []byte) {
-	if a.value == 0 {
-		return append(out, '0'), nil
-	}
-	rounded := a
-	switch format {
-	case DecimalExponent, DecimalSI:
-	case BinarySI:
-		if a.cmp(int64Amount{value: -1024}) > 0 && a.cmp(int64Amount{value: 1024}) < 0 {
-			format = DecimalSI
-		} else if r, exact := a.asScale(0); exact {
-			rounded = r
-		} else {
-			format = DecimalSI
-		}
-	default:
-		format = DecimalExponent
-	}
-	if format == BinarySI {
-		number, exponent := rounded.canonical1024(out)
-		return number, constructSuffix(2, exponent*10, format)
-	}
-	number, exponent := a.canonical(out)
-	return number, constructSuffix(10, exponent, format)
-}
-
 // CanonicalizeBytes appends the quantity's canonical number to out and returns it with its
 // suffix: String is the two together.
 func (q *Quantity) CanonicalizeBytes(out []byte) (result, suffix []byte) {
-	if q.isWide() {
-		return canonicalText(q.w, q.Format, out)
-	}
-	return canonicalInt(q.i, q.Format, out)
+	// apimachinery writes math.MinInt64 units without a binary suffix: its int64 path cannot
+	// negate them to divide by 1024.
+	v, _ := q.i.asScaledInt64(0)
+	return canonicalText(q.wideTextOf(), q.Format, !q.isWide() && v == mostNegative, out)
 }
 
 func (q *Quantity) isWide() bool { return q.w.digits != "" }
@@ -362,7 +327,7 @@ func (q *Quantity) toWide() *wide {
 	return q.w.wide()
 }
 
-// setWide sets q to w, and its String to w's.
+// setWide sets q to w, in format; String computes its text anew.
 func (q *Quantity) setWide(w *wide, format Format) {
 	q.i, q.w, q.s, q.Format = int64Amount{}, w.text(), "", format
 }
@@ -372,8 +337,7 @@ func (q *Quantity) IsZero() bool { return q.Sign() == 0 }
 
 // Sign is -1, 0 or 1 as the quantity is negative, zero or positive.
 func (q *Quantity) Sign() int {
-	switch {
-	case q.isWide():
+	if q.isWide() {
 		return q.w.sign()
 	}
 	return q.i.sign()
@@ -532,12 +496,24 @@ func (q *Quantity) DecodeJSON(d *codec.Decoder) {
 	if d.Err() != nil {
 		return
 	}
-	p, err := ParseQuantity(strings.TrimSpace(s))
+	p, err := ParseQuantity(trimSpace(s))
 	if err != nil {
 		d.Fail(err)
 		return
 	}
 	*q = p
+}
+
+// trimSpace is strings.TrimSpace for the white space JSON allows, which is smaller.
+func trimSpace(s string) string {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(s) > 0 && isSpace(s[0]) {
+		s = s[1:]
+	}
+	for len(s) > 0 && isSpace(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // EncodeJSON writes the quantity as String does.
