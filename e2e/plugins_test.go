@@ -604,7 +604,11 @@ func TestMisbehavingPluginIsContained(t *testing.T) {
 		"garbage":  "malformed result envelope",
 		"badflags": "unknown flags",
 	} {
-		logs.waitFor(t, 30*time.Second, "reconciler error", `"name"="`+name+`"`, `plugin \"misbehave\"`, want)
+		line := logs.waitFor(t, 30*time.Second, "reconciler error", `"name"="`+name+`"`, `plugin \"misbehave\"`, want)
+		// It names the reconcile as the plugin's own lines do.
+		if !strings.Contains(line, `"reconcileID"="misbehave-`) || !strings.Contains(line, `"digest"="`) {
+			t.Errorf("the error line has no reconcileID and digest: %s", line)
+		}
 	}
 	// A timeout's log line has where the guest was stopped: the C guest's function, by name.
 	if line := logs.waitFor(t, 30*time.Second, "reconciler error", `"name"="loop"`, "timed out"); !strings.Contains(line, ".reconcile(i32) i64") {

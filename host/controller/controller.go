@@ -336,14 +336,14 @@ func (c *Controller) reconcileHandler(ctx context.Context, q handler.Queue, req 
 		result = "error"
 		q.Forget(req)
 		if c.opts.LogError == nil || c.opts.LogError(err) {
-			log.Error(err, "reconciler error: terminal, not retried", reconcile.StackOf(err)...)
+			log.Error(err, "reconciler error: terminal, not retried", reconcile.LogValuesOf(err)...)
 		}
 	case err != nil:
 		result = "error"
 		// Log before requeueing, so the log's order is the order of events: the retry's delay
 		// starts after this line.
 		if c.opts.LogError == nil || c.opts.LogError(err) {
-			log.Error(err, "reconciler error", append([]any{"retries", q.NumRequeues(req) + 1}, reconcile.StackOf(err)...)...)
+			log.Error(err, "reconciler error", append([]any{"retries", q.NumRequeues(req) + 1}, reconcile.LogValuesOf(err)...)...)
 		}
 		q.AddRateLimited(req)
 	case res.RequeueAfter > 0:

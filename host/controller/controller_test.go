@@ -350,14 +350,21 @@ type stackError struct{}
 func (stackError) Error() string { return "it panicked" }
 func (stackError) Stack() string { return "goroutine 1 [running]:\nmain.reconcile()" }
 
-// An error with a stack of its own (a plugin's panic) is logged with the stack beside it.
+// valuesError carries key/values for its log line, as a plugin's reconcile errors do.
+type valuesError struct{ error }
+
+func (e valuesError) Unwrap() error  { return e.error }
+func (valuesError) LogValues() []any { return []any{"reconcileID", "p-7", "digest", "sha256:ab"} }
+
+// An error with a stack of its own (a plugin's panic) is logged with the stack beside it, and
+// one with key/values (reconcile.Valuer) with them.
 func TestErrorStackIsLogged(t *testing.T) {
 	log, logged := captureLog()
 	src := newQueueSource(req("a"))
 	var calls atomic.Int32
 	c, err := New("stacky", reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
 		if calls.Add(1) == 1 {
-			return reconcile.Result{}, fmt.Errorf("plugin %q: %w", "p", stackError{})
+			return reconcile.Result{}, valuesError{fmt.Errorf("plugin %q: %w", "p", stackError{})}
 		}
 		return reconcile.Result{}, nil
 	}), Options{Logger: log})
@@ -372,6 +379,9 @@ func TestErrorStackIsLogged(t *testing.T) {
 		if strings.Contains(l, "reconciler error") {
 			if !strings.Contains(l, `"stack"="goroutine 1 [running]:\nmain.reconcile()"`) {
 				t.Errorf("the error line lacks the stack: %s", l)
+			}
+			if !strings.Contains(l, `"reconcileID"="p-7" "digest"="sha256:ab"`) {
+				t.Errorf("the error line lacks the error's key/values: %s", l)
 			}
 			return
 		}

@@ -109,10 +109,11 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 		defer stop()
 	}
 	call := abi.Request{Namespace: req.Namespace, Name: req.Name, Retries: uint32(controller.Retries(ctx))}
+	var ran *version // the version the reconcile ran on, if one
 	if ro := p.ro.Load(); ro != nil {
 		res, err = p.reconcileRolling(ctx, req, ro, call, log)
 	} else {
-		res, _, err = p.run(ctx, req, call, nil, true, log, nil)
+		res, ran, err = p.run(ctx, req, call, nil, true, log, nil)
 	}
 	switch {
 	case errors.Is(err, wasm.ErrNotRun):
@@ -130,10 +131,25 @@ func (p *Plugin) Reconcile(ctx context.Context, req reconcile.Request) (reconcil
 	}
 	p.failures.record(err, p.onFailing)
 	if err != nil {
-		return reconcile.Result{}, err
+		values := []any{"reconcileID", id}
+		if ran != nil {
+			values = append(values, "digest", ran.mod.ShortDigest())
+		}
+		return reconcile.Result{}, &reconcileError{err: err, values: values}
 	}
 	return reconcile.Result{Requeue: res.Requeue, RequeueAfter: res.RequeueAfter}, nil
 }
+
+// reconcileError is a reconcile's error with the key/values that name the reconcile in the
+// plugin's own log lines (reconcileID, digest), for the controller's "reconciler error" line.
+type reconcileError struct {
+	err    error
+	values []any
+}
+
+func (e *reconcileError) Error() string    { return e.err.Error() }
+func (e *reconcileError) Unwrap() error    { return e.err }
+func (e *reconcileError) LogValues() []any { return e.values }
 
 // timedOut is a reconcile (or a map) the host stopped at the plugin's timeout, said in the terms
 // of the setting an author or operator changes, with where the guest was as its stack. It wraps

@@ -92,6 +92,23 @@ type Stacker interface {
 	Stack() string
 }
 
+// Valuer is an error that carries key/values for the line that logs it: a plugin's reconcile
+// ID and module digest, which name the reconcile in the plugin's own lines too.
+type Valuer interface {
+	error
+	LogValues() []any
+}
+
+// LogValuesOf is the key/values the controller logs beside err: a Valuer's in its chain, then
+// its stack (StackOf).
+func LogValuesOf(err error) []any {
+	var kv []any
+	if v, ok := errors.AsType[Valuer](err); ok {
+		kv = append(kv, v.LogValues()...)
+	}
+	return append(kv, StackOf(err)...)
+}
+
 // StackOf is the "stack" key and value of an error that carries its own stack (a Stacker),
 // for a log line's key/values; none for another error.
 func StackOf(err error) []any {
