@@ -62,6 +62,8 @@ type hostOptions struct {
 	gracefulShutdown time.Duration
 	// pluginObjects runs the plugins of Plugin and ClusterPlugin objects too.
 	pluginObjects bool
+	// configFile is the host config file run was given; "" for dev, which writes its own.
+	configFile string
 }
 
 // clientConfig is cfg with the host's client-side limit on API requests: none unless
@@ -371,10 +373,11 @@ func runHost(ctx context.Context, cfg *rest.Config, hc *plugin.HostConfig, o *ho
 		}
 	}()
 	switch {
-	case len(hc.Plugins) == 0 && !o.pluginObjects:
-		log.Info("the host config lists no plugins, and plugin objects are not run (--plugin-objects=false): this host runs nothing")
-	case len(hc.Plugins) == 0:
-		log.Info("the host config lists no plugins: this host runs those of Plugin and ClusterPlugin objects")
+	case o.configFile == "" || len(hc.Plugins) > 0: // dev says what it runs itself
+	case !o.pluginObjects:
+		log.Info("the host config lists no plugins, and plugin objects are not run (--plugin-objects=false): this host runs nothing", "config", o.configFile)
+	default:
+		log.Info("the host config lists no plugins: this host runs those of Plugin and ClusterPlugin objects", "config", o.configFile)
 	}
 	if err := mgr.Start(ctx); err != nil {
 		if running := inFlight(); len(running) > 0 { // a stop that timed out: say what it waited for

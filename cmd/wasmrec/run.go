@@ -92,6 +92,7 @@ an endpoint nothing is traced.`,
 			case le.share:
 				o.share = &ownership.Options{Namespace: le.namespace, Group: le.name, Identity: replicaIdentity()}
 			}
+			o.configFile = configPath
 			return runHost(cmd.Context(), cfg, hc, o, o.logger(stderr))
 		},
 	}
