@@ -112,21 +112,12 @@ func fileExists(path string) bool {
 }
 
 // build compiles the folder to a file beside the module and renames it into place, so that the
-// host's file watcher sees one whole new module.
-// build builds the plugin's module; changed is false when it is the same, byte for byte, as the
-// module already there, which is then left as it is.
+// host's file watcher sees one whole new module; changed is false when it is the same, byte
+// for byte, as the module already there, which is then left as it is. wasmrec test or build
+// run after it find the module up to date.
 func (dp *devPlugin) build() (changed bool, err error) {
-	tmp := dp.module + ".building"
-	defer os.Remove(tmp)
-	if _, err := build.Build(dp.dir, build.Options{Out: tmp, Warnings: dp.warnings}); err != nil {
-		return false, err
-	}
-	if old, err := os.ReadFile(dp.module); err == nil {
-		if built, err := os.ReadFile(tmp); err == nil && bytes.Equal(old, built) {
-			return false, nil
-		}
-	}
-	return true, os.Rename(tmp, dp.module)
+	_, err = build.Build(dp.dir, build.Options{Out: dp.module, Staged: true, Changed: &changed, Warnings: dp.warnings})
+	return changed, err
 }
 
 // sources fingerprints what a build reads: the names, sizes and times of the folder's files,

@@ -60,7 +60,15 @@ type Options struct {
 	// about 10 s more a build (RATIONALE.md). It keeps the name section, so that a trap's stack
 	// still names functions. A C module is optimized by clang.
 	Optimize bool
+	// Staged builds the module beside Out and renames it into place only if its bytes differ
+	// from Out's, so that a watcher of Out sees one whole new module or none (wasmrec dev).
+	Staged bool
+	// Changed, if set, is told whether Out was written.
+	Changed *bool
 }
+
+// staged is where a Staged build to out writes the module before it renames it to out.
+func staged(out string) string { return out + ".building" }
 
 // DefaultOut is where Build writes dir's module by default.
 func DefaultOut(dir string) (string, error) {
@@ -89,12 +97,50 @@ func Build(dir string, o Options) (string, error) {
 	if o.UpToDate != nil {
 		*o.UpToDate = false
 	}
+	if o.Changed != nil {
+		*o.Changed = false
+	}
+	if o.Staged { // one left by a build cut short would count as an input
+		_ = os.Remove(staged(o.Out))
+		defer os.Remove(staged(o.Out))
+	}
 	switch lang {
 	case Go:
 		return o.Out, buildGo(dir, o)
 	default:
-		return o.Out, buildC(dir, o)
+		target := o.Out
+		if o.Staged {
+			target = staged(o.Out)
+		}
+		c := o
+		c.Out = target
+		if err := buildC(dir, c); err != nil {
+			return "", err
+		}
+		return o.Out, o.publish(target)
 	}
+}
+
+// publish ends a build that wrote the module to target: a Staged build's module is renamed to
+// Out unless Out holds the same bytes already.
+func (o Options) publish(target string) error {
+	changed := true
+	if target != o.Out {
+		if old, err := os.ReadFile(o.Out); err == nil {
+			if built, err := os.ReadFile(target); err == nil && bytes.Equal(old, built) {
+				changed = false
+			}
+		}
+		if changed {
+			if err := os.Rename(target, o.Out); err != nil {
+				return err
+			}
+		}
+	}
+	if o.Changed != nil {
+		*o.Changed = changed
+	}
+	return nil
 }
 
 func buildGo(dir string, o Options) error {
@@ -106,7 +152,11 @@ func buildGo(dir string, o Options) error {
 		}
 	}
 	downloadCarried(dir)
-	args := []string{"build", "-buildmode=c-shared", "-trimpath", "-o", o.Out, "."}
+	target := o.Out
+	if o.Staged {
+		target = staged(o.Out)
+	}
+	args := []string{"build", "-buildmode=c-shared", "-trimpath", "-o", target, "."}
 	cmd, err := goCommand(dir, args...)
 	if err != nil {
 		return err
@@ -120,9 +170,10 @@ func buildGo(dir string, o Options) error {
 		}
 	}
 	// What the build does is part of its inputs: the optimizer, its version and its flags too.
-	key := args
+	// Not where it writes: the stamp is kept per module path, and a Staged build writes beside.
+	key := slices.Concat(args[:3], args[5:])
 	if opt != nil {
-		key = append(slices.Clone(args), opt.identity...)
+		key = append(key, opt.identity...)
 	}
 	inputs, known := inputsOf(dir, o.Out, env, key, cmd.Env)
 	if known && upToDate(o.Out, inputs) {
@@ -149,21 +200,26 @@ func buildGo(dir string, o Options) error {
 	if opt != nil {
 		// Linked to a folder of its own, then optimized into place: a module cut short by either
 		// step is never left at Out.
-		if err := linkAndOptimize(cmd, opt, dir, o); err != nil {
+		lo := o
+		lo.Out = target
+		if err := linkAndOptimize(cmd, opt, dir, lo); err != nil {
 			return err
 		}
 	} else {
 		// The go command leaves an output whose build ID is current as it is, whatever else in
 		// it changed: a module not as its last build wrote it (cut short, written over) goes
 		// first.
-		if !intact(o.Out) {
-			if err := os.Remove(o.Out); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("removing %s to build it again: %w", o.Out, err)
+		if !intact(target) {
+			if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("removing %s to build it again: %w", target, err)
 			}
 		}
 		if err := goAdvice(runTool(cmd, "GOOS=wasip1 GOARCH=wasm ", o), dir); err != nil {
 			return err
 		}
+	}
+	if err := o.publish(target); err != nil {
+		return err
 	}
 	if known {
 		record(o.Out, inputs)

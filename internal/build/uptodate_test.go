@@ -168,3 +168,55 @@ func TestABuildOfUnchangedInputsIsNotLinkedAgain(t *testing.T) {
 		t.Errorf("a module replaced by garbage: %v; want it built again", err)
 	}
 }
+
+// A Staged build (wasmrec dev's) writes the module beside its place and renames it there, and
+// a build to that place then (wasmrec test's) finds it up to date; a Staged build whose module
+// comes out the same leaves the one there as it is.
+func TestAStagedBuildIsUpToDateForItsPlace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"go.mod":  "module p\n\ngo 1.24\n",
+		"go.sum":  "",
+		"main.go": "package main\n\nfunc main() {}\n",
+	})
+	out, err := DefaultOut(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := func(wantChanged bool) {
+		t.Helper()
+		var changed, upToDate bool
+		if _, err := Build(dir, Options{Staged: true, Changed: &changed}); err != nil {
+			t.Fatal(err)
+		}
+		if changed != wantChanged {
+			t.Errorf("changed %v, want %v", changed, wantChanged)
+		}
+		if _, err := os.Stat(staged(out)); !os.IsNotExist(err) {
+			t.Errorf("the staged module is still there: %v", err)
+		}
+		if _, err := Build(dir, Options{UpToDate: &upToDate}); err != nil {
+			t.Fatal(err)
+		}
+		if !upToDate {
+			t.Error("the module a Staged build put in place was built again")
+		}
+	}
+	stage(true)
+	first, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another file in the folder: the same module comes out, and the one in place stays.
+	writeFiles(t, dir, map[string]string{"notes.txt": "x"})
+	stage(false)
+	if again, _ := os.Stat(out); !again.ModTime().Equal(first.ModTime()) {
+		t.Error("a module of the same bytes was written over")
+	}
+	writeFiles(t, dir, map[string]string{"main.go": "package main\n\nfunc main() { println() }\n"})
+	stage(true)
+}
