@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	kcorev1 "k8s.io/api/core/v1"
 	kres "k8s.io/apimachinery/pkg/api/resource"
 
+	corev1 "github.com/wasmrec/wasmrec/sdk/go/k8s/api/core/v1"
 	"github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/api/resource"
 )
 
@@ -266,4 +268,31 @@ func randomQuantity(rng *rand.Rand) string {
 		b.WriteString([]string{"x", ".", " ", "e", "1e"}[rng.IntN(5)])
 	}
 	return b.String()
+}
+
+// ResourceList's helpers answer as k8s.io/api's, for a list with the resource and without.
+func TestResourceListHelpersAreKubernetes(t *testing.T) {
+	for _, list := range []map[string]string{{"cpu": "1500m", "memory": "1.5Gi", "storage": "10G", "pods": "110", "ephemeral-storage": "2Ti"}, {}} {
+		ours, theirs := corev1.ResourceList{}, kcorev1.ResourceList{}
+		for name, q := range list {
+			ours[corev1.ResourceName(name)] = resource.MustParse(q)
+			theirs[kcorev1.ResourceName(name)] = kres.MustParse(q)
+		}
+		for _, c := range []struct {
+			name   string
+			ours   *resource.Quantity
+			theirs *kres.Quantity
+		}{
+			{"Cpu", ours.Cpu(), theirs.Cpu()},
+			{"Memory", ours.Memory(), theirs.Memory()},
+			{"Storage", ours.Storage(), theirs.Storage()},
+			{"Pods", ours.Pods(), theirs.Pods()},
+			{"StorageEphemeral", ours.StorageEphemeral(), theirs.StorageEphemeral()},
+			{"Name", ours.Name("example.com/gpu", resource.DecimalExponent), theirs.Name("example.com/gpu", kres.DecimalExponent)},
+		} {
+			if got, want := c.ours.String()+" "+string(c.ours.Format), c.theirs.String()+" "+string(c.theirs.Format); got != want {
+				t.Errorf("%v.%s() = %s, k8s.io/api %s", list, c.name, got, want)
+			}
+		}
+	}
 }
