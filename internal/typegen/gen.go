@@ -448,6 +448,12 @@ func (g *gen) write(p *outPkg, outDir string) error {
 			tf.Printf("%s", c)
 		}
 	}
+	if h, ok := handWritten[p.src]; ok {
+		for _, imp := range h.imports {
+			tf.Import(outPath(imp))
+		}
+		tf.Printf("%s", h.code)
+	}
 	var roots []codegen.Root
 	for _, k := range p.kinds {
 		roots = append(roots, codegen.Root{Type: g.model(k.t), APIVersion: k.apiVersion, Kind: k.kind})

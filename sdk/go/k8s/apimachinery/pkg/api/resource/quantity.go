@@ -110,7 +110,7 @@ func parseQuantity(str string) (Quantity, error) {
 			}
 		}
 	}
-	if !hasDigit(p.value, '0') {
+	if !hasDigit(p.value) {
 		return Quantity{}, ErrNumeric
 	}
 	w := readWideText(p, format)
@@ -212,10 +212,10 @@ func scanQuantity(s string) (p scanned, ok bool) {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-// hasDigit reports a digit from least to 9 in s.
-func hasDigit(s string, least byte) bool {
+// hasDigit reports a digit in s.
+func hasDigit(s string) bool {
 	for i := 0; i < len(s); i++ {
-		if s[i] >= least && s[i] <= '9' {
+		if isDigit(s[i]) {
 			return true
 		}
 	}

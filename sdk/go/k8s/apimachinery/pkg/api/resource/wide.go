@@ -54,8 +54,6 @@ func wideOf(a int64Amount) *wide {
 	return w
 }
 
-func wideInt(v int64) *wide { return wideOf(int64Amount{value: v}) }
-
 func (w *wide) sign() int { return w.u.Sign() }
 
 // aligned is x and y's unscaled values at the larger of their scales, and that scale.

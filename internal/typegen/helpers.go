@@ -1,10 +1,16 @@
-package v1
+package main
 
-import "github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/api/resource"
-
-// Written by hand, as in k8s.io/api: ResourceList's helpers.
-
-// Name is the quantity of name in the list, or a zero one in defaultFormat if it has none.
+// handWritten is what k8s.io/api writes by hand beside its generated types and controllers
+// call, by the package it is in: the generated types carry it too (a file written by hand into
+// sdk/go/k8s would be lost at the next generation). Its imports are named as the generated
+// files name them.
+var handWritten = map[string]struct {
+	imports []string
+	code    string
+}{
+	"k8s.io/api/core/v1": {
+		imports: []string{"k8s.io/apimachinery/pkg/api/resource"},
+		code: `// Name is the quantity of name in the list, or a zero one in defaultFormat if it has none.
 func (rl *ResourceList) Name(name ResourceName, defaultFormat resource.Format) *resource.Quantity {
 	if q, ok := (*rl)[name]; ok {
 		return &q
@@ -31,4 +37,8 @@ func (rl *ResourceList) Pods() *resource.Quantity { return rl.Name(ResourcePods,
 // StorageEphemeral is the list's ephemeral storage, if it has one.
 func (rl *ResourceList) StorageEphemeral() *resource.Quantity {
 	return rl.Name(ResourceEphemeralStorage, resource.BinarySI)
+}
+
+`,
+	},
 }
