@@ -8,7 +8,7 @@ package resource
 // readWideText reads the amount of a quantity's text that ParseQuantity found past
 // int64Amount as apimachinery's inf.Dec holds it: rounded away from zero to nano, and a
 // BinarySI amount capped at the largest int64.
-func readWideText(p scanned, format Format) wideText {
+func readWideText(p *scanned, format Format) wideText {
 	base, exponent, _, _ := interpretSuffix(p.suffix)
 	var digits []byte
 	var scale int32

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"github.com/wasmrec/wasmrec/sdk/go/codec"
 )
@@ -18,7 +17,7 @@ import (
 // DecimalExponent (1e3). ParseQuantity takes it from the suffix.
 type Quantity struct {
 	i int64Amount // the amount, unless w is set
-	w wideText    // the amount, if past int64Amount
+	w *wideText   // the amount, if past int64Amount (never changed: copies share it)
 	s string      // String's text, once known
 	Format
 }
@@ -44,27 +43,29 @@ var (
 // G T P E, or e/E and an exponent. An amount finer than nano is rounded up to it, as
 // apimachinery does.
 func ParseQuantity(s string) (Quantity, error) {
-	q, err := parseQuantity(s)
-	if err != nil {
+	var q Quantity
+	if err := q.parse(s); err != nil {
 		return Quantity{}, fmt.Errorf("quantity %q: %w", s, err)
 	}
 	return q, nil
 }
 
-func parseQuantity(str string) (Quantity, error) {
+// parse sets q, a zero Quantity, to str's quantity.
+func (q *Quantity) parse(str string) error {
 	if str == "" {
-		return Quantity{}, ErrFormatWrong
+		return ErrFormatWrong
 	}
 	if str == "0" {
-		return Quantity{Format: DecimalSI, s: str}, nil
+		q.Format, q.s = DecimalSI, str
+		return nil
 	}
-	p, ok := scanQuantity(str)
-	if !ok {
-		return Quantity{}, ErrFormatWrong
+	var p scanned
+	if !scanQuantity(str, &p) {
+		return ErrFormatWrong
 	}
 	_, exponent, format, ok := interpretSuffix(p.suffix)
 	if !ok {
-		return Quantity{}, ErrSuffix
+		return ErrSuffix
 	}
 	// The int64 reading of apimachinery's ParseQuantity, where it applies.
 	var precision, scale int32
@@ -76,8 +77,9 @@ func parseQuantity(str string) (Quantity, error) {
 	case BinarySI:
 		if exponent >= 0 && p.denom == "" {
 			mantissa <<= uint64(exponent)
-			// 1Mi (2^20) has about 6 digits of decimal precision.
-			precision = 15 - int32(len(p.num)) - int32(float32(exponent)*3/10) - 1
+			// 1Mi (2^20) has about 6 digits of decimal precision. (apimachinery computes
+			// exponent*3/10 in float32, which for 10, 20... 60 is this exactly.)
+			precision = 15 - int32(len(p.num)) - exponent*3/10 - 1
 		} else {
 			precision = -1
 		}
@@ -85,16 +87,18 @@ func parseQuantity(str string) (Quantity, error) {
 	if precision >= 0 {
 		scale -= int32(len(p.denom))
 		if scale >= int32(Nano) {
-			shifted := p.num + p.denom
-			v, err := strconv.ParseInt(shifted, 10, 64)
-			if err != nil {
-				return Quantity{}, ErrNumeric
+			// At most 18 digits: they fit.
+			var v int64
+			for _, digits := range [2]string{p.num, p.denom} {
+				for i := 0; i < len(digits); i++ {
+					v = v*10 + int64(digits[i]-'0')
+				}
 			}
 			if result, ok := mulInt64(v, mantissa); ok {
 				if !p.positive {
 					result = -result
 				}
-				q := Quantity{i: int64Amount{value: result, scale: Scale(scale)}, Format: format}
+				q.i, q.Format = int64Amount{value: result, scale: Scale(scale)}, format
 				// The text is kept where it is already String's.
 				switch format {
 				case BinarySI:
@@ -102,22 +106,40 @@ func parseQuantity(str string) (Quantity, error) {
 						q.s = str
 					}
 				default:
-					if scale%3 == 0 && !strings.HasSuffix(shifted, "000") && shifted[0] != '0' {
+					if scale%3 == 0 && !endsInZeros(p.num, p.denom) && p.num[0] != '0' {
 						q.s = str
 					}
 				}
-				return q, nil
+				return nil
 			}
 		}
 	}
 	if !hasDigit(p.value) {
-		return Quantity{}, ErrNumeric
+		return ErrNumeric
 	}
-	w := readWideText(p, format)
+	w := readWideText(&p, format)
+	q.w = &w
 	if format == BinarySI && w.sign() != 0 && cmpText(w.magnitude(), w.scale, "1", 0) < 0 {
 		format = DecimalSI // as apimachinery writes a BinarySI amount below 1
 	}
-	return Quantity{w: w, Format: format}, nil
+	q.Format = format
+	return nil
+}
+
+// endsInZeros reports whether the digits of a, then b, end in 000.
+func endsInZeros(a, b string) bool {
+	zeros := 0
+	for _, digits := range [2]string{b, a} {
+		for i := len(digits) - 1; i >= 0; i-- {
+			if digits[i] != '0' {
+				return false
+			}
+			if zeros++; zeros == 3 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MustParse is ParseQuantity that panics on a bad quantity: for literals.
@@ -152,7 +174,7 @@ type scanned struct {
 
 // scanQuantity splits s into sign, number (integer and fraction digits, without leading zeros)
 // and suffix. Like apimachinery's, it takes a bare sign or point for zero.
-func scanQuantity(s string) (p scanned, ok bool) {
+func scanQuantity(s string, p *scanned) (ok bool) {
 	p.positive = true
 	pos, end := 0, len(s)
 	if pos < end {
@@ -169,7 +191,7 @@ func scanQuantity(s string) (p scanned, ok bool) {
 	}
 	if pos == end {
 		p.num, p.value = "0", "0"
-		return p, true
+		return true
 	}
 	start := pos
 	for pos < end && isDigit(s[pos]) {
@@ -178,7 +200,7 @@ func scanQuantity(s string) (p scanned, ok bool) {
 	p.num = s[start:pos]
 	if pos == end {
 		p.value = s
-		return p, true
+		return true
 	}
 	if p.num == "" {
 		p.num = "0"
@@ -192,12 +214,12 @@ func scanQuantity(s string) (p scanned, ok bool) {
 		p.denom = s[start:pos]
 		if pos == end {
 			p.value = s
-			return p, true
+			return true
 		}
 	}
 	p.value = s[:pos]
 	start = pos
-	for pos < end && strings.IndexByte("eEinumkKMGTP", s[pos]) >= 0 {
+	for pos < end && isSuffixLetter(s[pos]) {
 		pos++
 	}
 	if pos < end && (s[pos] == '-' || s[pos] == '+') {
@@ -207,10 +229,19 @@ func scanQuantity(s string) (p scanned, ok bool) {
 		pos++
 	}
 	p.suffix = s[start:]
-	return p, pos == end
+	return pos == end
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// isSuffixLetter reports one of eEinumkKMGTP.
+func isSuffixLetter(c byte) bool {
+	switch c {
+	case 'e', 'E', 'i', 'n', 'u', 'm', 'k', 'K', 'M', 'G', 'T', 'P':
+		return true
+	}
+	return false
+}
 
 // hasDigit reports a digit in s.
 func hasDigit(s string) bool {
@@ -234,6 +265,17 @@ var suffixes = [...]struct {
 
 // interpretSuffix is a suffix's base, power and format.
 func interpretSuffix(s string) (base, exponent int32, format Format, ok bool) {
+	// The common suffixes first, without a search.
+	switch s {
+	case "":
+		return 10, 0, DecimalSI, true
+	case "m":
+		return 10, -3, DecimalSI, true
+	case "Mi":
+		return 2, 20, BinarySI, true
+	case "Gi":
+		return 2, 30, BinarySI, true
+	}
 	for _, x := range suffixes {
 		if x.name == s {
 			if x.base == 2 {
@@ -300,7 +342,7 @@ func (q *Quantity) CanonicalizeBytes(out []byte) (result, suffix []byte) {
 	return canonicalText(q.wideTextOf(), q.Format, !q.isWide() && v == mostNegative, out)
 }
 
-func (q *Quantity) isWide() bool { return q.w.digits != "" }
+func (q *Quantity) isWide() bool { return q.w != nil }
 
 // wideAmount is the amount of a quantity as a wide.
 func (q *Quantity) wideAmount() *wide { return q.wideTextOf().wide() }
@@ -308,7 +350,7 @@ func (q *Quantity) wideAmount() *wide { return q.wideTextOf().wide() }
 // wideTextOf is the amount of a quantity as a wideText, as apimachinery's inf.Dec holds it.
 func (q *Quantity) wideTextOf() wideText {
 	if q.isWide() {
-		return q.w
+		return *q.w
 	}
 	return wideText{digits: strconv.FormatInt(q.i.value, 10), scale: -int32(q.i.scale)}
 }
@@ -317,7 +359,8 @@ func (q *Quantity) wideTextOf() wideText {
 // says false).
 func (q *Quantity) becomeWide() {
 	if !q.isWide() {
-		q.w, q.i = q.wideTextOf(), int64Amount{}
+		w := q.wideTextOf()
+		q.w, q.i = &w, int64Amount{}
 	}
 }
 
@@ -329,7 +372,8 @@ func (q *Quantity) toWide() *wide {
 
 // setWide sets q to w, in format; String computes its text anew.
 func (q *Quantity) setWide(w *wide, format Format) {
-	q.i, q.w, q.s, q.Format = int64Amount{}, w.text(), "", format
+	t := w.text()
+	q.i, q.w, q.s, q.Format = int64Amount{}, &t, "", format
 }
 
 // IsZero reports a quantity of zero (the zero Quantity is one).
@@ -349,7 +393,7 @@ func (q *Quantity) Cmp(y Quantity) int {
 		return q.i.cmp(y.i)
 	}
 	q.becomeWide()
-	return cmpWideText(q.w, y.wideTextOf())
+	return cmpWideText(*q.w, y.wideTextOf())
 }
 
 // CmpInt64 is Cmp with an integer.
@@ -475,7 +519,7 @@ func (q *Quantity) SetMilli(value int64) { q.SetScaled(value, Milli) }
 
 // SetScaled sets q to value × 10^scale.
 func (q *Quantity) SetScaled(value int64, scale Scale) {
-	q.i, q.w, q.s = int64Amount{value: value, scale: scale}, wideText{}, ""
+	q.i, q.w, q.s = int64Amount{value: value, scale: scale}, nil, ""
 }
 
 // DecodeJSON reads a quantity written as a string or a number; null is the zero Quantity.
@@ -496,12 +540,11 @@ func (q *Quantity) DecodeJSON(d *codec.Decoder) {
 	if d.Err() != nil {
 		return
 	}
-	p, err := ParseQuantity(trimSpace(s))
-	if err != nil {
-		d.Fail(err)
-		return
+	*q = Quantity{}
+	if err := q.parse(trimSpace(s)); err != nil {
+		*q = Quantity{}
+		d.Fail(fmt.Errorf("quantity %q: %w", s, err))
 	}
-	*q = p
 }
 
 // trimSpace is strings.TrimSpace for the white space JSON allows, which is smaller.
@@ -522,7 +565,7 @@ func (q *Quantity) EncodeJSON(e *codec.Encoder) { e.String(q.text()) }
 // DeepCopyInto copies q into out.
 func (q *Quantity) DeepCopyInto(out *Quantity) { *out = *q }
 
-// DeepCopy is a copy of q.
+// DeepCopy is a copy of q (a wide amount is never changed in place: copies share it).
 func (q Quantity) DeepCopy() Quantity { return q }
 
 // MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code
