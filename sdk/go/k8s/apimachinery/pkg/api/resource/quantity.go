@@ -16,10 +16,18 @@ import (
 // Format is how String writes it: DecimalSI (1.5k is 1500), BinarySI (1Ki is 1024),
 // DecimalExponent (1e3). ParseQuantity takes it from the suffix.
 type Quantity struct {
-	i int64Amount // the amount, unless w is set
-	w *wideText   // the amount, if past int64Amount (never changed: copies share it)
-	s string      // String's text, once known
+	i int64Amount // the amount, unless x holds it
+	x *extra      // what few quantities need; never changed, so copies share it
 	Format
+}
+
+// extra is what a Quantity holds beyond an int64 amount, for the few that need it: 40 bytes a
+// Quantity instead of 72, which a typed object decodes and keeps many of.
+type extra struct {
+	// s is the text String gives, where it is not the one it computes: apimachinery gives back
+	// a text it read (+100m, 0100m, 1.500, 1E3) when its digits look canonical.
+	s string
+	w wideText // the amount, if past int64Amount ("" digits: none)
 }
 
 // Format is how a quantity is written.
@@ -56,7 +64,7 @@ func (q *Quantity) parse(str string) error {
 		return ErrFormatWrong
 	}
 	if str == "0" {
-		q.Format, q.s = DecimalSI, str
+		q.Format = DecimalSI
 		return nil
 	}
 	var p scanned
@@ -99,16 +107,19 @@ func (q *Quantity) parse(str string) error {
 					result = -result
 				}
 				q.i, q.Format = int64Amount{value: result, scale: Scale(scale)}, format
-				// The text is kept where it is already String's.
+				// apimachinery keeps the text where its digits look canonical, and String gives
+				// it back. Unless written as String writes it (no sign but -, zeros before or
+				// point, and no exponent), it is kept here too.
+				var kept bool
 				switch format {
 				case BinarySI:
-					if exponent%10 == 0 && v&0x07 != 0 {
-						q.s = str
-					}
+					kept = exponent%10 == 0 && v&0x07 != 0
 				default:
-					if scale%3 == 0 && !endsInZeros(p.num, p.denom) && p.num[0] != '0' {
-						q.s = str
-					}
+					kept = scale%3 == 0 && !endsInZeros(p.num, p.denom) && p.num[0] != '0'
+				}
+				written := len(str) == len(p.num)+len(p.suffix)+1-btoi(p.positive) && str[0] != '+'
+				if kept && (!written || format == DecimalExponent) {
+					q.x = &extra{s: str}
 				}
 				return nil
 			}
@@ -118,7 +129,7 @@ func (q *Quantity) parse(str string) error {
 		return ErrNumeric
 	}
 	w := readWideText(&p, format)
-	q.w = &w
+	q.x = &extra{w: w}
 	if format == BinarySI && w.sign() != 0 && cmpText(w.magnitude(), w.scale, "1", 0) < 0 {
 		format = DecimalSI // as apimachinery writes a BinarySI amount below 1
 	}
@@ -234,6 +245,13 @@ func scanQuantity(s string, p *scanned) (ok bool) {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // isSuffixLetter reports one of eEinumkKMGTP.
 func isSuffixLetter(c byte) bool {
 	switch c {
@@ -317,16 +335,13 @@ func (q *Quantity) String() string {
 	if q == nil {
 		return "<nil>"
 	}
-	if q.s == "" {
-		q.s = q.text()
-	}
-	return q.s
+	return q.text()
 }
 
-// text is String's text, computed if s does not hold it yet.
+// text is String's text.
 func (q *Quantity) text() string {
-	if q.s != "" {
-		return q.s
+	if q.x != nil && q.x.s != "" {
+		return q.x.s
 	}
 	var buf [24]byte
 	number, suffix := q.CanonicalizeBytes(buf[:0])
@@ -342,7 +357,7 @@ func (q *Quantity) CanonicalizeBytes(out []byte) (result, suffix []byte) {
 	return canonicalText(q.wideTextOf(), q.Format, !q.isWide() && v == mostNegative, out)
 }
 
-func (q *Quantity) isWide() bool { return q.w != nil }
+func (q *Quantity) isWide() bool { return q.x != nil && q.x.w.digits != "" }
 
 // wideAmount is the amount of a quantity as a wide.
 func (q *Quantity) wideAmount() *wide { return q.wideTextOf().wide() }
@@ -350,7 +365,7 @@ func (q *Quantity) wideAmount() *wide { return q.wideTextOf().wide() }
 // wideTextOf is the amount of a quantity as a wideText, as apimachinery's inf.Dec holds it.
 func (q *Quantity) wideTextOf() wideText {
 	if q.isWide() {
-		return *q.w
+		return q.x.w
 	}
 	return wideText{digits: strconv.FormatInt(q.i.value, 10), scale: -int32(q.i.scale)}
 }
@@ -359,21 +374,23 @@ func (q *Quantity) wideTextOf() wideText {
 // says false).
 func (q *Quantity) becomeWide() {
 	if !q.isWide() {
-		w := q.wideTextOf()
-		q.w, q.i = &w, int64Amount{}
+		x := &extra{w: q.wideTextOf()}
+		if q.x != nil {
+			x.s = q.x.s // a text String gives back stays
+		}
+		q.x, q.i = x, int64Amount{}
 	}
 }
 
 // toWide makes q wide, and returns its amount.
 func (q *Quantity) toWide() *wide {
 	q.becomeWide()
-	return q.w.wide()
+	return q.x.w.wide()
 }
 
 // setWide sets q to w, in format; String computes its text anew.
 func (q *Quantity) setWide(w *wide, format Format) {
-	t := w.text()
-	q.i, q.w, q.s, q.Format = int64Amount{}, &t, "", format
+	q.i, q.x, q.Format = int64Amount{}, &extra{w: w.text()}, format
 }
 
 // IsZero reports a quantity of zero (the zero Quantity is one).
@@ -382,7 +399,7 @@ func (q *Quantity) IsZero() bool { return q.Sign() == 0 }
 // Sign is -1, 0 or 1 as the quantity is negative, zero or positive.
 func (q *Quantity) Sign() int {
 	if q.isWide() {
-		return q.w.sign()
+		return q.x.w.sign()
 	}
 	return q.i.sign()
 }
@@ -393,7 +410,7 @@ func (q *Quantity) Cmp(y Quantity) int {
 		return q.i.cmp(y.i)
 	}
 	q.becomeWide()
-	return cmpWideText(*q.w, y.wideTextOf())
+	return cmpWideText(q.x.w, y.wideTextOf())
 }
 
 // CmpInt64 is Cmp with an integer.
@@ -414,7 +431,7 @@ func (q *Quantity) Add(y Quantity) {
 			q.Format = y.Format
 		}
 		if q.i.add(y.i) {
-			q.s = ""
+			q.x = nil
 			return
 		}
 	} else if q.IsZero() {
@@ -430,7 +447,7 @@ func (q *Quantity) Sub(y Quantity) {
 		q.Format = y.Format
 	}
 	if !q.isWide() && !y.isWide() && q.i.add(int64Amount{value: -y.i.value, scale: y.i.scale}) {
-		q.s = ""
+		q.x = nil
 		return
 	}
 	w := y.wideAmount()
@@ -440,7 +457,7 @@ func (q *Quantity) Sub(y Quantity) {
 // Mul multiplies q by y and reports whether the product's digits fit an int64.
 func (q *Quantity) Mul(y int64) bool {
 	if !q.isWide() && q.i.mul(y) {
-		q.s = ""
+		q.x = nil
 		return true
 	}
 	w := q.toWide().mul(y)
@@ -452,7 +469,7 @@ func (q *Quantity) Mul(y int64) bool {
 func (q *Quantity) Neg() {
 	if !q.isWide() {
 		q.i.value = -q.i.value
-		q.s = ""
+		q.x = nil
 		return
 	}
 	q.setWide(q.toWide().neg(), q.Format)
@@ -470,7 +487,7 @@ func (q *Quantity) RoundUp(scale Scale) bool {
 		return true
 	}
 	i, exact := q.i.asScale(scale)
-	q.i, q.s = i, ""
+	q.i, q.x = i, nil
 	return exact
 }
 
@@ -519,7 +536,7 @@ func (q *Quantity) SetMilli(value int64) { q.SetScaled(value, Milli) }
 
 // SetScaled sets q to value × 10^scale.
 func (q *Quantity) SetScaled(value int64, scale Scale) {
-	q.i, q.w, q.s = int64Amount{value: value, scale: scale}, nil, ""
+	q.i, q.x = int64Amount{value: value, scale: scale}, nil
 }
 
 // DecodeJSON reads a quantity written as a string or a number; null is the zero Quantity.
@@ -565,7 +582,7 @@ func (q *Quantity) EncodeJSON(e *codec.Encoder) { e.String(q.text()) }
 // DeepCopyInto copies q into out.
 func (q *Quantity) DeepCopyInto(out *Quantity) { *out = *q }
 
-// DeepCopy is a copy of q (a wide amount is never changed in place: copies share it).
+// DeepCopy is a copy of q (what it holds beyond an int64 amount is never changed: copies share it).
 func (q Quantity) DeepCopy() Quantity { return q }
 
 // MarshalJSON and UnmarshalJSON give encoding/json the same JSON as the generated code
