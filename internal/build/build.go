@@ -70,6 +70,14 @@ type Options struct {
 // staged is where a Staged build to out writes the module before it renames it to out.
 func staged(out string) string { return out + ".building" }
 
+// target is where the build writes the module: Out, or beside it for a Staged build.
+func (o Options) target() string {
+	if o.Staged {
+		return staged(o.Out)
+	}
+	return o.Out
+}
+
 // DefaultOut is where Build writes dir's module by default.
 func DefaultOut(dir string) (string, error) {
 	abs, err := filepath.Abs(dir)
@@ -108,24 +116,20 @@ func Build(dir string, o Options) (string, error) {
 	case Go:
 		return o.Out, buildGo(dir, o)
 	default:
-		target := o.Out
-		if o.Staged {
-			target = staged(o.Out)
-		}
 		c := o
-		c.Out = target
+		c.Out = o.target()
 		if err := buildC(dir, c); err != nil {
 			return "", err
 		}
-		return o.Out, o.publish(target)
+		return o.Out, o.publish()
 	}
 }
 
-// publish ends a build that wrote the module to target: a Staged build's module is renamed to
-// Out unless Out holds the same bytes already.
-func (o Options) publish(target string) error {
+// publish ends a build that wrote the module to its target: a Staged build's module is
+// renamed to Out unless Out holds the same bytes already.
+func (o Options) publish() error {
 	changed := true
-	if target != o.Out {
+	if target := o.target(); target != o.Out {
 		if old, err := os.ReadFile(o.Out); err == nil {
 			if built, err := os.ReadFile(target); err == nil && bytes.Equal(old, built) {
 				changed = false
@@ -152,10 +156,7 @@ func buildGo(dir string, o Options) error {
 		}
 	}
 	downloadCarried(dir)
-	target := o.Out
-	if o.Staged {
-		target = staged(o.Out)
-	}
+	target := o.target()
 	args := []string{"build", "-buildmode=c-shared", "-trimpath", "-o", target, "."}
 	cmd, err := goCommand(dir, args...)
 	if err != nil {
@@ -218,7 +219,7 @@ func buildGo(dir string, o Options) error {
 			return err
 		}
 	}
-	if err := o.publish(target); err != nil {
+	if err := o.publish(); err != nil {
 		return err
 	}
 	if known {
