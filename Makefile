@@ -290,7 +290,7 @@ check: ## Format, vet and tidy; fail if anything changed.
 generate-types: ## Generate sdk/go/k8s (the Kubernetes types for Go plugins) from internal/typegen/served.json.
 	@if [ -n "$(SERVED)" ]; then cd internal/typegen && GOWORK=off $(GO) run . digest > served.json.new && mv served.json.new served.json; fi
 	rm -rf sdk/go/k8s/api $(addprefix sdk/go/k8s/apimachinery/pkg/apis/meta/v1/,zz_generated.types.go zz_generated.codec.go zz_generated.patchfields.go zz_generated.deepcopy.go)
-	cd internal/typegen && GOWORK=off $(GO) run . generate -served served.json -out ../../sdk/go/k8s -kinds-test zz_generated_kinds_test.go -scaffold-kinds ../scaffold/zz_generated_typed.go
+	cd internal/typegen && GOWORK=off $(GO) run . generate -served served.json -out ../../sdk/go/k8s -kinds-test zz_generated_kinds_test.go -scaffold-kinds ../scaffold/zz_generated_typed.go -fake-patch-meta ../../sdk/go/fake/zz_generated.patchmeta.go
 
 .PHONY: clean
 clean: ## Remove what the build made (bin/ included: the control plane is rebuilt next time).

@@ -155,8 +155,8 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
-	github.com/wasmrec/wasmrec/abi v0.3.10
-	github.com/wasmrec/wasmrec/sdk/go v0.3.10
+	github.com/wasmrec/wasmrec/abi v0.3.11
+	github.com/wasmrec/wasmrec/sdk/go v0.3.11
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5

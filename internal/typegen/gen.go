@@ -93,7 +93,7 @@ func alias(src string) string {
 	return path.Base(src)
 }
 
-func generate(servedFile, outDir, kindsTest, scaffoldKinds string) error {
+func generate(servedFile, outDir, kindsTest, scaffoldKinds, fakePatchMeta string) error {
 	data, err := os.ReadFile(servedFile)
 	if err != nil {
 		return err
@@ -142,6 +142,11 @@ func generate(servedFile, outDir, kindsTest, scaffoldKinds string) error {
 	}
 	if kindsTest != "" {
 		if err := g.writeKindsTest(kindsTest); err != nil {
+			return err
+		}
+	}
+	if fakePatchMeta != "" {
+		if err := g.writePatchMeta(fakePatchMeta); err != nil {
 			return err
 		}
 	}

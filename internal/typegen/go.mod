@@ -35,7 +35,7 @@ require (
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
-	github.com/wasmrec/wasmrec/abi v0.3.10 // indirect
+	github.com/wasmrec/wasmrec/abi v0.3.11 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
@@ -55,13 +55,13 @@ require (
 )
 
 require (
-	github.com/wasmrec/wasmrec/sdk/go v0.3.10
+	github.com/wasmrec/wasmrec/sdk/go v0.3.11
 	k8s.io/api v0.36.3
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730
 	sigs.k8s.io/randfill v1.0.0
 )
 
 replace (
-	github.com/wasmrec/wasmrec/abi v0.3.10 => ../../abi
-	github.com/wasmrec/wasmrec/sdk/go v0.3.10 => ../../sdk/go
+	github.com/wasmrec/wasmrec/abi v0.3.11 => ../../abi
+	github.com/wasmrec/wasmrec/sdk/go v0.3.11 => ../../sdk/go
 )

@@ -40,11 +40,12 @@ func main() {
 		out := fs.String("out", "", "the directory that stands for "+outRoot)
 		kindsTest := fs.String("kinds-test", "", "where to write the list of kinds typegen's tests use")
 		scaffoldKinds := fs.String("scaffold-kinds", "", "where to write the list of kinds wasmrec new makes typed plugins of")
+		fakePatchMeta := fs.String("fake-patch-meta", "", "where to write the built-in kinds' patch metadata for the SDK's fake cluster")
 		_ = fs.Parse(os.Args[2:])
 		if *out == "" {
 			usage()
 		}
-		err = generate(*served, *out, *kindsTest, *scaffoldKinds)
+		err = generate(*served, *out, *kindsTest, *scaffoldKinds, *fakePatchMeta)
 	default:
 		usage()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,11 +18,20 @@ import (
 )
 
 // TestTheFakeAppliesStrategicMergeFromAsKubernetes patches random objects of the kinds with pod
-// templates and lists merged by key in the SDK's fake cluster, with the patch StrategicMergeFrom
-// makes, and compares what the fake stores with what Kubernetes' strategicpatch makes of the
-// same patch: the fake has no patch metadata, and merges by the keys the patch's directives
-// name. The metadata the fake writes itself, and status (which a patch of the object leaves
-// to the status subresource), are left out of both.
+// templates and lists merged by key in the SDK's fake cluster, and compares what the fake
+// stores with what Kubernetes' strategicpatch makes of the same patch on the same object, with
+// k8s.io/api's patch metadata:
+//   - as read: the patch StrategicMergeFrom makes, on the object it was made from;
+//   - another writer: the same patch on the object as another writer changed it since (items
+//     added to a list the plugin read empty stay, as the API server keeps them); lists are
+//     compared as sets here, as the fake leaves the other writer's items in their order where
+//     the API server's place for them follows from how its slices share memory;
+//   - by hand: that patch without its $setElementOrder directives, as a patch written by hand
+//     has none (a list of containers is merged by name, not replaced).
+//
+// Both results are compared as the API server stores them, through the kind's Go type. The
+// metadata the fake writes itself, and status (which a patch of the object leaves to the
+// status subresource), are left out of both.
 func TestTheFakeAppliesStrategicMergeFromAsKubernetes(t *testing.T) {
 	rounds := 40
 	if testing.Short() {
@@ -40,8 +50,37 @@ func TestTheFakeAppliesStrategicMergeFromAsKubernetes(t *testing.T) {
 		if !strings.Contains(apiVersion, "/") {
 			group = ""
 		}
+		m := wasmrec.Manifest{Name: "smp", For: wasmrec.Watch{APIVersion: apiVersion, Kind: kind}, Permissions: []wasmrec.Permission{
+			{Group: group, Resources: []string{resource}, Verbs: []string{"get", "list", "watch", "patch"}}}}
+		// both applies patch to base in the fake and with Kubernetes' strategicpatch: ok is
+		// false where Kubernetes refuses it.
+		both := func(t *testing.T, round int, variant string, base, patch []byte) bool {
+			want, err := strategicpatch.StrategicMergePatch(base, patch, k.k8s())
+			if err != nil {
+				return false
+			}
+			var o wasmrec.Object
+			must(t, json.Unmarshal(base, &o.Object))
+			cluster := fake.NewCluster(m, &o)
+			ref := wasmrec.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: "ns", Name: "obj"}
+			if _, err := cluster.Client().Patch(context.Background(), ref, wasmrec.PatchStrategic, patch); err != nil {
+				t.Fatalf("round %d, %s: the fake refuses the patch %s: %v", round, variant, patch, err)
+			}
+			stored, _ := cluster.Get(apiVersion, kind, "ns", "obj")
+			got, _ := json.Marshal(stored.Object)
+			// Both as the API server stores them: through the kind's Go type, where a null
+			// and a missing member are one.
+			x, y := comparable(t, typed(t, got, k.k8s())), comparable(t, typed(t, want, k.k8s()))
+			if variant == "another writer" {
+				x, y = unordered(x), unordered(y)
+			}
+			if !reflect.DeepEqual(x, y) {
+				t.Fatalf("round %d, %s: the fake makes of the patch\n %s\non\n %s\nsomething else at %s than Kubernetes:\n %s\nnot\n %s", round, variant, patch, base, firstDiff(x, y, ""), got, want)
+			}
+			return true
+		}
 		t.Run(k.name, func(t *testing.T) {
-			applied := 0
+			applied := map[string]int{}
 			for i := range rounds {
 				orig := k.k8s()
 				filler(uint64(i)).Fill(orig)
@@ -50,6 +89,10 @@ func TestTheFakeAppliesStrategicMergeFromAsKubernetes(t *testing.T) {
 				_ = json.Unmarshal(origJSON, mod)
 				mutate(reflect.ValueOf(mod).Elem(), rand.New(rand.NewPCG(uint64(i), 11)), filler(uint64(i)+1000), 0)
 				modJSON := sanitize(t, mod, apiVersion, kind)
+				other := k.k8s()
+				_ = json.Unmarshal(origJSON, other)
+				mutate(reflect.ValueOf(other).Elem(), rand.New(rand.NewPCG(uint64(i), 12)), filler(uint64(i)+2000), 0)
+				otherJSON := sanitize(t, other, apiVersion, kind)
 
 				a, b := k.ours(), k.ours()
 				must(t, codec.Unmarshal(origJSON, a))
@@ -58,36 +101,85 @@ func TestTheFakeAppliesStrategicMergeFromAsKubernetes(t *testing.T) {
 				if err != nil {
 					continue // refused alike by Kubernetes: TestStrategicMergeFromIsKubernetesPatch
 				}
-				if repeatsAKey(patch) {
+				if repeatsAKey(patch) || repeatsAKey(otherJSON) {
 					continue // items of one key twice: an object the API server refuses
 				}
-				want, err := strategicpatch.StrategicMergePatch(origJSON, patch, k.k8s())
-				if err != nil {
-					continue
+				for variant, c := range map[string]struct{ base, patch []byte }{
+					"as read":        {origJSON, patch},
+					"another writer": {otherJSON, patch},
+					"by hand":        {origJSON, withoutOrders(t, patch)},
+				} {
+					if both(t, i, variant, c.base, c.patch) {
+						applied[variant]++
+					}
 				}
-
-				var o wasmrec.Object
-				must(t, json.Unmarshal(origJSON, &o.Object))
-				m := wasmrec.Manifest{Name: "smp", For: wasmrec.Watch{APIVersion: apiVersion, Kind: kind}, Permissions: []wasmrec.Permission{
-					{Group: group, Resources: []string{resource}, Verbs: []string{"get", "list", "watch", "patch"}}}}
-				cluster := fake.NewCluster(m, &o)
-				ref := wasmrec.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: "ns", Name: "obj"}
-				if _, err := cluster.Client().Patch(context.Background(), ref, wasmrec.PatchStrategic, patch); err != nil {
-					t.Fatalf("round %d: the fake refuses the patch %s: %v", i, patch, err)
-				}
-				stored, _ := cluster.Get(apiVersion, kind, "ns", "obj")
-				got, _ := json.Marshal(stored.Object)
-				x, y := comparable(t, got), comparable(t, want)
-				if !reflect.DeepEqual(x, y) {
-					t.Fatalf("round %d: the fake makes of the patch\n %s\nsomething else at %s than Kubernetes:\n %s\nnot\n %s", i, patch, firstDiff(x, y, ""), got, want)
-				}
-				applied++
 			}
-			if applied < rounds/2 {
-				t.Errorf("only %d of %d rounds applied a patch: the test does not test", applied, rounds)
+			for _, variant := range []string{"as read", "another writer", "by hand"} {
+				if applied[variant] < rounds/2 {
+					t.Errorf("%s: only %d of %d rounds applied a patch: the test does not test", variant, applied[variant], rounds)
+				}
 			}
 		})
 	}
+}
+
+// typed is data decoded into obj and encoded again.
+func typed(t *testing.T, data []byte, obj any) []byte {
+	must(t, json.Unmarshal(data, obj))
+	out, err := json.Marshal(obj)
+	must(t, err)
+	return out
+}
+
+// unordered is v with every list sorted by its items' JSON.
+func unordered(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = unordered(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = unordered(e)
+		}
+		slices.SortFunc(out, func(a, b any) int {
+			x, _ := json.Marshal(a)
+			y, _ := json.Marshal(b)
+			return strings.Compare(string(x), string(y))
+		})
+		return out
+	}
+	return v
+}
+
+// withoutOrders is patch without its $setElementOrder directives.
+func withoutOrders(t *testing.T, patch []byte) []byte {
+	var p any
+	must(t, json.Unmarshal(patch, &p))
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if strings.HasPrefix(k, "$setElementOrder/") {
+					delete(v, k)
+					continue
+				}
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(p)
+	out, err := json.Marshal(p)
+	must(t, err)
+	return out
 }
 
 // repeatsAKey reports a patch whose $setElementOrder lists an item twice.

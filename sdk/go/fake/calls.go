@@ -484,7 +484,7 @@ func (c *Cluster) patchObject(k kindInfo, req abi.PatchRequest) (map[string]any,
 			return nil, fail(abi.StatusBadRequest, "invalid JSON document: the patch is not a JSON object")
 		}
 		if req.Type == abi.PatchStrategic {
-			if patched, err = strategicPatch(old, pm); err != nil {
+			if patched, err = strategicPatch(old, pm, metaOf(req.APIVersion, req.Kind)); err != nil {
 				return nil, fail(abi.StatusBadRequest, "%v", err)
 			}
 		} else {

@@ -59,16 +59,16 @@
 //
 // What is simpler than a real API server (trust a real cluster, or the e2e tests, for these):
 //
-//   - Strategic merge patch merges a list by a key only where the patch names the key (the
-//     fake has no patch metadata): a list with a $setElementOrder directive, as every list
-//     client.StrategicMergeFrom changes has, or with a {"$patch": "delete"} item. Any other
-//     list is replaced whole, as in a JSON merge patch: a hand-written patch of containers
-//     replaces them, and so does StrategicMergeFrom's patch of a list that was empty when the
-//     plugin read the object, where the API server would keep the items another writer added
-//     since. $deleteFromPrimitiveList, $retainKeys and $patch (replace, delete) are applied
-//     as the API server applies them. The patches StrategicMergeFrom makes are checked to
-//     give what Kubernetes' own code gives on the object as the plugin read it, order
-//     included; items another writer added since may stand elsewhere in the list.
+//   - Strategic merge patch merges as the API server does with k8s.io/api's patch metadata
+//     (each built-in kind's, generated from the same types as sdk/go/k8s): a list of
+//     containers is merged by name whether or not the patch has a $setElementOrder directive,
+//     and a list another writer filled since the plugin read it keeps that writer's items.
+//     $deleteFromPrimitiveList, $retainKeys and $patch (replace, delete) are applied as the API
+//     server applies them. Where a list merges items of another writer with the patch's, those
+//     items may stand elsewhere in the list than the API server puts them (its place for them
+//     follows from how its own slices share memory). A member a kind does not have merges a
+//     list only where the patch names the key. The object is stored as the patch leaves it: no
+//     decoding into the kind's type drops a null or an unknown member, as the API server's does.
 //   - Server-side apply is minimal: the applied fields are merged in (maps field by field,
 //     lists replaced whole: no list-map merging by key), and fields the plugin applied before
 //     and no longer applies are removed; a missing object is created. There are no other field

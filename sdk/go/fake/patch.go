@@ -34,16 +34,53 @@ func mergePatch(target, patch any) any {
 	return tm
 }
 
-// strategicPatch applies a strategic merge patch to target as the API server does with what
-// the patch itself says, and returns the result; target is not changed. The fake has no patch
-// metadata, so it merges a list by a key only where the patch names the key: a list with a
-// "$setElementOrder/NAME" (StrategicMergeFrom writes one for every such list it changes) or
-// with an item {"$patch": "delete", KEY: ...}. A list of values with a "$setElementOrder/NAME"
-// or "$deleteFromPrimitiveList/NAME" is merged by value. Any other list is replaced whole.
-// "$retainKeys" clears the members it does not list; {"$patch": "replace"} replaces an object
-// and {"$patch": "delete"} deletes it. Any other member whose name begins with $ is a member,
-// as the API server takes it.
-func strategicPatch(target, patch map[string]any) (map[string]any, error) {
+// patchMember is what a strategic merge patch knows of a member of a built-in kind's type
+// (zz_generated.patchmeta.go, from k8s.io/api's patchStrategy and patchMergeKey tags): its
+// strategy ("merge", "retainKeys", "merge,retainKeys" or ""), a list's merge key, and the index
+// in patchTypes of its value's struct type (a list's items'), or -1.
+type patchMember struct {
+	name, strategy, key string
+	value               int32
+}
+
+// patchMeta is a struct type's members in patchTypes, or nil where there is no metadata (a
+// custom resource, or a value that is not a generated struct).
+type patchMeta []patchMember
+
+// metaOf is the patch metadata of a kind, or nil if it is not a built-in kind.
+func metaOf(apiVersion, kind string) patchMeta {
+	if i, ok := patchKinds[apiVersion+"/"+kind]; ok {
+		return patchTypes[i]
+	}
+	return nil
+}
+
+// member is what t says of the member name: found is false for a member it does not list (one
+// the type does not have: the fake stores any member), which is merged without metadata.
+func (t patchMeta) member(name string) (m patchMember, value patchMeta, found bool) {
+	for _, m := range t {
+		if m.name == name {
+			if m.value >= 0 {
+				value = patchTypes[m.value]
+			}
+			return m, value, true
+		}
+	}
+	return patchMember{}, nil, false
+}
+
+// strategicPatch applies a strategic merge patch to target as the API server does, and returns
+// the result; target is not changed. With the type's patch metadata (meta, as the API server
+// reads it from k8s.io/api's tags), a list is merged by its merge key, or by value, where its
+// field's strategy is "merge", and replaced where it is not. A member without metadata (of a
+// custom resource, or one the type does not have) merges a list by what the patch itself says:
+// by the key that a "$setElementOrder/NAME" (StrategicMergeFrom writes one for every such list
+// it changes) or an item {"$patch": "delete", KEY: ...} names, or by value for a list of
+// values with a "$setElementOrder/NAME" or "$deleteFromPrimitiveList/NAME"; any other list is
+// replaced whole. "$retainKeys" clears the members it does not list; {"$patch": "replace"}
+// replaces an object and {"$patch": "delete"} deletes it. Any other member whose name begins
+// with $ is a member, as the API server takes it.
+func strategicPatch(target, patch map[string]any, meta patchMeta) (map[string]any, error) {
 	if d, ok := patch["$patch"]; ok {
 		switch d {
 		case "replace":
@@ -86,6 +123,14 @@ func strategicPatch(target, patch map[string]any) (map[string]any, error) {
 			continue
 		}
 		tv, exists := out[k]
+		if _, ordered := patch["$setElementOrder/"+k]; ordered && !exists {
+			if l, ok := v.([]any); ok {
+				// A list the object lacks, with an order: as the API server takes it, without
+				// the items that hold a $patch, nulls kept.
+				out[k] = withoutPatchDirectives(l)
+				continue
+			}
+		}
 		if !exists || kindOfJSON(tv) != kindOfJSON(v) {
 			// A member the object lacks, or of another type, is the patch's value, as the
 			// API server takes it: without its nulls, or its objects that hold a $patch.
@@ -96,9 +141,10 @@ func strategicPatch(target, patch map[string]any) (map[string]any, error) {
 			}
 			continue
 		}
+		m, value, known := meta.member(k)
 		switch pv := v.(type) {
 		case map[string]any:
-			merged, err := strategicPatch(tv.(map[string]any), pv)
+			merged, err := strategicPatch(tv.(map[string]any), pv, value)
 			if err != nil {
 				return nil, err
 			}
@@ -106,7 +152,11 @@ func strategicPatch(target, patch map[string]any) (map[string]any, error) {
 		case []any:
 			order, _ := patch["$setElementOrder/"+k].([]any)
 			_, deletes := patch["$deleteFromPrimitiveList/"+k]
-			merged, err := mergeList(tv.([]any), pv, order, deletes)
+			how := listMerge{order: order, deletes: deletes, items: value}
+			if known {
+				how.known, how.merge, how.key = true, strings.Contains(m.strategy, "merge"), m.key
+			}
+			merged, err := mergeList(tv.([]any), pv, how)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -126,7 +176,11 @@ func strategicPatch(target, patch map[string]any) (map[string]any, error) {
 			continue
 		}
 		before, _ := target[name].([]any)
-		out[name] = normalizeOrder(cur, order, before, listKey(order, nil))
+		key := listKey(order, nil)
+		if m, _, ok := meta.member(name); ok && m.key != "" {
+			key = m.key
+		}
+		out[name] = normalizeOrder(cur, order, before, key)
 	}
 	return out, nil
 }
@@ -150,19 +204,37 @@ func listKey(order, items []any) string {
 	return ""
 }
 
-// mergeList merges the patch's list into target's: by the key the patch names, or by value
-// where the patch has an order or deletions for a list of values; else it is replaced.
-func mergeList(target, patch, order []any, deletes bool) ([]any, error) {
-	key := listKey(order, nil)
-	if key == "" {
-		for _, v := range patch {
-			if m, ok := v.(map[string]any); ok && m["$patch"] == "delete" {
-				key = listKey(nil, []any{v})
-				break
+// listMerge is how mergeList merges a list: with the patch's directives for it, and, where
+// the object's type has patch metadata (known), whether its field merges (merge) and by which
+// key ("" for a list of values), and the metadata of its items.
+type listMerge struct {
+	order   []any
+	deletes bool
+	known   bool
+	merge   bool
+	key     string
+	items   patchMeta
+}
+
+// mergeList merges the patch's list into target's: by the merge key, or by value for a list
+// of values, where the metadata says the field merges (without metadata, where the patch names
+// a key, or has an order or deletions for a list of values); else it is replaced.
+func mergeList(target, patch []any, how listMerge) ([]any, error) {
+	key, byValue := how.key, how.merge && how.key == ""
+	if !how.known {
+		key = listKey(how.order, nil)
+		if key == "" {
+			for _, v := range patch {
+				if m, ok := v.(map[string]any); ok && m["$patch"] == "delete" {
+					key = listKey(nil, []any{v})
+					break
+				}
 			}
 		}
+		byValue = (len(patch) == 0 || !isObject(patch[0])) && (how.order != nil || how.deletes)
+	} else if !how.merge {
+		key = ""
 	}
-	scalars := len(patch) == 0 || !isObject(patch[0])
 	switch {
 	case key != "":
 		out := slices.Clone(target)
@@ -192,14 +264,14 @@ func mergeList(target, patch, order []any, deletes bool) ([]any, error) {
 				out = append(out, deepCopy(m)) // a new item, as it is
 				continue
 			}
-			merged, err := strategicPatch(out[at].(map[string]any), m)
+			merged, err := strategicPatch(out[at].(map[string]any), m, how.items)
 			if err != nil {
 				return nil, err
 			}
 			out[at] = merged
 		}
 		return normalizeOrder(out, items, before, key), nil
-	case scalars && (order != nil || deletes):
+	case byValue:
 		out := slices.Clone(target)
 		for _, v := range patch {
 			if !slices.ContainsFunc(out, func(x any) bool { return jsonv.Equal(x, v) }) {
@@ -254,6 +326,36 @@ func newValue(v any) (_ any, keep bool) {
 		return out, true
 	}
 	return v, true
+}
+
+// withoutPatchDirectives is a copy of v without the objects that hold a $patch directive, at
+// any depth; nulls and other members are kept.
+func withoutPatchDirectives(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			if m, ok := e.(map[string]any); ok {
+				if _, directive := m["$patch"]; directive {
+					continue
+				}
+			}
+			out[k] = withoutPatchDirectives(e)
+		}
+		return out
+	case []any:
+		out := []any{}
+		for _, e := range v {
+			if m, ok := e.(map[string]any); ok {
+				if _, directive := m["$patch"]; directive {
+					continue
+				}
+			}
+			out = append(out, withoutPatchDirectives(e))
+		}
+		return out
+	}
+	return v
 }
 
 // normalizeOrder orders a merged list as the API server does: the items order names (by key,

@@ -3,7 +3,7 @@ module github.com/wasmrec/wasmrec/host/wasm/testdata/benchgo
 go 1.26.0
 
 require (
-	github.com/wasmrec/wasmrec/sdk/go v0.3.10
+	github.com/wasmrec/wasmrec/sdk/go v0.3.11
 	k8s.io/api v0.37.2
 )
 
@@ -13,7 +13,7 @@ require (
 	github.com/json-iterator/go v1.1.12 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
-	github.com/wasmrec/wasmrec/abi v0.3.10 // indirect
+	github.com/wasmrec/wasmrec/abi v0.3.11 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/net v0.57.0 // indirect

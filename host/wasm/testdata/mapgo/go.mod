@@ -2,6 +2,6 @@ module github.com/wasmrec/wasmrec/host/wasm/testdata/mapgo
 
 go 1.26.0
 
-require github.com/wasmrec/wasmrec/sdk/go v0.3.10
+require github.com/wasmrec/wasmrec/sdk/go v0.3.11
 
-require github.com/wasmrec/wasmrec/abi v0.3.10 // indirect
+require github.com/wasmrec/wasmrec/abi v0.3.11 // indirect
