@@ -91,7 +91,7 @@ func (g *gen) writePatchMeta(name string) error {
 	b.WriteString("}\n\n")
 	b.WriteString("// patchTypes are the generated structs' members that a strategic merge patch merges by\n")
 	b.WriteString("// their metadata: name, strategy, merge key, and the index of the value's struct (of a\n")
-	b.WriteString("// list's items), or -1.\n")
+	b.WriteString("// list's items), or -1, and whether it is a list.\n")
 	b.WriteString("var patchTypes = [][]patchMember{\n")
 	for _, t := range structs {
 		ms, err := codegen.Members(g.model(t))
@@ -104,7 +104,7 @@ func (g *gen) writePatchMeta(name string) error {
 			if m.PatchStrategy == "" && value < 0 && !isList(m.Type) {
 				continue
 			}
-			fmt.Fprintf(&b, "{%q, %q, %q, %d},\n", m.JSON, m.PatchStrategy, m.PatchMergeKey, value)
+			fmt.Fprintf(&b, "{%q, %q, %q, %d, %v},\n", m.JSON, m.PatchStrategy, m.PatchMergeKey, value, isList(m.Type))
 		}
 		b.WriteString("},\n")
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	k8sappsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
 	wasmrec "github.com/wasmrec/wasmrec/sdk/go"
@@ -256,5 +258,54 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTheFakeAppliesHandWrittenStrategicPatchesAsKubernetes applies strategic merge patches
+// written by hand (testdata/handwritten-smp.json: directives in lists and maps, items without
+// their key, values of the wrong type, nulls) to a Deployment in the fake cluster and with
+// Kubernetes' strategicpatch: where Kubernetes refuses a patch (or the kind's Go type refuses
+// its result), the fake refuses it too; else both results, read through the kind's Go type,
+// are the same.
+func TestTheFakeAppliesHandWrittenStrategicPatchesAsKubernetes(t *testing.T) {
+	data, err := os.ReadFile("testdata/handwritten-smp.json")
+	must(t, err)
+	var file struct {
+		Base  json.RawMessage
+		Cases map[string]json.RawMessage
+	}
+	must(t, json.Unmarshal(data, &file))
+	m := wasmrec.Manifest{Name: "smp", For: wasmrec.Watch{APIVersion: "apps/v1", Kind: "Deployment"}, Permissions: []wasmrec.Permission{
+		{Group: "apps", Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}}}}
+	for name, patch := range file.Cases {
+		t.Run(name, func(t *testing.T) {
+			var want []byte
+			merged, err := strategicpatch.StrategicMergePatch(file.Base, patch, &k8sappsv1.Deployment{})
+			if err == nil {
+				var d k8sappsv1.Deployment
+				if err = json.Unmarshal(merged, &d); err == nil {
+					want, _ = json.Marshal(&d)
+				}
+			}
+			var o wasmrec.Object
+			must(t, json.Unmarshal(file.Base, &o.Object))
+			cluster := fake.NewCluster(m, &o)
+			ref := wasmrec.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "ns", Name: "obj"}
+			_, ferr := cluster.Client().Patch(context.Background(), ref, wasmrec.PatchStrategic, patch)
+			switch {
+			case err != nil && ferr == nil:
+				t.Fatalf("Kubernetes refuses the patch %s (%v); the fake takes it", patch, err)
+			case err == nil && ferr != nil:
+				t.Fatalf("the fake refuses the patch %s: %v", patch, ferr)
+			case err != nil:
+				return
+			}
+			stored, _ := cluster.Get("apps/v1", "Deployment", "ns", "obj")
+			got, _ := json.Marshal(stored.Object)
+			x, y := comparable(t, typed(t, got, &k8sappsv1.Deployment{})), comparable(t, want)
+			if !reflect.DeepEqual(x, y) {
+				t.Fatalf("the fake makes of the patch %s something else at %s than Kubernetes:\n %s\nnot\n %s", patch, firstDiff(x, y, ""), got, want)
+			}
+		})
 	}
 }

@@ -27,8 +27,11 @@ func (p rawPatch) Type() string                { return p.typ }
 func (p rawPatch) Data(Object) ([]byte, error) { return p.data, nil }
 
 // RawPatch is a patch written out: patchType is types.MergePatchType, JSONPatchType or
-// StrategicMergePatchType (the content types controller-runtime's RawPatch takes), or the ABI's
-// name of one (abi.PatchMerge...).
+// StrategicMergePatchType (package github.com/wasmrec/wasmrec/sdk/go/k8s/apimachinery/pkg/types;
+// the content types controller-runtime's RawPatch takes), or the ABI's name of one
+// (abi.PatchMerge...). A strategic merge patch that adds an item to a list merged by key (a
+// container, an env var) puts it first, before the items the object had, as the API server
+// does; $setElementOrder says where it goes.
 func RawPatch(patchType types.PatchType, data []byte) Patch {
 	t := string(patchType)
 	switch patchType {

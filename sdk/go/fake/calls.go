@@ -485,6 +485,9 @@ func (c *Cluster) patchObject(k kindInfo, req abi.PatchRequest) (map[string]any,
 		}
 		if req.Type == abi.PatchStrategic {
 			if patched, err = strategicPatch(old, pm, metaOf(req.APIVersion, req.Kind)); err != nil {
+				if _, answered := err.(*apiError); answered {
+					return nil, err
+				}
 				return nil, fail(abi.StatusBadRequest, "%v", err)
 			}
 		} else {

@@ -3,8 +3,8 @@
 // the statuses the wasmrec host gives (abi/ABI.md), checks them against the plugin's manifest as
 // the host does, and records the plugin's Events and log lines.
 //
-//	c := fake.NewCluster(manifest, app)           // the manifest the plugin registers
-//	r := &reconciler{client: c.Client()}          // the plugin uses wasmrec.NewClient()
+//	c := fake.NewCluster(manifest, app)              // the manifest the plugin registers
+//	r := &reconciler{client: client.From(c.Client())} // the plugin uses client.New()
 //	res, err := c.Reconcile(ctx, r, wasmrec.NewRequest("demo", "web"))
 //	cm, ok := c.Get("v1", "ConfigMap", "demo", "web")
 //	events, logs := c.Events(), c.Logs()
@@ -63,12 +63,17 @@
 //     (each built-in kind's, generated from the same types as sdk/go/k8s): a list of
 //     containers is merged by name whether or not the patch has a $setElementOrder directive,
 //     and a list another writer filled since the plugin read it keeps that writer's items.
-//     $deleteFromPrimitiveList, $retainKeys and $patch (replace, delete) are applied as the API
-//     server applies them. Where a list merges items of another writer with the patch's, those
-//     items may stand elsewhere in the list than the API server puts them (its place for them
-//     follows from how its own slices share memory). A member a kind does not have merges a
-//     list only where the patch names the key. The object is stored as the patch leaves it: no
-//     decoding into the kind's type drops a null or an unknown member, as the API server's does.
+//     $deleteFromPrimitiveList, $retainKeys and $patch (replace and delete, of an object or an
+//     item of a list) are applied as the API server applies them; an item without the list's
+//     merge key, or a $patch of merge or another word, is unavailable (the API server's
+//     internal error, as the host answers it), and a list where the kind has an object, or an
+//     object where it has a list, is invalid. Where a list merges items of another writer with
+//     the patch's, those items may stand elsewhere in the list than the API server puts them
+//     (it orders them by the live list after its merge has changed it in place). A member a
+//     kind does not have merges a list only where the patch names the key. The object is
+//     stored as the patch leaves it: no decoding into the kind's type drops a null or an
+//     unknown member, as the API server's does, and nothing is validated (a list of
+//     containers left empty is kept).
 //   - Server-side apply is minimal: the applied fields are merged in (maps field by field,
 //     lists replaced whole: no list-map merging by key), and fields the plugin applied before
 //     and no longer applies are removed; a missing object is created. There are no other field

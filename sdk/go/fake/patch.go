@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wasmrec/wasmrec/abi"
 	"github.com/wasmrec/wasmrec/sdk/go/internal/jsonv"
 )
 
@@ -37,10 +38,11 @@ func mergePatch(target, patch any) any {
 // patchMember is what a strategic merge patch knows of a member of a built-in kind's type
 // (zz_generated.patchmeta.go, from k8s.io/api's patchStrategy and patchMergeKey tags): its
 // strategy ("merge", "retainKeys", "merge,retainKeys" or ""), a list's merge key, and the index
-// in patchTypes of its value's struct type (a list's items'), or -1.
+// in patchTypes of its value's struct type (a list's items'), or -1, and whether it is a list.
 type patchMember struct {
 	name, strategy, key string
 	value               int32
+	list                bool // a JSON array; else an object
 }
 
 // patchMeta is a struct type's members in patchTypes, or nil where there is no metadata (a
@@ -123,6 +125,10 @@ func strategicPatch(target, patch map[string]any, meta patchMeta) (map[string]an
 			continue
 		}
 		tv, exists := out[k]
+		if m, _, known := meta.member(k); known && kindOfJSON(v) != map[bool]string{true: "array", false: "object"}[m.list] {
+			// The API server decodes the patched object into the kind's type, which refuses it.
+			return nil, fail(abi.StatusInvalid, "cannot restore %s from %s", map[bool]string{true: "slice", false: "struct"}[m.list], goKind(v))
+		}
 		if _, ordered := patch["$setElementOrder/"+k]; ordered && !exists {
 			if l, ok := v.([]any); ok {
 				// A list the object lacks, with an order: as the API server takes it, without
@@ -239,22 +245,42 @@ func mergeList(target, patch []any, how listMerge) ([]any, error) {
 	case key != "":
 		out := slices.Clone(target)
 		var items []any
-		for _, v := range patch { // deletions first, of every item of the key
+		replace := false
+		for _, v := range patch { // the items with a $patch first: deletions of every item of the key
 			m, ok := v.(map[string]any)
-			if !ok || m["$patch"] != "delete" {
+			d, special := m["$patch"]
+			if !ok || !special {
 				items = append(items, v)
 				continue
 			}
-			out = slices.DeleteFunc(out, func(x any) bool {
-				xm, ok := x.(map[string]any)
-				return ok && jsonv.Equal(xm[key], m[key])
-			})
+			switch d {
+			case "delete":
+				if _, ok := m[key]; !ok {
+					return nil, noMergeKey(m, key)
+				}
+				out = slices.DeleteFunc(out, func(x any) bool {
+					xm, ok := x.(map[string]any)
+					return ok && jsonv.Equal(xm[key], m[key])
+				})
+			case "replace":
+				replace = true // the list is the patch's other items
+			case "merge":
+				return nil, fail(abi.StatusUnavailable, "merging lists cannot yet be specified in the patch")
+			default:
+				return nil, fail(abi.StatusUnavailable, "unknown patch type: %v in map: %s", d, goMap(m))
+			}
+		}
+		if replace {
+			return deepCopy(items).([]any), nil
 		}
 		before := slices.Clone(out)
 		for _, v := range items {
 			m, ok := v.(map[string]any)
 			if !ok {
 				return nil, fmt.Errorf("a list merged by %q holds %v, not an object", key, v)
+			}
+			if _, ok := m[key]; !ok {
+				return nil, noMergeKey(m, key)
 			}
 			at := slices.IndexFunc(out, func(x any) bool {
 				xm, ok := x.(map[string]any)
@@ -281,6 +307,32 @@ func mergeList(target, patch []any, how listMerge) ([]any, error) {
 		return normalizeOrder(out, patch, target, ""), nil
 	}
 	return deepCopy(patch).([]any), nil // replaced, as it is
+}
+
+// noMergeKey is the API server's answer to an item of a list merged by key that lacks the key:
+// an internal error, which the host gives the plugin as unavailable.
+func noMergeKey(item map[string]any, key string) error {
+	return fail(abi.StatusUnavailable, "map: %s does not contain declared merge key: %s", goMap(item), key)
+}
+
+// goMap is m as the API server's messages print it (Go's %v of a map).
+func goMap(m map[string]any) string { return fmt.Sprintf("%v", m) }
+
+// goKind is the Go kind of a decoded JSON value, as the API server's messages name it.
+func goKind(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "map"
+	case []any:
+		return "slice"
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	case nil:
+		return "nil"
+	}
+	return "float64"
 }
 
 func isObject(v any) bool { _, ok := v.(map[string]any); return ok }
