@@ -45,6 +45,14 @@ type patchMember struct {
 	list                bool // a JSON array; else an object
 }
 
+// kind is the JSON type of the member's value, as kindOfJSON names it.
+func (m patchMember) kind() string {
+	if m.list {
+		return "array"
+	}
+	return "object"
+}
+
 // patchMeta is a struct type's members in patchTypes, or nil where there is no metadata (a
 // custom resource, or a value that is not a generated struct).
 type patchMeta []patchMember
@@ -124,30 +132,31 @@ func strategicPatch(target, patch map[string]any, meta patchMeta) (map[string]an
 			delete(out, k)
 			continue
 		}
-		tv, exists := out[k]
-		if m, _, known := meta.member(k); known && kindOfJSON(v) != map[bool]string{true: "array", false: "object"}[m.list] {
+		m, value, known := meta.member(k)
+		if known && kindOfJSON(v) != m.kind() {
 			// The API server decodes the patched object into the kind's type, which refuses it.
-			return nil, fail(abi.StatusInvalid, "cannot restore %s from %s", map[bool]string{true: "slice", false: "struct"}[m.list], goKind(v))
-		}
-		if _, ordered := patch["$setElementOrder/"+k]; ordered && !exists {
-			if l, ok := v.([]any); ok {
-				// A list the object lacks, with an order: as the API server takes it, without
-				// the items that hold a $patch, nulls kept.
-				out[k] = withoutPatchDirectives(l)
-				continue
+			want := "struct"
+			if m.list {
+				want = "slice"
 			}
+			return nil, fail(abi.StatusInvalid, "cannot restore %s from %s", want, goKind(v))
+		}
+		tv, exists := out[k]
+		if _, ordered := patch["$setElementOrder/"+k]; ordered && !exists && kindOfJSON(v) == "array" {
+			// A list the object lacks, with an order: as the API server takes it, nulls kept.
+			out[k], _ = newValue(v, false)
+			continue
 		}
 		if !exists || kindOfJSON(tv) != kindOfJSON(v) {
 			// A member the object lacks, or of another type, is the patch's value, as the
 			// API server takes it: without its nulls, or its objects that hold a $patch.
-			if nv, keep := newValue(v); keep {
+			if nv, keep := newValue(v, true); keep {
 				out[k] = nv
 			} else {
 				delete(out, k)
 			}
 			continue
 		}
-		m, value, known := meta.member(k)
 		switch pv := v.(type) {
 		case map[string]any:
 			merged, err := strategicPatch(tv.(map[string]any), pv, value)
@@ -350,9 +359,10 @@ func kindOfJSON(v any) string {
 	return "scalar"
 }
 
-// newValue is a patch's value for a member the object lacks: a copy without nulls, and
-// without the objects that hold a $patch directive; keep is false if it is such an object.
-func newValue(v any) (_ any, keep bool) {
+// newValue is a patch's value for a member the object lacks: a copy without the objects that
+// hold a $patch directive, and without nulls if dropNulls; keep is false if v is such an
+// object.
+func newValue(v any, dropNulls bool) (_ any, keep bool) {
 	switch v := v.(type) {
 	case map[string]any:
 		if _, ok := v["$patch"]; ok {
@@ -360,10 +370,10 @@ func newValue(v any) (_ any, keep bool) {
 		}
 		out := make(map[string]any, len(v))
 		for k, e := range v {
-			if e == nil {
+			if e == nil && dropNulls {
 				continue
 			}
-			if ne, keep := newValue(e); keep {
+			if ne, keep := newValue(e, dropNulls); keep {
 				out[k] = ne
 			}
 		}
@@ -371,43 +381,13 @@ func newValue(v any) (_ any, keep bool) {
 	case []any:
 		out := []any{}
 		for _, e := range v {
-			if ne, keep := newValue(e); keep {
+			if ne, keep := newValue(e, dropNulls); keep {
 				out = append(out, ne)
 			}
 		}
 		return out, true
 	}
 	return v, true
-}
-
-// withoutPatchDirectives is a copy of v without the objects that hold a $patch directive, at
-// any depth; nulls and other members are kept.
-func withoutPatchDirectives(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			if m, ok := e.(map[string]any); ok {
-				if _, directive := m["$patch"]; directive {
-					continue
-				}
-			}
-			out[k] = withoutPatchDirectives(e)
-		}
-		return out
-	case []any:
-		out := []any{}
-		for _, e := range v {
-			if m, ok := e.(map[string]any); ok {
-				if _, directive := m["$patch"]; directive {
-					continue
-				}
-			}
-			out = append(out, withoutPatchDirectives(e))
-		}
-		return out
-	}
-	return v
 }
 
 // normalizeOrder orders a merged list as the API server does: the items order names (by key,
