@@ -15,18 +15,25 @@ import (
 	codegen "github.com/wasmrec/wasmrec/sdk/go/codec/gen"
 )
 
-// isList is a member that is a JSON array.
+// isList is a member that is a JSON array ([]byte is base64 text).
 func isList(t *codegen.Type) bool {
+	t = deref(t)
+	return t.Kind == codegen.Slice && !(t.Elem.Kind == codegen.Uint8 && !t.Elem.Named())
+}
+
+// deref is t less its pointers.
+func deref(t *codegen.Type) *codegen.Type {
 	for t.Kind == codegen.Pointer {
 		t = t.Elem
 	}
-	return t.Kind == codegen.Slice && !(t.Elem.Kind == codegen.Uint8 && !t.Elem.Named())
+	return t
 }
 
 // writePatchMeta writes, for the SDK's fake cluster, the patch metadata of every served
 // built-in kind as data: for each generated struct, the members a strategic merge patch needs
-// to know of (every list, and every member with a patch strategy or whose value is a struct), with their strategy, merge key and value's type. The fake merges as the API
-// server does with it, without linking the generated types into a plugin's tests.
+// to know of (every list, and every member with a patch strategy or whose value is a struct),
+// with their strategy, merge key and value's type. The fake merges as the API server does with
+// it, without linking the generated types into a plugin's tests.
 func (g *gen) writePatchMeta(name string) error {
 	var structs []reflect.Type
 	for t := range g.types {
@@ -40,21 +47,11 @@ func (g *gen) writePatchMeta(name string) error {
 	for i, t := range structs {
 		index[g.model(t).Pkg+"."+t.Name()] = i
 	}
+	// valueOf is the index of the struct a member's value is, or a list's items are; -1 for
+	// anything else (a map's values are merged without metadata: their members are keys).
 	valueOf := func(t *codegen.Type) int {
-		for t.Kind == codegen.Pointer {
-			t = t.Elem
-		}
-		if t.Kind == codegen.Slice && t.Elem.Kind == codegen.Uint8 && !t.Elem.Named() {
-			return -1 // base64 text
-		}
-		if t.Kind == codegen.Map {
-			return -1 // its values are merged without metadata, as their members are keys
-		}
-		if t.Kind == codegen.Slice {
-			t = t.Elem
-			for t.Kind == codegen.Pointer {
-				t = t.Elem
-			}
+		if t = deref(t); isList(t) {
+			t = deref(t.Elem)
 		}
 		if t.Kind == codegen.Struct && !t.Given {
 			return index[t.Pkg+"."+t.Name]
